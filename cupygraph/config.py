@@ -1,0 +1,439 @@
+"""CUDA graph modes and the validated ``CUDAGraphConfig``.
+
+This module imports nothing else from cupygraph except the errors and the size helpers, so every
+layer can use it; loading from files lives in ``config_files.py``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import re
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from .errors import ConfigError
+from .sizes import default_capture_sizes, pad_to_capture_size
+
+logger = logging.getLogger("cupygraph")
+
+
+class CUDAGraphMode(enum.Enum):
+    """CUDA graph modes with vLLM's meanings.
+
+    NONE, PIECEWISE and FULL are runtime modes (what one call actually does). FULL_DECODE_ONLY and
+    FULL_AND_PIECEWISE are configuration modes that pick FULL for uniform-decode batches and
+    NONE / PIECEWISE for the others; their value is the pair (decode mode, mixed mode).
+    """
+
+    NONE = 0
+    PIECEWISE = 1
+    FULL = 2
+    FULL_DECODE_ONLY = (FULL, NONE)
+    FULL_AND_PIECEWISE = (FULL, PIECEWISE)
+
+    def separate_routine(self) -> bool:
+        """True when uniform-decode and mixed batches use different modes."""
+        return isinstance(self.value, tuple)
+
+    def decode_mode(self) -> "CUDAGraphMode":
+        """The mode used for uniform-decode batches."""
+        return CUDAGraphMode(self.value[0]) if self.separate_routine() else self
+
+    def mixed_mode(self) -> "CUDAGraphMode":
+        """The mode used for mixed (prefill or non-uniform) batches."""
+        return CUDAGraphMode(self.value[1]) if self.separate_routine() else self
+
+    def has_mode(self, mode: "CUDAGraphMode") -> bool:
+        """True when ``mode`` is used for some kind of batch under this mode."""
+        if self.separate_routine():
+            return mode in (self.decode_mode(), self.mixed_mode())
+        return self is mode
+
+    def max_cudagraph_mode(self) -> "CUDAGraphMode":
+        """The strongest runtime mode this mode may use (FULL > PIECEWISE > NONE)."""
+        return CUDAGraphMode(max(self.value)) if self.separate_routine() else self
+
+    def has_full_cudagraphs(self) -> bool:
+        return self.max_cudagraph_mode() is CUDAGraphMode.FULL
+
+    def has_piecewise_cudagraphs(self) -> bool:
+        return self.has_mode(CUDAGraphMode.PIECEWISE)
+
+    def has_graphs(self) -> bool:
+        """True unless this mode never replays a graph."""
+        return self is not CUDAGraphMode.NONE
+
+    def valid_runtime_modes(self) -> bool:
+        """True for the modes a single call can run in: NONE, PIECEWISE, FULL."""
+        return self in (CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
+
+    @classmethod
+    def parse(cls, value: Any) -> "CUDAGraphMode":
+        """Accept a member, its name in any case (``"full_and_piecewise"``) or its value."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            member = cls.__members__.get(value.strip().upper())
+            if member is not None:
+                return member
+        elif not isinstance(value, bool):
+            try:
+                return cls(tuple(value) if isinstance(value, list) else value)
+            except (ValueError, TypeError):
+                pass
+        raise ValueError(f"unknown CUDA graph mode {value!r}; valid modes: {', '.join(cls.__members__)}")
+
+
+_BYTE_UNITS = {
+    "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_BYTE_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_byte_size(value: Any) -> Optional[int]:
+    """``None``, a non-negative int of bytes, or a string such as ``"2GiB"`` / ``"512 MB"``."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError("expected a byte size such as 2GiB or an integer number of bytes, not a bool")
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError(f"a byte size must be positive, got {value}")
+        return value
+    if isinstance(value, str):
+        match = _BYTE_SIZE.match(value)
+        unit = match.group(2).lower() if match else ""
+        if match and (unit or "b") in _BYTE_UNITS:
+            size = int(float(match.group(1)) * _BYTE_UNITS[unit or "b"])
+            if size > 0:
+                return size
+        raise ValueError(
+            f"cannot read {value!r} as a byte size; write a positive number with one of the units "
+            f"{', '.join(u if u == 'b' else u[0].upper() + u[1:-1] + 'B' for u in _BYTE_UNITS)} "
+            f"(for example 2GiB or 512MB), or an integer number of bytes"
+        )
+    raise ValueError(f"expected a byte size such as 2GiB or an integer number of bytes, got {type(value).__name__}")
+
+
+def _choice(name: str, choices: tuple[str, ...]):
+    """A before-validator that accepts the choices in any case and lists them on error."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in choices:
+            return value.strip().lower()
+        raise ValueError(f"{name} must be one of {', '.join(choices)}")
+
+    return check
+
+
+# Strict: a YAML "8" or a bool is a mistake in a size, not something to coerce.
+PositiveInt = Annotated[StrictInt, Field(ge=1)]
+
+
+class CUDAGraphConfig(BaseModel):
+    """Configuration for CUDA graph capture and replay.
+
+    Every field is documented where it is declared; the README's configuration reference and the
+    JSON schema (``cupygraph schema``) are generated from these descriptions.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=False)
+
+    mode: CUDAGraphMode = Field(
+        CUDAGraphMode.FULL,
+        description="Graph mode: NONE, PIECEWISE, FULL, FULL_DECODE_ONLY or FULL_AND_PIECEWISE "
+        "(case-insensitive). FULL_* modes replay whole-function graphs for uniform-decode batches.",
+    )
+    capture_sizes: Optional[list[PositiveInt]] = Field(
+        None,
+        description="Batch sizes to capture graphs for. Unset: [1, 2, 4] + 8..248 step 8 + 256.."
+        "max_capture_size step 16. Given sizes are de-duplicated and sorted.",
+    )
+    max_capture_size: StrictInt = Field(
+        512, ge=1,
+        description="Largest batch size captured; larger batches run eagerly and count as fallbacks. "
+        "Defaults to the largest of capture_sizes when only those are given.",
+    )
+    max_num_reqs: Optional[StrictInt] = Field(
+        None, ge=1, description="Largest number of requests in a batch; decode sizes above it are not captured."
+    )
+    uniform_decode_query_len: StrictInt = Field(
+        1, ge=1, description="Tokens per request in a uniform-decode batch (num_tokens == num_reqs * this)."
+    )
+    seq_len_buckets: Optional[list[PositiveInt]] = Field(
+        None,
+        description="Optional second key axis: a sequence length is padded up to the smallest bucket; "
+        "longer sequences run eagerly.",
+    )
+    num_warmups: StrictInt = Field(1, ge=0, description="Eager runs before each capture (compilation, plan caches, pools).")
+    max_cached_graphs: Optional[StrictInt] = Field(
+        None, ge=1, description="Most graphs held at once per function; None means unbounded."
+    )
+    memory_budget: Optional[int] = Field(
+        None,
+        description="Most bytes the graphs of one function may hold (e.g. \"2GiB\", \"512MB\" or an int "
+        "of bytes); cold graphs are evicted to stay under it. None means unbounded.",
+    )
+    eviction: Literal["lru", "lfu"] = Field(
+        "lru", description="Which graph to evict first: least recently used (lru) or least frequently used (lfu)."
+    )
+    min_replays_to_keep: StrictInt = Field(
+        0, ge=0,
+        description="Graphs with at least this many replays are evicted only when no colder graph is left "
+        "(0: no protection).",
+    )
+    capture_after: StrictInt = Field(
+        1, ge=1, description="Capture a key once it has been seen this many times; until then it runs eagerly."
+    )
+    pad_value: Union[int, float] = Field(0, description="Value written into the padding rows of static inputs.")
+    output_mode: Literal["copy", "view"] = Field(
+        "copy",
+        description="copy: outputs are fresh arrays the caller owns. view: outputs are views into the graph's "
+        "static buffers, valid until the next call of the same function.",
+    )
+    on_capture_error: Literal["fallback", "raise"] = Field(
+        "fallback",
+        description="When an op cannot be captured: fallback runs that key eagerly from then on (reason in "
+        "the stats); raise raises CaptureError naming the op.",
+    )
+    capture_mode: Literal["global", "thread_local", "relaxed"] = Field(
+        "thread_local",
+        description="CUDA stream capture mode. thread_local lets other threads keep replaying and "
+        "allocating while one thread captures.",
+    )
+    gc_freeze: bool = Field(True, description="Freeze Python's garbage collector during capture.")
+    debug: bool = Field(
+        False, description="Check inputs, pointers and stale output views on every call; log every decision."
+    )
+    min_tokens_for_graph: StrictInt = Field(1, ge=1, description="Batches smaller than this run eagerly.")
+    max_tokens_for_graph: Optional[StrictInt] = Field(
+        None, ge=1, description="Batches larger than this run eagerly (None: up to max_capture_size)."
+    )
+    prefer_piecewise: bool = Field(
+        False, description="When both FULL and PIECEWISE graphs exist for a batch, replay the PIECEWISE one."
+    )
+    backend: Literal["auto", "cupy", "host"] = Field(
+        "auto",
+        description="auto: CuPy stream capture where a GPU is usable, else the NumPy host backend; "
+        "cupy or host force one.",
+    )
+
+    _sizes: tuple[int, ...] = PrivateAttr(default=())
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as err:
+            raise ConfigError(format_validation_error(err)) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as err:
+            raise ConfigError(format_validation_error(err)) from None
+
+    _check_eviction = field_validator("eviction", mode="before")(_choice("eviction", ("lru", "lfu")))
+    _check_output = field_validator("output_mode", mode="before")(_choice("output_mode", ("copy", "view")))
+    _check_on_error = field_validator("on_capture_error", mode="before")(
+        _choice("on_capture_error", ("fallback", "raise"))
+    )
+    _check_capture_mode = field_validator("capture_mode", mode="before")(
+        _choice("capture_mode", ("global", "thread_local", "relaxed"))
+    )
+    _check_backend = field_validator("backend", mode="before")(_choice("backend", ("auto", "cupy", "host")))
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _parse_mode(cls, value: Any) -> CUDAGraphMode:
+        return CUDAGraphMode.parse(value)
+
+    @field_validator("memory_budget", mode="before")
+    @classmethod
+    def _parse_budget(cls, value: Any) -> Optional[int]:
+        return parse_byte_size(value)
+
+    @field_validator("capture_sizes", "seq_len_buckets", mode="before")
+    @classmethod
+    def _check_sizes(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"expected a list of positive integers, got {type(value).__name__}")
+        return list(value)
+
+    @field_validator("capture_sizes", "seq_len_buckets", mode="after")
+    @classmethod
+    def _sort_sizes(cls, value: Optional[list[int]]) -> Optional[list[int]]:
+        return None if value is None else sorted(set(value))
+
+    @field_validator("pad_value", mode="before")
+    @classmethod
+    def _check_pad(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"pad_value must be a number, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _resolve_sizes(self) -> "CUDAGraphConfig":
+        sizes = self.capture_sizes
+        if sizes is not None:
+            if "max_capture_size" in self.model_fields_set:
+                if sizes and sizes[-1] > self.max_capture_size:
+                    raise ValueError(
+                        f"capture_sizes has {sizes[-1]}, above max_capture_size={self.max_capture_size}; "
+                        f"raise max_capture_size or drop the larger sizes"
+                    )
+            elif sizes:
+                # Only sizes given: they define the largest size, so keep the two fields consistent.
+                object.__setattr__(self, "max_capture_size", sizes[-1])
+        if self.mode is CUDAGraphMode.NONE:
+            self._sizes = ()
+        elif sizes is None:
+            self._sizes = tuple(default_capture_sizes(self.max_capture_size))
+        else:
+            self._sizes = tuple(sizes)
+        if self.max_tokens_for_graph is not None and self.max_tokens_for_graph < self.min_tokens_for_graph:
+            raise ValueError(
+                f"max_tokens_for_graph={self.max_tokens_for_graph} is below "
+                f"min_tokens_for_graph={self.min_tokens_for_graph}"
+            )
+        return self
+
+    # -- derived values ------------------------------------------------------------------------
+
+    @property
+    def cudagraph_capture_sizes(self) -> tuple[int, ...]:
+        """The resolved, sorted batch sizes graphs are captured for (empty under mode NONE)."""
+        return self._sizes
+
+    @property
+    def largest_capture_size(self) -> Optional[int]:
+        return self._sizes[-1] if self._sizes else None
+
+    def get_padded_batch_size(self, batch_size: int) -> Optional[int]:
+        """The smallest capture size >= ``batch_size``, or None above the largest (runs eagerly)."""
+        return pad_to_capture_size(batch_size, self._sizes)
+
+    def get_padded_seq_len(self, seq_len: Optional[int]) -> Optional[int]:
+        """``seq_len`` padded to its bucket; unchanged without buckets; None when above the largest."""
+        if seq_len is None or self.seq_len_buckets is None:
+            return seq_len
+        return pad_to_capture_size(seq_len, self.seq_len_buckets)
+
+    def should_use_cudagraph(self, batch_size: int, seq_len: Optional[int] = None) -> bool:
+        """True when a batch of this size (and sequence length) would replay a graph."""
+        if not self.mode.has_graphs() or batch_size < self.min_tokens_for_graph:
+            return False
+        if self.max_tokens_for_graph is not None and batch_size > self.max_tokens_for_graph:
+            return False
+        if self.get_padded_batch_size(batch_size) is None:
+            return False
+        return seq_len is None or self.seq_len_buckets is None or self.get_padded_seq_len(seq_len) is not None
+
+    # -- conversions -----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (mode by name) that ``from_dict`` and the config files accept back."""
+        data = self.model_dump(mode="json")
+        data["mode"] = self.mode.name
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: Optional[str] = None) -> "CUDAGraphConfig":
+        """Validate a mapping; errors raise ``ConfigError`` naming the field (and ``source``)."""
+        if not isinstance(data, dict):
+            where = f"{source}: " if source else ""
+            raise ConfigError(f"{where}expected a mapping of config fields, got {type(data).__name__}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            raise ConfigError(format_validation_error(err, source=source)) from None
+
+    @classmethod
+    def disabled(cls) -> "CUDAGraphConfig":
+        """A config under which every front door runs eagerly."""
+        return cls(mode=CUDAGraphMode.NONE)
+
+    @classmethod
+    def from_file(cls, path: Union[str, os.PathLike[str]]) -> "CUDAGraphConfig":
+        """Load a ``.yaml``/``.yml``/``.json``/``.toml`` file (see ``load_config``)."""
+        from .config_files import load_config
+
+        return load_config(path)
+
+    def to_file(self, path: Union[str, os.PathLike[str]]) -> None:
+        """Write this config to a file whose extension picks the format."""
+        from .config_files import save_config
+
+        save_config(self, path)
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """``("capture_sizes", 3)`` -> ``capture_sizes[3]``."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "<config>"
+
+
+def format_validation_error(
+    err: ValidationError, *, source: Optional[str] = None, line_of: Any = None
+) -> str:
+    """One line per problem: file, line (when known), field path, bad value, what is allowed."""
+    lines = []
+    for problem in err.errors():
+        loc = tuple(problem.get("loc", ()))
+        message = problem.get("msg", "invalid value")
+        if message.startswith("Value error, "):
+            message = message[len("Value error, "):]
+        if problem.get("type") == "extra_forbidden":
+            message = (
+                f"unknown field; valid fields: {', '.join(CUDAGraphConfig.model_fields)}"
+            )
+        where = source or "config"
+        line = line_of(loc) if line_of is not None else None
+        if line is not None:
+            where += f":{line}"
+        if not loc:
+            # A rule across fields: its message names the fields and values itself.
+            lines.append(f"{where}: {message}")
+            continue
+        shown = "" if problem.get("type") == "extra_forbidden" or "input" not in problem else (
+            f" (got {_short_repr(problem['input'])})"
+        )
+        lines.append(f"{where}: field '{field_path(loc)}': {message}{shown}")
+    return "\n".join(lines)
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_DISABLE_LOGGED = False
+
+
+def graphs_disabled_by_env() -> bool:
+    """``CUPYGRAPH_DISABLE=1`` makes every front door run eagerly; logged once per process."""
+    global _DISABLE_LOGGED
+    disabled = os.environ.get("CUPYGRAPH_DISABLE", "").strip().lower() not in ("", "0", "false", "no", "off")
+    if disabled and not _DISABLE_LOGGED:
+        _DISABLE_LOGGED = True
+        logger.warning("CUPYGRAPH_DISABLE is set: every cupygraph front door runs eagerly (mode NONE)")
+    return disabled
