@@ -210,9 +210,10 @@ class CUDAGraphConfig(BaseModel):
         "the stats); raise raises CaptureError naming the op.",
     )
     capture_mode: Literal["global", "thread_local", "relaxed"] = Field(
-        "thread_local",
-        description="CUDA stream capture mode. thread_local lets other threads keep replaying and "
-        "allocating while one thread captures.",
+        "relaxed",
+        description="CUDA stream capture mode. relaxed (CuPy's default) lets the memory pool grow and "
+        "cuFFT make plans during capture, and other threads keep working; global and thread_local "
+        "make such calls fail the capture.",
     )
     gc_freeze: bool = Field(True, description="Freeze Python's garbage collector during capture.")
     debug: bool = Field(

@@ -1,0 +1,59 @@
+"""Backends record and replay; ``select_backend`` picks one from the config's ``backend`` field."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Optional
+
+from ..errors import BackendUnavailableError
+from .base import Backend, Recording
+from .host import HostBackend
+
+logger = logging.getLogger("cupygraph")
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_unavailable_reason() -> Optional[str]:
+    """None when CuPy can run kernels on a GPU here; otherwise why not, in words."""
+    try:
+        import cupy
+    except Exception as err:  # ImportError, or a broken CUDA install raising at import
+        return f"CuPy is not importable ({type(err).__name__}: {err})"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as err:
+        return f"no usable CUDA driver ({type(err).__name__}: {err})"
+    if count < 1:
+        return "no CUDA device found"
+    return None
+
+
+def gpu_available() -> bool:
+    return gpu_unavailable_reason() is None
+
+
+def select_backend(name: str = "auto") -> Backend:
+    """A new backend instance (each owns one graph family's memory pool)."""
+    if name == "host":
+        return HostBackend()
+    reason = gpu_unavailable_reason()
+    if name == "cupy":
+        if reason is not None:
+            raise BackendUnavailableError(f"backend='cupy' was asked for but {reason}; use backend='host' or 'auto'")
+    elif name != "auto":
+        raise ValueError(f"unknown backend {name!r}; valid backends: auto, cupy, host")
+    if reason is None:
+        from .cupy import CupyBackend
+
+        return CupyBackend()
+    _log_host_choice(reason)
+    return HostBackend()
+
+
+@functools.lru_cache(maxsize=None)
+def _log_host_choice(reason: str) -> None:
+    logger.info("backend='auto' uses the NumPy host backend: %s", reason)
+
+
+__all__ = ["Backend", "Recording", "HostBackend", "select_backend", "gpu_available", "gpu_unavailable_reason"]

@@ -1,0 +1,84 @@
+"""The narrow interface the registry needs from a backend: buffers, capture, replay, memory.
+
+One backend instance serves one graph family (the graphs of one function): it owns that family's
+memory pool, so evicting the family's last graph can hand the memory back.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Callable, Sequence
+
+
+class Recording(abc.ABC):
+    """One captured executable: replaying it recomputes ``outputs`` in place from the static inputs."""
+
+    outputs: Any
+    """The function's return value at capture: static buffers that every ``launch`` rewrites."""
+
+    nbytes: int
+    """Device (or host) bytes this recording keeps alive, static inputs excluded."""
+
+    @abc.abstractmethod
+    def launch(self) -> None:
+        """Run the recorded work on the caller's current stream."""
+
+    @abc.abstractmethod
+    def release(self) -> None:
+        """Drop the executable and the memory only it holds."""
+
+    def to_dot(self) -> str:
+        """The recorded graph in Graphviz DOT, where the backend can describe it."""
+        raise NotImplementedError(f"{type(self).__name__} cannot describe its graph as DOT")
+
+
+class Backend(abc.ABC):
+    """How to allocate static buffers, record a function onto them, and replay it."""
+
+    name: str
+    xp: Any
+    """The array module (numpy or cupy) for this backend's arrays."""
+
+    @abc.abstractmethod
+    def is_array(self, value: Any) -> bool:
+        """True for arrays this backend can copy into static buffers or capture by address."""
+
+    @abc.abstractmethod
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A static buffer from this family's pool; it stays put while a graph uses it."""
+
+    @abc.abstractmethod
+    def copy_rows(self, dst: Any, src: Any) -> None:
+        """``dst[:len(src)] = src`` on the caller's stream (``src`` has ``dst``'s trailing shape)."""
+
+    @abc.abstractmethod
+    def fill_rows(self, dst: Any, start: int, value: Any) -> None:
+        """``dst[start:] = value``: the padding rows."""
+
+    @abc.abstractmethod
+    def copy_out(self, array: Any) -> Any:
+        """A fresh array the caller owns, with ``array``'s contents."""
+
+    @abc.abstractmethod
+    def capture(
+        self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
+        num_warmups: int, capture_mode: str, gc_freeze: bool,
+    ) -> Recording:
+        """Warm up, then record ``fn(*args, **kwargs)``; raise ``CaptureError`` naming what failed."""
+
+    def address(self, array: Any) -> int:
+        """The array's data address (or a stable identity for host arrays)."""
+        return int(array.__array_interface__["data"][0])
+
+    def device_of(self, array: Any) -> int:
+        return -1
+
+    def pool_bytes(self) -> int:
+        """Bytes this family's pool holds from the device, in use or cached."""
+        return 0
+
+    def release_memory(self) -> None:
+        """Return cached pool memory; called when the family holds no graph."""
+
+    def synchronize(self) -> None:
+        """Wait for all work this backend enqueued (tests and timing only; never on the hot path)."""

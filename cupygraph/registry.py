@@ -1,0 +1,434 @@
+"""The registry of captured graphs: entries, lookup, eviction, memory accounting and statistics."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections import Counter, OrderedDict
+from typing import Any, Callable, Optional, Sequence
+
+from .backends import select_backend
+from .backends.base import Backend, Recording
+from .config import CUDAGraphConfig, CUDAGraphMode
+from .descriptor import BatchDescriptor
+from .errors import CaptureError, InputMismatchError
+from .pytree import flatten, unflatten
+from .stats import CUDAGraphStats
+
+logger = logging.getLogger("cupygraph")
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphKey:
+    """What one executable graph serves: a padded batch, the runtime mode, and the call signature.
+
+    ``signature`` holds everything else that changes the recorded work: dtypes and trailing shapes
+    of the batched inputs, static argument values, and the addresses of constant arguments.
+    """
+
+    descriptor: BatchDescriptor
+    mode: CUDAGraphMode = CUDAGraphMode.FULL
+    signature: tuple = ()
+
+
+class CUDAGraphEntry:
+    """A captured graph with its static buffers (also exported as ``GraphEntry``).
+
+    Contract: the entry owns its static input buffers and the static outputs the recording writes.
+    ``replay(inputs)`` copies ``inputs`` into the static buffers (rows beyond the real batch hold
+    ``pad_value``), launches the graph on the caller's current stream and returns the outputs sliced
+    to the real batch: fresh copies under ``output_mode="copy"``, views into the static outputs under
+    ``"view"`` (overwritten by the next replay of any graph of the same function).
+    """
+
+    def __init__(
+        self,
+        key: GraphKey,
+        recording: Recording,
+        backend: Backend,
+        static_inputs: list[Any],
+        input_addresses: tuple[int, ...],
+        *,
+        pad_value: Any = 0,
+        output_mode: str = "copy",
+        capture_time: float = 0.0,
+        filled_rows: int = 0,
+    ):
+        self.key = key
+        self.cudagraph = recording
+        self.backend = backend
+        self.static_inputs = static_inputs
+        self.input_addresses = input_addresses
+        self.pad_value = pad_value
+        self.output_mode = output_mode
+        self.capture_time = capture_time
+        self.captured_at = time.time()
+        self.replay_count = 0
+        self.total_replay_s = 0.0
+        self.last_used = time.monotonic()
+        self._filled_rows = filled_rows
+        self._padded = key.descriptor.num_tokens
+        is_array = backend.is_array
+        self._leaves, self._spec = flatten(recording.outputs, is_array)
+        # Only outputs that carry the batch axis are cut back to the real batch.
+        self._sliced = [is_array(leaf) and leaf.ndim > 0 and leaf.shape[0] == self._padded for leaf in self._leaves]
+        self._single = self._spec is None
+        self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs)
+
+    @property
+    def batch_descriptor(self) -> BatchDescriptor:
+        return self.key.descriptor
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
+
+    @property
+    def avg_replay_time_ms(self) -> float:
+        """Mean host time of a replay (copies and launch enqueued), in milliseconds."""
+        return 1e3 * self.total_replay_s / self.replay_count if self.replay_count else 0.0
+
+    def increment_replay(self) -> None:
+        self.replay_count += 1
+        self.last_used = time.monotonic()
+
+    def check_inputs(self, inputs: Sequence[Any]) -> int:
+        """Validate ``inputs`` against the static buffers; return the real batch size."""
+        if len(inputs) != len(self.static_inputs):
+            raise InputMismatchError(
+                f"graph for {self.key.descriptor} takes {len(self.static_inputs)} batched inputs, got {len(inputs)}"
+            )
+        rows = None
+        for i, (buf, src) in enumerate(zip(self.static_inputs, inputs)):
+            if not self.backend.is_array(src):
+                raise InputMismatchError(
+                    f"input {i} is {type(src).__module__}.{type(src).__name__}; this graph was captured "
+                    f"with {self.backend.name} arrays"
+                )
+            if src.dtype != buf.dtype or src.shape[1:] != buf.shape[1:] or src.ndim != buf.ndim:
+                raise InputMismatchError(
+                    f"input {i} is {src.dtype}{list(src.shape)} but the graph was captured for "
+                    f"{buf.dtype}[n, {', '.join(map(str, buf.shape[1:]))}] with n <= {self._padded}"
+                )
+            if rows is None:
+                rows = src.shape[0]
+            elif src.shape[0] != rows:
+                raise InputMismatchError(f"input {i} has {src.shape[0]} rows but input 0 has {rows}")
+        if rows is None or rows > self._padded:
+            raise InputMismatchError(f"batch of {rows} rows does not fit the graph for {self._padded} rows")
+        return rows
+
+    def load_inputs(self, inputs: Sequence[Any], rows: int) -> None:
+        """Copy the real rows in; rewrite the padding only when the real batch size changed."""
+        copy = self.backend.copy_rows
+        for buf, src in zip(self.static_inputs, inputs):
+            copy(buf, src)
+        if rows != self._filled_rows:
+            if rows < self._padded:
+                for buf in self.static_inputs:
+                    self.backend.fill_rows(buf, rows, self.pad_value)
+            self._filled_rows = rows
+
+    def launch(self) -> None:
+        """Replay the graph on the current stream; the static inputs must already hold the data."""
+        start = time.perf_counter()
+        self.cudagraph.launch()
+        self.total_replay_s += time.perf_counter() - start
+        self.increment_replay()
+
+    def outputs(self, rows: int) -> Any:
+        """This call's outputs, cut to ``rows`` and copied or viewed per ``output_mode``."""
+        copy = self.output_mode == "copy"
+        if self._single:
+            leaf = self._leaves[0]
+            if self._sliced[0]:
+                leaf = leaf[:rows]
+            return self.backend.copy_out(leaf) if copy and self.backend.is_array(leaf) else leaf
+        result = []
+        for leaf, sliced in zip(self._leaves, self._sliced):
+            if sliced:
+                leaf = leaf[:rows]
+            if copy and self.backend.is_array(leaf):
+                leaf = self.backend.copy_out(leaf)
+            result.append(leaf)
+        return unflatten(self._spec, result)
+
+    def replay(self, inputs: Sequence[Any]) -> Any:
+        """Copy ``inputs`` in, launch, and return the outputs for the real batch."""
+        rows = self.check_inputs(inputs)
+        self.load_inputs(inputs, rows)
+        self.launch()
+        return self.outputs(rows)
+
+    def release(self) -> None:
+        """Free the executable and the static buffers (the entry is unusable afterwards)."""
+        self.cudagraph.release()
+        self.static_inputs = []
+        self._leaves = []
+
+    def __repr__(self) -> str:
+        return (
+            f"CUDAGraphEntry({self.key.descriptor}, mode={self.key.mode.name}, backend={self.backend.name}, "
+            f"replays={self.replay_count}, nbytes={self.nbytes})"
+        )
+
+
+GraphEntry = CUDAGraphEntry
+
+
+class CUDAGraphRegistry:
+    """Registry of the captured graphs of one function (one graph family, one memory pool).
+
+    Contract: the registry owns its entries and their buffers. Lookups are thread-safe and never
+    wait for a capture; captures are serialised per registry (and per device by the backend).
+    When ``max_cached_graphs`` or ``memory_budget`` would be exceeded, entries are evicted (LRU or
+    LFU; entries with ``min_replays_to_keep`` replays only when no colder one is left) and their
+    buffers freed; each eviction is counted with its reason. When the last graph goes, the pool's
+    cached memory is returned.
+    """
+
+    def __init__(self, config: Optional[CUDAGraphConfig] = None, backend: Optional[Backend] = None):
+        self.config = config if config is not None else CUDAGraphConfig()
+        self.backend = backend if backend is not None else select_backend(self.config.backend)
+        self._entries: "OrderedDict[GraphKey, CUDAGraphEntry]" = OrderedDict()
+        self._seen: Counter = Counter()
+        self._lock = threading.RLock()
+        self._capture_lock = threading.Lock()
+        self._stats = CUDAGraphStats()
+
+    # -- keyed API (front doors) ------------------------------------------------------------------
+
+    def lookup(self, key: GraphKey) -> Optional[CUDAGraphEntry]:
+        """The entry for ``key`` (marked most recently used), or None."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+            return entry
+
+    def note_seen(self, key: GraphKey) -> int:
+        """Count a sighting of ``key`` (for ``capture_after`` and hot shapes); return the count."""
+        with self._lock:
+            self._seen[key] += 1
+            return self._seen[key]
+
+    def capture_entry(
+        self,
+        key: GraphKey,
+        fn: Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: Optional[dict[str, Any]] = None,
+        batched: Sequence[int] = (0,),
+    ) -> CUDAGraphEntry:
+        """Record ``fn(*args, **kwargs)`` for ``key`` and register it (or return the existing entry).
+
+        The arrays at positions ``batched`` are copied into static buffers of
+        ``key.descriptor.num_tokens`` rows (padding filled with ``pad_value``); every other argument
+        is passed as it is, so arrays among them are captured by address. Raises ``CaptureError``
+        when the function cannot be recorded or its graph alone exceeds the memory budget.
+        """
+        kwargs = kwargs or {}
+        with self._capture_lock:
+            existing = self.lookup(key)
+            if existing is not None:
+                return existing
+            backend, padded = self.backend, key.descriptor.num_tokens
+            call_args = list(args)
+            static_inputs = []
+            rows = None
+            for index in batched:
+                src = args[index]
+                buf = backend.empty((padded,) + tuple(src.shape[1:]), src.dtype)
+                backend.copy_rows(buf, src)
+                rows = src.shape[0]
+                if rows < padded:
+                    backend.fill_rows(buf, rows, self.config.pad_value)
+                call_args[index] = buf
+                static_inputs.append(buf)
+            start = time.perf_counter()
+            try:
+                recording = backend.capture(
+                    fn, call_args, kwargs,
+                    num_warmups=self.config.num_warmups,
+                    capture_mode=self.config.capture_mode,
+                    gc_freeze=self.config.gc_freeze,
+                )
+            except BaseException:
+                self._stats.record_capture_failure()
+                del static_inputs, call_args
+                self._release_if_empty()
+                raise
+            seconds = time.perf_counter() - start
+            entry = CUDAGraphEntry(
+                key, recording, backend, static_inputs,
+                tuple(backend.address(b) for b in static_inputs),
+                pad_value=self.config.pad_value, output_mode=self.config.output_mode,
+                capture_time=seconds, filled_rows=rows or 0,
+            )
+            self._insert(entry)
+            logger.debug("captured %s in %.2f ms (%d bytes)", key, 1e3 * seconds, entry.nbytes)
+            return entry
+
+    def _insert(self, entry: CUDAGraphEntry) -> None:
+        budget = self.config.memory_budget
+        if budget is not None and entry.nbytes > budget:
+            entry.release()
+            self._release_if_empty()
+            raise CaptureError(
+                f"the graph for {entry.key.descriptor} needs {entry.nbytes} bytes, above "
+                f"memory_budget={budget} bytes on its own"
+            )
+        with self._lock:
+            self._entries[entry.key] = entry
+            limit = self.config.max_cached_graphs
+            while limit is not None and len(self._entries) > limit:
+                self._evict_one(entry, f"max_cached_graphs={limit} reached")
+            while budget is not None and self.total_bytes() > budget:
+                self._evict_one(entry, f"memory_budget={budget} bytes reached")
+
+    def _evict_one(self, keep: CUDAGraphEntry, reason: str) -> None:
+        victim = self.select_victim(exclude=keep)
+        if victim is None:
+            return
+        self._remove_entry(victim.key)
+        self._stats.record_eviction(reason)
+        logger.debug("evicted %s (%d replays, %d bytes): %s", victim.key, victim.replay_count, victim.nbytes, reason)
+
+    def select_victim(self, exclude: Optional[CUDAGraphEntry] = None) -> Optional[CUDAGraphEntry]:
+        """The entry eviction would take next under the configured policy."""
+        with self._lock:
+            candidates = [e for e in self._entries.values() if e is not exclude]
+            if not candidates:
+                return None
+            keep = self.config.min_replays_to_keep
+            if keep > 0:
+                cold = [e for e in candidates if e.replay_count < keep]
+                candidates = cold or candidates
+            if self.config.eviction == "lfu":
+                return min(candidates, key=lambda e: (e.replay_count, e.last_used))
+            # OrderedDict order is least recently used first; candidates keep that order.
+            return candidates[0]
+
+    def _remove_entry(self, key: GraphKey) -> bool:
+        with self._lock:
+            entry = self._entries.pop(key, None)
+        if entry is None:
+            return False
+        entry.release()
+        self._release_if_empty()
+        return True
+
+    def _release_if_empty(self) -> None:
+        with self._lock:
+            empty = not self._entries
+        if empty:
+            self.backend.release_memory()
+
+    def total_bytes(self) -> int:
+        """Bytes held by all entries (static buffers and recorded outputs/scratch)."""
+        with self._lock:
+            return sum(e.nbytes for e in self._entries.values())
+
+    def entries(self) -> list[CUDAGraphEntry]:
+        with self._lock:
+            return list(self._entries.values())
+
+    # -- the seed's API: keys by batch size and sequence length --------------------------------
+
+    def make_key(
+        self, batch_size: int, seq_len: Optional[int] = None, mode: CUDAGraphMode = CUDAGraphMode.FULL,
+        signature: tuple = (),
+    ) -> Optional[GraphKey]:
+        """The key a batch of this size lands on after padding, or None when it would run eagerly."""
+        padded = self.config.get_padded_batch_size(batch_size)
+        seq = self.config.get_padded_seq_len(seq_len)
+        if padded is None or (seq_len is not None and seq is None):
+            return None
+        return GraphKey(BatchDescriptor(padded, seq_len=seq), CUDAGraphMode.parse(mode), signature)
+
+    def capture(
+        self,
+        batch_size: int,
+        seq_len: Optional[int],
+        capture_fn: Callable[..., Any],
+        input_shapes: Sequence[Any],
+        output_shapes: Optional[Sequence[Sequence[int]]] = None,
+        *,
+        inputs: Optional[Sequence[Any]] = None,
+        dtype: Any = "float32",
+        mode: CUDAGraphMode = CUDAGraphMode.FULL,
+        signature: tuple = (),
+    ) -> CUDAGraphEntry:
+        """Capture ``capture_fn(*inputs)`` for a batch of ``batch_size`` rows.
+
+        ``input_shapes`` gives each input's shape for the real batch (leading axis = batch) or a
+        ``(shape, dtype)`` pair; buffers are padded to the capture size. ``inputs``, when given,
+        are copied in first (otherwise the buffers start filled with ``pad_value``).
+        ``output_shapes``, when given, are checked against what the function returned.
+        """
+        key = self.make_key(batch_size, seq_len, mode, signature)
+        if key is None:
+            raise CaptureError(
+                f"batch_size={batch_size}, seq_len={seq_len} is above the largest capture size "
+                f"{self.config.largest_capture_size}; such batches run eagerly"
+            )
+        xp = self.backend.xp
+        if inputs is None:
+            specs = [s if len(s) == 2 and not isinstance(s[0], int) else (s, dtype) for s in map(tuple, input_shapes)]
+            inputs = [xp.full(tuple(shape), self.config.pad_value, dtype=dt) for shape, dt in specs]
+        entry = self.capture_entry(key, capture_fn, list(inputs), {}, batched=range(len(inputs)))
+        if output_shapes is not None:
+            leaves, _ = flatten(entry.cudagraph.outputs, self.backend.is_array)
+            got = [tuple(leaf.shape[1:]) if sliced else tuple(leaf.shape)
+                   for leaf, sliced in zip(leaves, entry._sliced)]
+            want = [tuple(s)[1:] if len(s) and s[0] == batch_size else tuple(s) for s in output_shapes]
+            if got != want:
+                self._remove_entry(key)
+                raise CaptureError(f"capture_fn returned outputs of trailing shapes {got}, expected {want}")
+        return entry
+
+    def get(self, batch_size: int, seq_len: Optional[int] = None, *, mode: CUDAGraphMode = CUDAGraphMode.FULL,
+            signature: tuple = ()) -> Optional[CUDAGraphEntry]:
+        key = self.make_key(batch_size, seq_len, mode, signature)
+        return None if key is None else self.lookup(key)
+
+    def has(self, batch_size: int, seq_len: Optional[int] = None, **kw: Any) -> bool:
+        return self.get(batch_size, seq_len, **kw) is not None
+
+    def remove(self, batch_size: int, seq_len: Optional[int] = None, *, mode: CUDAGraphMode = CUDAGraphMode.FULL,
+               signature: tuple = ()) -> bool:
+        """Drop the graph a batch of this size would use; True when one was held."""
+        key = self.make_key(batch_size, seq_len, mode, signature)
+        return key is not None and self._remove_entry(key)
+
+    def remove_key(self, key: GraphKey) -> bool:
+        return self._remove_entry(key)
+
+    def clear(self) -> None:
+        """Drop every graph and return the pool's memory (statistics are kept)."""
+        with self._lock:
+            entries = list(self._entries.values())
+            self._entries.clear()
+        for entry in entries:
+            entry.release()
+        self.backend.release_memory()
+
+    def num_graphs(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def __len__(self) -> int:
+        return self.num_graphs()
+
+    def stats(self) -> CUDAGraphStats:
+        return self._stats
+
+    def get_hot_shapes(self, top_k: int = 10) -> list[tuple[BatchDescriptor, int]]:
+        """The ``top_k`` most often seen descriptors with their sighting counts."""
+        with self._lock:
+            merged: Counter = Counter()
+            for key, count in self._seen.items():
+                merged[key.descriptor] += count
+            return merged.most_common(top_k)

@@ -1,0 +1,126 @@
+"""Counters for graph use: what was captured, replayed, evicted and why calls ran eagerly."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import Counter
+from typing import Any
+
+
+@dataclasses.dataclass
+class CUDAGraphStats:
+    """Statistics of one registry (one function's graphs).
+
+    A call is a hit when it replays a graph that already existed and a miss otherwise (it captured
+    or ran eagerly), so ``hits + misses == calls``; ``captures - evictions == graphs held``.
+    """
+
+    hits: int = 0
+    misses: int = 0
+    captures: int = 0
+    replays: int = 0
+    evictions: int = 0
+    capture_failures: int = 0
+    capture_time_s: float = 0.0
+    evictions_by_reason: Counter = dataclasses.field(default_factory=Counter)
+    fallbacks_by_reason: Counter = dataclasses.field(default_factory=Counter)
+    captures_by_mode: Counter = dataclasses.field(default_factory=Counter)
+    replays_by_mode: Counter = dataclasses.field(default_factory=Counter)
+    fallbacks_by_mode: Counter = dataclasses.field(default_factory=Counter)
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def calls(self) -> int:
+        return self.hits + self.misses
+
+    @property
+    def fallbacks(self) -> int:
+        """Calls that ran eagerly, whatever the reason."""
+        return sum(self.fallbacks_by_reason.values())
+
+    def hit_rate(self) -> float:
+        """Fraction of calls that replayed an existing graph (0.0 before any call)."""
+        calls = self.calls
+        return self.hits / calls if calls else 0.0
+
+    def record_hit(self, mode: str) -> None:
+        with self._lock:
+            self.hits += 1
+            self.replays += 1
+            self.replays_by_mode[mode] += 1
+
+    def record_capture(self, mode: str, seconds: float) -> None:
+        """A miss that captured a graph (and replayed it once to produce this call's result)."""
+        with self._lock:
+            self.misses += 1
+            self.captures += 1
+            self.replays += 1
+            self.capture_time_s += seconds
+            self.captures_by_mode[mode] += 1
+            self.replays_by_mode[mode] += 1
+
+    def record_fallback(self, reason: str, mode: str = "NONE") -> None:
+        """A miss that ran the function eagerly, with the reason in words a user understands."""
+        with self._lock:
+            self.misses += 1
+            self.fallbacks_by_reason[reason] += 1
+            self.fallbacks_by_mode[mode] += 1
+
+    def record_capture_failure(self) -> None:
+        with self._lock:
+            self.capture_failures += 1
+
+    def record_eviction(self, reason: str) -> None:
+        with self._lock:
+            self.evictions += 1
+            self.evictions_by_reason[reason] += 1
+
+    def reset(self) -> None:
+        with self._lock:
+            for field in dataclasses.fields(self):
+                if field.name != "_lock":
+                    default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default  # type: ignore[misc]
+                    setattr(self, field.name, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for logs, JSON and the CLI."""
+        with self._lock:
+            return {
+                "calls": self.calls,
+                "hits": self.hits,
+                "misses": self.misses,
+                "hit_rate": round(self.hit_rate(), 6),
+                "captures": self.captures,
+                "replays": self.replays,
+                "evictions": self.evictions,
+                "capture_failures": self.capture_failures,
+                "fallbacks": self.fallbacks,
+                "capture_time_s": round(self.capture_time_s, 6),
+                "evictions_by_reason": dict(self.evictions_by_reason),
+                "fallbacks_by_reason": dict(self.fallbacks_by_reason),
+                "captures_by_mode": dict(self.captures_by_mode),
+                "replays_by_mode": dict(self.replays_by_mode),
+                "fallbacks_by_mode": dict(self.fallbacks_by_mode),
+            }
+
+
+@dataclasses.dataclass
+class DispatchStats:
+    """How a dispatcher decided: calls per runtime mode and how often a graph key was found."""
+
+    total: int = 0
+    full: int = 0
+    piecewise: int = 0
+    none: int = 0
+    padded: int = 0
+    above_largest: int = 0
+
+    def graph_ratio(self) -> float:
+        """Fraction of dispatches that chose a graph mode (FULL or PIECEWISE)."""
+        return (self.full + self.piecewise) / self.total if self.total else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["graph_ratio"] = round(self.graph_ratio(), 6)
+        return data
