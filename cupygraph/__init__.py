@@ -1,4 +1,70 @@
-"""cupygraph: launch-cheap CuPy pipelines with CUDA graphs."""
-from .config import CUDAGraphConfig, CUDAGraphMode
+"""cupygraph: launch-cheap CuPy pipelines with CUDA graphs.
+
+``import cupygraph`` needs only NumPy and pydantic; CuPy is imported when a GPU backend is used.
+"""
+
+from .backends import Backend, HostBackend, gpu_available, select_backend
+from .config import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
 from .config_files import load_config
-from .errors import CaptureError, ConfigError, CupyGraphError
+from .context import cudagraph_context, get_forward_context
+from .descriptor import BatchDescriptor, DispatchKey, create_dispatch_key, get_cudagraph_sizes, get_padded_key
+from .dispatcher import CompositeDispatcher, CudagraphDispatcher, DispatchMode
+from .errors import (
+    BackendUnavailableError,
+    CaptureError,
+    ConfigError,
+    CupyGraphError,
+    InputMismatchError,
+    StaleOutputError,
+)
+from .jit import GraphedFunction, jit
+from .manager import CUDAGraphManager
+from .policy import AdaptiveDispatchPolicy, DefaultDispatchPolicy, DispatchPolicy
+from .registry import CUDAGraphEntry, CUDAGraphRegistry, GraphEntry, GraphKey
+from .sizes import default_capture_sizes
+from .stats import CUDAGraphStats, DispatchStats
+from .wrapper import CUDAGraphOptions, CUDAGraphWrapper
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AdaptiveDispatchPolicy",
+    "Backend",
+    "BackendUnavailableError",
+    "BatchDescriptor",
+    "CUDAGraphConfig",
+    "CUDAGraphEntry",
+    "CUDAGraphManager",
+    "CUDAGraphMode",
+    "CUDAGraphOptions",
+    "CUDAGraphRegistry",
+    "CUDAGraphStats",
+    "CUDAGraphWrapper",
+    "CaptureError",
+    "CompositeDispatcher",
+    "ConfigError",
+    "CudagraphDispatcher",
+    "CupyGraphError",
+    "DefaultDispatchPolicy",
+    "DispatchKey",
+    "DispatchMode",
+    "DispatchPolicy",
+    "DispatchStats",
+    "GraphEntry",
+    "GraphKey",
+    "GraphedFunction",
+    "HostBackend",
+    "InputMismatchError",
+    "StaleOutputError",
+    "create_dispatch_key",
+    "cudagraph_context",
+    "default_capture_sizes",
+    "get_cudagraph_sizes",
+    "get_forward_context",
+    "get_padded_key",
+    "gpu_available",
+    "graphs_disabled_by_env",
+    "jit",
+    "load_config",
+    "select_backend",
+]

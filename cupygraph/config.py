@@ -19,6 +19,7 @@ from pydantic import (
     PrivateAttr,
     StrictInt,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -152,10 +153,14 @@ class CUDAGraphConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=False)
 
-    mode: CUDAGraphMode = Field(
+    # The schema shows the names config files use, not the enum's internal int/tuple values.
+    mode: Annotated[
+        CUDAGraphMode, WithJsonSchema({"type": "string", "enum": list(CUDAGraphMode.__members__)})
+    ] = Field(
         CUDAGraphMode.FULL,
         description="Graph mode: NONE, PIECEWISE, FULL, FULL_DECODE_ONLY or FULL_AND_PIECEWISE "
         "(case-insensitive). FULL_* modes replay whole-function graphs for uniform-decode batches.",
+        json_schema_extra={"default": "FULL"},
     )
     capture_sizes: Optional[list[PositiveInt]] = Field(
         None,
@@ -182,7 +187,10 @@ class CUDAGraphConfig(BaseModel):
     max_cached_graphs: Optional[StrictInt] = Field(
         None, ge=1, description="Most graphs held at once per function; None means unbounded."
     )
-    memory_budget: Optional[int] = Field(
+    memory_budget: Annotated[
+        Optional[int],
+        WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string"}, {"type": "null"}]}),
+    ] = Field(
         None,
         description="Most bytes the graphs of one function may hold (e.g. \"2GiB\", \"512MB\" or an int "
         "of bytes); cold graphs are evicted to stay under it. None means unbounded.",
@@ -239,6 +247,10 @@ class CUDAGraphConfig(BaseModel):
             super().__init__(**data)
         except ValidationError as err:
             raise ConfigError(format_validation_error(err)) from None
+
+    # Without this pydantic routes model_validate through __init__, whose ConfigError would come back
+    # wrapped as one model-level error: file names and YAML line numbers of load_config get lost.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     def __setattr__(self, name: str, value: Any) -> None:
         try:

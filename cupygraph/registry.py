@@ -51,6 +51,7 @@ class CUDAGraphEntry:
         static_inputs: list[Any],
         input_addresses: tuple[int, ...],
         *,
+        whole_inputs: Sequence[Any] = (),
         pad_value: Any = 0,
         output_mode: str = "copy",
         capture_time: float = 0.0,
@@ -60,6 +61,7 @@ class CUDAGraphEntry:
         self.cudagraph = recording
         self.backend = backend
         self.static_inputs = static_inputs
+        self.whole_inputs = list(whole_inputs)
         self.input_addresses = input_addresses
         self.pad_value = pad_value
         self.output_mode = output_mode
@@ -75,7 +77,7 @@ class CUDAGraphEntry:
         # Only outputs that carry the batch axis are cut back to the real batch.
         self._sliced = [is_array(leaf) and leaf.ndim > 0 and leaf.shape[0] == self._padded for leaf in self._leaves]
         self._single = self._spec is None
-        self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs)
+        self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
 
     @property
     def batch_descriptor(self) -> BatchDescriptor:
@@ -120,10 +122,16 @@ class CUDAGraphEntry:
             raise InputMismatchError(f"batch of {rows} rows does not fit the graph for {self._padded} rows")
         return rows
 
-    def load_inputs(self, inputs: Sequence[Any], rows: int) -> None:
-        """Copy the real rows in; rewrite the padding only when the real batch size changed."""
+    def load_inputs(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> None:
+        """Copy the real rows in; rewrite the padding only when the real batch size changed.
+
+        ``whole`` are the unbatched array arguments, copied entirely into their static buffers.
+        """
+        self.backend.order_after_last_use()
         copy = self.backend.copy_rows
         for buf, src in zip(self.static_inputs, inputs):
+            copy(buf, src)
+        for buf, src in zip(self.whole_inputs, whole):
             copy(buf, src)
         if rows != self._filled_rows:
             if rows < self._padded:
@@ -155,10 +163,10 @@ class CUDAGraphEntry:
             result.append(leaf)
         return unflatten(self._spec, result)
 
-    def replay(self, inputs: Sequence[Any]) -> Any:
+    def replay(self, inputs: Sequence[Any], whole: Sequence[Any] = ()) -> Any:
         """Copy ``inputs`` in, launch, and return the outputs for the real batch."""
         rows = self.check_inputs(inputs)
-        self.load_inputs(inputs, rows)
+        self.load_inputs(inputs, rows, whole)
         self.launch()
         return self.outputs(rows)
 
@@ -166,6 +174,7 @@ class CUDAGraphEntry:
         """Free the executable and the static buffers (the entry is unusable afterwards)."""
         self.cudagraph.release()
         self.static_inputs = []
+        self.whole_inputs = []
         self._leaves = []
 
     def __repr__(self) -> str:
@@ -197,6 +206,8 @@ class CUDAGraphRegistry:
         self._lock = threading.RLock()
         self._capture_lock = threading.Lock()
         self._stats = CUDAGraphStats()
+        self.generation = 0
+        """Bumped whenever an entry leaves, so front doors know their cached lookups went stale."""
 
     # -- keyed API (front doors) ------------------------------------------------------------------
 
@@ -221,12 +232,14 @@ class CUDAGraphRegistry:
         args: Sequence[Any],
         kwargs: Optional[dict[str, Any]] = None,
         batched: Sequence[int] = (0,),
+        copied: Sequence[int] = (),
     ) -> CUDAGraphEntry:
         """Record ``fn(*args, **kwargs)`` for ``key`` and register it (or return the existing entry).
 
         The arrays at positions ``batched`` are copied into static buffers of
-        ``key.descriptor.num_tokens`` rows (padding filled with ``pad_value``); every other argument
-        is passed as it is, so arrays among them are captured by address. Raises ``CaptureError``
+        ``key.descriptor.num_tokens`` rows (padding filled with ``pad_value``); those at ``copied``
+        into static buffers of their own shape; every other argument is passed as it is, so arrays
+        among them are captured by address. Raises ``CaptureError``
         when the function cannot be recorded or its graph alone exceeds the memory budget.
         """
         kwargs = kwargs or {}
@@ -247,6 +260,13 @@ class CUDAGraphRegistry:
                     backend.fill_rows(buf, rows, self.config.pad_value)
                 call_args[index] = buf
                 static_inputs.append(buf)
+            whole_inputs = []
+            for index in copied:
+                src = args[index]
+                buf = backend.empty(tuple(src.shape), src.dtype)
+                backend.copy_rows(buf, src)
+                call_args[index] = buf
+                whole_inputs.append(buf)
             start = time.perf_counter()
             try:
                 recording = backend.capture(
@@ -257,13 +277,14 @@ class CUDAGraphRegistry:
                 )
             except BaseException:
                 self._stats.record_capture_failure()
-                del static_inputs, call_args
+                del static_inputs, whole_inputs, call_args
                 self._release_if_empty()
                 raise
             seconds = time.perf_counter() - start
             entry = CUDAGraphEntry(
                 key, recording, backend, static_inputs,
                 tuple(backend.address(b) for b in static_inputs),
+                whole_inputs=whole_inputs,
                 pad_value=self.config.pad_value, output_mode=self.config.output_mode,
                 capture_time=seconds, filled_rows=rows or 0,
             )
@@ -314,6 +335,8 @@ class CUDAGraphRegistry:
     def _remove_entry(self, key: GraphKey) -> bool:
         with self._lock:
             entry = self._entries.pop(key, None)
+            if entry is not None:
+                self.generation += 1
         if entry is None:
             return False
         entry.release()
@@ -411,6 +434,7 @@ class CUDAGraphRegistry:
         with self._lock:
             entries = list(self._entries.values())
             self._entries.clear()
+            self.generation += 1
         for entry in entries:
             entry.release()
         self.backend.release_memory()

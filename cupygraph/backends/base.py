@@ -39,6 +39,9 @@ class Backend(abc.ABC):
     xp: Any
     """The array module (numpy or cupy) for this backend's arrays."""
 
+    array_type: type
+    """The array class this backend copies and captures (numpy.ndarray or cupy.ndarray)."""
+
     @abc.abstractmethod
     def is_array(self, value: Any) -> bool:
         """True for arrays this backend can copy into static buffers or capture by address."""
@@ -72,6 +75,9 @@ class Backend(abc.ABC):
 
     def device_of(self, array: Any) -> int:
         return -1
+
+    def order_after_last_use(self) -> None:
+        """Order this call after the family's previous call when it came on another stream."""
 
     def pool_bytes(self) -> int:
         """Bytes this family's pool holds from the device, in use or cached."""

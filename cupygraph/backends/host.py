@@ -61,6 +61,7 @@ class HostBackend(Backend):
 
     name = "host"
     xp = np
+    array_type = np.ndarray
 
     def is_array(self, value: Any) -> bool:
         return _is_numpy(value)

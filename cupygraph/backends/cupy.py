@@ -1,0 +1,240 @@
+"""The product: record a function with CuPy stream capture and replay it with one ``Graph.launch()``.
+
+Imported only when a GPU backend is asked for, so ``import cupygraph`` works without CuPy.
+"""
+
+from __future__ import annotations
+
+import gc
+import linecache
+import threading
+import traceback
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import cupy
+
+from ..errors import CaptureError
+from ..pytree import flatten
+from .base import Backend, Recording
+
+_runtime = cupy.cuda.runtime
+_CAPTURE_MODES = {
+    "global": _runtime.streamCaptureModeGlobal,
+    "thread_local": _runtime.streamCaptureModeThreadLocal,
+    "relaxed": _runtime.streamCaptureModeRelaxed,
+}
+_MEMCPY_DEFAULT = _runtime.memcpyDefault  # handles device-to-device and peer copies alike
+
+# One capture at a time per device: a capture in global mode makes other threads' unsafe CUDA
+# calls fail, and interleaved captures on one device would share the pool's free blocks.
+_device_locks: dict[int, threading.Lock] = {}
+_device_locks_guard = threading.Lock()
+
+
+def _capture_lock(device_id: int) -> threading.Lock:
+    with _device_locks_guard:
+        return _device_locks.setdefault(device_id, threading.Lock())
+
+
+@contextmanager
+def _frozen_gc(enabled: bool) -> Iterator[None]:
+    """No garbage collection during capture: a finaliser freeing CUDA memory mid-capture can
+    hand a block the graph still uses to someone else."""
+    if not enabled:
+        yield
+        return
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
+
+
+def _user_frame(err: BaseException) -> str:
+    """`` (at file:line: code)`` for the innermost traceback frame outside CuPy and cupygraph."""
+    here = None
+    for frame, lineno in traceback.walk_tb(err.__traceback__):
+        filename = frame.f_code.co_filename
+        if "/cupy/" in filename or "/cupygraph/" in filename or "cupy_backends" in filename:
+            continue
+        here = (filename, lineno)
+    if here is None:
+        return ""
+    code = linecache.getline(here[0], here[1]).strip()
+    return f" (at {here[0].rsplit('/', 1)[-1]}:{here[1]}: {code})" if code else ""
+
+
+_LIBRARIES = ("cuBLAS", "cuRAND", "cuSOLVER", "cuSPARSE", "cuDNN", "cuTENSOR", "cuFFT")
+
+
+def describe_capture_failure(err: BaseException) -> Optional[str]:
+    """Why ``err`` means "this op cannot be captured", in a user's words; None for other errors.
+
+    Errors that are not about capture (a bug in the user's function) are re-raised unchanged.
+    """
+    message = str(err)
+    where = _user_frame(err)
+    if isinstance(err, NotImplementedError) and "capture" in message:
+        for library in _LIBRARIES:
+            if library in message:
+                op = {"cuBLAS": "cupy.matmul / @ / dot", "cuRAND": "cupy.random"}.get(library, library)
+                return f"{library} call ({op}) is not capturable by CuPy{where}"
+        return f"a library call that CuPy cannot capture: {message}{where}"
+    if isinstance(err, cupy.cuda.memory.OutOfMemoryError):
+        return f"out of memory during capture: {message}"
+    if isinstance(err, RuntimeError) and "capturing" in message:
+        if "D2H" in message or "synchronous" in message:
+            return f"device-to-host transfer during capture{where}"
+        if "invalidated" in message:
+            return f"an operation invalidated the capture (a synchronisation or host transfer){where}"
+        return f"an operation not allowed during capture: {message}{where}"
+    if isinstance(err, _runtime.CUDARuntimeError) and "Capture" in message:
+        return f"an operation not allowed during stream capture ({message}){where}"
+    return None
+
+
+class CupyRecording(Recording):
+    def __init__(self, graph: Any, outputs: Any, nbytes: int):
+        self.graph = graph
+        self.outputs = outputs
+        self.nbytes = nbytes
+
+    def launch(self) -> None:
+        self.graph.launch()
+
+    def release(self) -> None:
+        self.graph = None
+        self.outputs = None
+
+    def to_dot(self) -> str:
+        return self.graph.debug_dot_str()
+
+
+class CupyBackend(Backend):
+    """CuPy stream capture on a private non-blocking stream, one memory pool per graph family.
+
+    Contract: warm-ups and capture allocate from this family's private pool, so the blocks a graph
+    reads or writes are only ever reused by other captures of the same family (whose replays are
+    ordered on the caller's stream), never handed to other code. Replays run on the caller's
+    current stream; when consecutive calls come on different streams, the new stream first waits
+    for the old one, because the family's graphs share static buffers and scratch.
+    """
+
+    name = "cupy"
+    xp = cupy
+    array_type = cupy.ndarray
+
+    def __init__(self, device: Optional[int] = None):
+        self.device_id = cupy.cuda.Device(device).id
+        with cupy.cuda.Device(self.device_id):
+            self.pool = cupy.cuda.MemoryPool()
+            self._capture_stream = cupy.cuda.Stream(non_blocking=True)
+        self._last_stream: Any = None
+
+    def is_array(self, value: Any) -> bool:
+        return isinstance(value, cupy.ndarray)
+
+    def device_of(self, array: Any) -> int:
+        return int(array.device.id)
+
+    def address(self, array: Any) -> int:
+        return int(array.data.ptr)
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        with cupy.cuda.Device(self.device_id), cupy.cuda.using_allocator(self.pool.malloc):
+            return cupy.empty(shape, dtype=dtype)
+
+    def order_after_last_use(self) -> None:
+        stream = cupy.cuda.get_current_stream()
+        last = self._last_stream
+        if last is not stream:
+            if last is not None and last.ptr != stream.ptr:
+                stream.wait_event(last.record())
+            self._last_stream = stream
+
+    def copy_rows(self, dst: Any, src: Any) -> None:
+        nbytes = src.nbytes
+        if nbytes == 0:
+            return
+        if src.flags.c_contiguous:
+            # One async memcpy instead of an elementwise kernel: cheaper to issue, no launch config.
+            _runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, _MEMCPY_DEFAULT,
+                                 cupy.cuda.get_current_stream().ptr)
+        else:
+            dst[: src.shape[0]] = src
+
+    def fill_rows(self, dst: Any, start: int, value: Any) -> None:
+        tail = dst[start:]
+        if tail.size == 0:
+            return
+        if value == 0:
+            _runtime.memsetAsync(tail.data.ptr, 0, tail.nbytes, cupy.cuda.get_current_stream().ptr)
+        else:
+            tail.fill(value)
+
+    def copy_out(self, array: Any) -> Any:
+        if array.flags.c_contiguous:
+            out = cupy.empty(array.shape, dtype=array.dtype)
+            if array.nbytes:
+                _runtime.memcpyAsync(out.data.ptr, array.data.ptr, array.nbytes, _MEMCPY_DEFAULT,
+                                     cupy.cuda.get_current_stream().ptr)
+            return out
+        return array.copy()
+
+    def capture(self, fn, args, kwargs, *, num_warmups, capture_mode, gc_freeze):  # type: ignore[override]
+        mode = _CAPTURE_MODES[capture_mode]
+        caller = cupy.cuda.get_current_stream()
+        stream = self._capture_stream
+        with _capture_lock(self.device_id), cupy.cuda.Device(self.device_id):
+            # The capture stream must see everything the caller enqueued (the static inputs' copies).
+            stream.wait_event(caller.record())
+            before = self.pool.total_bytes()
+            with cupy.cuda.using_allocator(self.pool.malloc), stream:
+                for _ in range(num_warmups):
+                    fn(*args, **kwargs)
+                graph, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze)
+            graph.upload(stream)  # so the first replay costs what the others do
+            caller.wait_event(stream.record())
+            self._last_stream = caller
+            leaves, _ = flatten(outputs, self.is_array)
+            out_bytes = sum(int(leaf.nbytes) for leaf in leaves if self.is_array(leaf))
+            grown = self.pool.total_bytes() - before
+            return CupyRecording(graph, outputs, max(grown, out_bytes))
+
+    def _record(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
+                stream: Any, mode: int, gc_freeze: bool) -> tuple[Any, Any]:
+        error: Optional[BaseException] = None
+        graph = outputs = None
+        with _frozen_gc(gc_freeze):
+            stream.begin_capture(mode)
+            try:
+                outputs = fn(*args, **kwargs)
+            except BaseException as err:  # the capture must end whatever happened
+                error = err
+            finally:
+                try:
+                    graph = stream.end_capture()
+                except Exception as end_err:
+                    if error is None:
+                        error = end_err
+        if error is not None:
+            graph = outputs = None
+            reason = describe_capture_failure(error)
+            if reason is None:
+                raise error
+            raise CaptureError(reason) from error
+        return graph, outputs
+
+    def pool_bytes(self) -> int:
+        return int(self.pool.total_bytes())
+
+    def release_memory(self) -> None:
+        self.pool.free_all_blocks()
+
+    def synchronize(self) -> None:
+        cupy.cuda.Device(self.device_id).synchronize()

@@ -1,0 +1,182 @@
+"""The ``cupygraph`` command: validate and inspect config files, print the schema, run the demo.
+
+The only module of cupygraph that prints. Every expected failure (a bad config, a backend that
+cannot run here) is one message on stderr and a nonzero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Optional, Sequence
+
+import yaml
+
+from .config import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
+from .config_files import load_config
+from .errors import ConfigError, CupyGraphError
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+
+
+def _mode_properties(mode: CUDAGraphMode) -> dict[str, Any]:
+    """What a mode does at run time, with vLLM's helper names as keys."""
+    return {
+        "name": mode.name,
+        "decode_mode": mode.decode_mode().name,
+        "mixed_mode": mode.mixed_mode().name,
+        "separate_routine": mode.separate_routine(),
+        "max_cudagraph_mode": mode.max_cudagraph_mode().name,
+        "has_graphs": mode.has_graphs(),
+        "has_full_cudagraphs": mode.has_full_cudagraphs(),
+        "has_piecewise_cudagraphs": mode.has_piecewise_cudagraphs(),
+        "valid_runtime_mode": mode.valid_runtime_modes(),
+    }
+
+
+def resolved_view(config: CUDAGraphConfig, source: Optional[str] = None) -> dict[str, Any]:
+    """The config as written plus what cupygraph derives from it (what ``show`` prints)."""
+    sizes = list(config.cudagraph_capture_sizes)
+    return {
+        "source": source or "<defaults>",
+        "config": config.to_dict(),
+        "resolved": {
+            "cudagraph_capture_sizes": sizes,
+            "num_capture_sizes": len(sizes),
+            "largest_capture_size": config.largest_capture_size,
+            "mode": _mode_properties(config.mode),
+            "disabled_by_env": graphs_disabled_by_env(),
+        },
+    }
+
+
+class _ShowDumper(yaml.SafeDumper):
+    """Block mappings, flow lists: the 51 default sizes fit on a few lines, fields one per line."""
+
+
+_ShowDumper.add_representer(
+    list, lambda dumper, data: dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
+)
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    invalid = 0
+    for name in args.files:
+        try:
+            load_config(name)
+        except ConfigError as err:
+            invalid += 1
+            print(str(err), file=sys.stderr)
+        except OSError as err:
+            invalid += 1
+            print(f"{name}: cannot read: {err.strerror or err}", file=sys.stderr)
+        else:
+            print(f"ok {name}")
+    if invalid:
+        print(f"{invalid} of {len(args.files)} config files invalid", file=sys.stderr)
+        return EXIT_INVALID
+    return EXIT_OK
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    config = load_config(args.file) if args.file is not None else CUDAGraphConfig()
+    view = resolved_view(config, args.file)
+    if args.json:
+        print(json.dumps(view, indent=2))
+    else:
+        sys.stdout.write(yaml.dump(view, Dumper=_ShowDumper, sort_keys=False, width=100))
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(CUDAGraphConfig.model_json_schema(), indent=2))
+    return EXIT_OK
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    # Imported here so validate/show/schema work in an install without the demo (or its deps).
+    try:
+        from .demo import main as demo_main
+    except ModuleNotFoundError as err:
+        if err.name not in ("cupygraph.demo", __package__ + ".demo"):
+            raise
+        print("cupygraph: the demo is not available in this install (no cupygraph.demo)", file=sys.stderr)
+        return EXIT_INVALID
+    result = demo_main(args)
+    return EXIT_OK if result is None else int(result)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cupygraph",
+        description="Launch-cheap CuPy pipelines with CUDA graphs: config tools and a demo.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    validate = commands.add_parser(
+        "validate", help="check config files (.yaml/.yml/.json/.toml)",
+        description="Check config files. Prints 'ok FILE' per valid file and one line per problem "
+        "(file:line, field, what is allowed) on stderr; exits 1 if any file is invalid.",
+    )
+    validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.set_defaults(handler=_cmd_validate)
+
+    show = commands.add_parser(
+        "show", help="print a config with its resolved capture sizes and mode properties",
+        description="Print the config as loaded, the capture sizes it resolves to and what its mode "
+        "does at run time. Without FILE, shows the defaults.",
+    )
+    show.add_argument("file", nargs="?", metavar="FILE")
+    show.add_argument("--json", action="store_true", help="print JSON instead of YAML")
+    show.set_defaults(handler=_cmd_show)
+
+    schema = commands.add_parser("schema", help="print the JSON Schema of CUDAGraphConfig")
+    schema.set_defaults(handler=_cmd_schema)
+
+    demo = commands.add_parser("demo", help="run a small pipeline eagerly and with graphs, and compare")
+    demo.add_argument("--backend", choices=("auto", "cupy", "host"), default="auto",
+                      help="auto: CuPy where a GPU is usable, else the NumPy host backend")
+    demo.add_argument("--config", metavar="FILE", default=None, help="config file to run the demo with")
+    demo.add_argument("--calls", type=_positive_int, default=None, metavar="N", help="calls to time")
+    demo.set_defaults(handler=_cmd_demo)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line; returns the exit status instead of exiting (argparse errors included)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        # --help exits 0, usage errors 2; returned so in-process callers need not catch SystemExit.
+        return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
+    if getattr(args, "handler", None) is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return args.handler(args)
+    except CupyGraphError as err:
+        print(f"cupygraph {args.command}: {err}" if not isinstance(err, ConfigError) else str(err),
+              file=sys.stderr)
+        return EXIT_INVALID
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, and keep the exit-time flush quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_INVALID
+    except OSError as err:
+        print(f"cupygraph {args.command}: {err}", file=sys.stderr)
+        return EXIT_INVALID

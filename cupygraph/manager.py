@@ -1,0 +1,153 @@
+"""``CUDAGraphManager``: the seed's high-level interface over one registry and one dispatcher."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Optional, Sequence
+
+from .config import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
+from .descriptor import BatchDescriptor
+from .dispatcher import CudagraphDispatcher
+from .errors import CupyGraphError, InputMismatchError
+from .jit import ConfigLike, GraphedFunction, resolve_config
+from .registry import CUDAGraphEntry, CUDAGraphRegistry
+from .stats import CUDAGraphStats
+
+
+class CUDAGraphManager:
+    """Capture and replay by batch size and sequence length, for code that manages its own loop.
+
+    Contract: ``execute_or_capture`` copies ``inputs`` (batched along axis 0) into static buffers
+    padded to the capture size and returns outputs cut to ``batch_size`` rows, owned by the caller
+    under ``output_mode="copy"``. All functions given to one manager share its registry (one memory
+    pool, one eviction budget) and its statistics; each function gets its own keys.
+    """
+
+    def __init__(self, config: ConfigLike = None):
+        self.config = resolve_config(config)
+        self.registry = CUDAGraphRegistry(self.config)
+        self.dispatcher = CudagraphDispatcher(self.config, registry=self.registry)
+        self.dispatcher.initialize_cudagraph_keys(self.config.mode, self.config.uniform_decode_query_len)
+        self._functions: dict[int, tuple[Callable[..., Any], GraphedFunction]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def mode(self) -> CUDAGraphMode:
+        return self.config.mode
+
+    @mode.setter
+    def mode(self, value: Any) -> None:
+        """Switch modes: graphs of the old mode are dropped and keys re-initialised."""
+        self.config.mode = CUDAGraphMode.parse(value)
+        self.registry.clear()
+        self.dispatcher.initialize_cudagraph_keys(self.config.mode, self.config.uniform_decode_query_len)
+        with self._lock:
+            for _, graphed in self._functions.values():
+                graphed.clear()
+
+    def is_enabled(self) -> bool:
+        return self.config.mode.has_graphs() and not graphs_disabled_by_env()
+
+    def get_mode_for_batch(
+        self, batch_size: int, seq_len: Optional[int] = None, uniform_decode: bool = False
+    ) -> CUDAGraphMode:
+        """The runtime mode a batch would run in (NONE when it would run eagerly)."""
+        if not self.is_enabled():
+            return CUDAGraphMode.NONE
+        mode, _ = self.dispatcher.dispatch(BatchDescriptor(batch_size, uniform_decode=uniform_decode, seq_len=seq_len))
+        if mode is not CUDAGraphMode.NONE and not self.config.should_use_cudagraph(batch_size, seq_len):
+            return CUDAGraphMode.NONE
+        return mode
+
+    def should_capture(self, batch_size: int, seq_len: Optional[int] = None) -> bool:
+        """True when a batch of this size would use a graph that is not captured yet."""
+        mode = self.get_mode_for_batch(batch_size, seq_len)
+        return mode is not CUDAGraphMode.NONE and not self.registry.has(batch_size, seq_len, mode=mode)
+
+    def capture_graph(
+        self,
+        batch_size: int,
+        seq_len: Optional[int],
+        capture_fn: Callable[..., Any],
+        input_shapes: Sequence[Any],
+        output_shapes: Optional[Sequence[Sequence[int]]] = None,
+        inputs: Optional[Sequence[Any]] = None,
+    ) -> CUDAGraphEntry:
+        """Capture ``capture_fn(*inputs)`` for this batch size (see ``CUDAGraphRegistry.capture``)."""
+        mode = self.get_mode_for_batch(batch_size, seq_len)
+        if mode is CUDAGraphMode.NONE:
+            raise CupyGraphError(
+                f"batch_size={batch_size}, seq_len={seq_len} runs eagerly under mode {self.config.mode.name} "
+                f"(largest capture size {self.config.largest_capture_size}); nothing to capture"
+            )
+        return self.registry.capture(
+            batch_size, seq_len, capture_fn, input_shapes, output_shapes, inputs=inputs, mode=mode
+        )
+
+    def replay_graph(self, batch_size: int, seq_len: Optional[int], inputs: Sequence[Any]) -> Any:
+        """Replay the graph captured by ``capture_graph`` for this batch size on ``inputs``."""
+        mode = self.get_mode_for_batch(batch_size, seq_len)
+        entry = self.registry.get(batch_size, seq_len, mode=mode)
+        if entry is None:
+            raise CupyGraphError(
+                f"no graph captured for batch_size={batch_size}, seq_len={seq_len}; call capture_graph first "
+                f"or use execute_or_capture"
+            )
+        self.registry.stats().record_hit(mode.name)
+        return entry.replay(list(inputs))
+
+    def execute_or_capture(
+        self,
+        batch_size: int,
+        seq_len: Optional[int],
+        execute_fn: Callable[..., Any],
+        inputs: Sequence[Any],
+        input_shapes: Optional[Sequence[Any]] = None,
+        output_shapes: Optional[Sequence[Sequence[int]]] = None,
+    ) -> Any:
+        """Run ``execute_fn(*inputs)``: replay its graph for this batch, capturing it on first use.
+
+        Batches that cannot use a graph run eagerly (counted in the stats with the reason).
+        ``input_shapes`` / ``output_shapes``, when given, are checked against the call.
+        """
+        inputs = tuple(inputs)
+        if input_shapes is not None:
+            for i, (array, shape) in enumerate(zip(inputs, input_shapes)):
+                if tuple(array.shape) != tuple(shape):
+                    raise InputMismatchError(f"input {i} has shape {tuple(array.shape)}, expected {tuple(shape)}")
+        for i, array in enumerate(inputs):
+            if getattr(array, "shape", (batch_size,))[:1] != (batch_size,):
+                raise InputMismatchError(
+                    f"input {i} has {getattr(array, 'shape', None)} but batch_size={batch_size}; inputs are "
+                    f"batched along axis 0"
+                )
+        graphed = self._graphed(execute_fn, len(inputs))
+        result = graphed.call_with_descriptor(BatchDescriptor(batch_size, seq_len=seq_len), *inputs)
+        if output_shapes is not None:
+            outs = result if isinstance(result, (tuple, list)) else (result,)
+            got = [tuple(o.shape) for o in outs]
+            if got != [tuple(s) for s in output_shapes]:
+                raise InputMismatchError(f"execute_fn returned shapes {got}, expected {list(map(tuple, output_shapes))}")
+        return result
+
+    def _graphed(self, fn: Callable[..., Any], n_inputs: int) -> GraphedFunction:
+        with self._lock:
+            known = self._functions.get(id(fn))
+            if known is None or known[0] is not fn or known[1].batch_argnums != tuple(range(n_inputs)):
+                graphed = GraphedFunction(
+                    fn, batch_argnums=tuple(range(n_inputs)), registry=self.registry,
+                    dispatcher=self.dispatcher, namespace=(("fn", id(fn)),),
+                )
+                self._functions[id(fn)] = (fn, graphed)
+                return graphed
+            return known[1]
+
+    def stats(self) -> CUDAGraphStats:
+        return self.registry.stats()
+
+    def clear(self) -> None:
+        """Drop every graph (statistics are kept)."""
+        self.registry.clear()
+        with self._lock:
+            for _, graphed in self._functions.values():
+                graphed.clear()
