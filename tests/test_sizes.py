@@ -1,0 +1,195 @@
+"""Padding, size helpers and BatchDescriptor: property tests and the validation of each field."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from cupygraph.config import CUDAGraphConfig, CUDAGraphMode
+from cupygraph.descriptor import (
+    BatchDescriptor,
+    DispatchKey,
+    create_dispatch_key,
+    get_cudagraph_sizes,
+    get_padded_key,
+)
+from cupygraph.sizes import check_positive_int, default_capture_sizes, normalise_sizes, pad_to_capture_size
+
+M = CUDAGraphMode
+
+size_lists = st.lists(st.integers(1, 4096), min_size=1, max_size=64).map(lambda s: sorted(set(s)))
+
+
+# -- padding properties ----------------------------------------------------------------------------
+
+
+@given(sizes=size_lists, n=st.integers(1, 5000))
+def test_padding_is_the_smallest_size_at_least_n(sizes, n):
+    padded = pad_to_capture_size(n, sizes)
+    if n > sizes[-1]:
+        assert padded is None
+    else:
+        assert padded in sizes and padded >= n
+        assert not [s for s in sizes if n <= s < padded]
+
+
+@given(sizes=size_lists)
+def test_every_capture_size_pads_to_itself(sizes):
+    assert [pad_to_capture_size(s, sizes) for s in sizes] == sizes
+
+
+@given(max_size=st.integers(1, 2048), n=st.integers(1, 2100))
+def test_config_padding_matches_the_default_sizes(max_size, n):
+    config = CUDAGraphConfig(max_capture_size=max_size)
+    sizes = default_capture_sizes(max_size)
+    assert list(config.cudagraph_capture_sizes) == sizes
+    padded = config.get_padded_batch_size(n)
+    assert padded == min((s for s in sizes if s >= n), default=None)
+    assert config.should_use_cudagraph(n) is (padded is not None)
+
+
+@given(max_size=st.integers(1, 4096))
+@example(1)
+@example(3)
+@example(7)
+@example(255)
+@example(271)
+def test_default_sizes_shape(max_size):
+    sizes = default_capture_sizes(max_size)
+    assert sizes == sorted(set(sizes)) and sizes[0] == 1 and sizes[-1] <= max_size
+    # The gap to max_capture_size is never more than one step of the schedule.
+    step = 2 if max_size < 4 else 4 if max_size < 8 else 8 if max_size < 256 else 16
+    assert max_size - sizes[-1] < step
+
+
+def test_default_sizes_for_512():
+    assert default_capture_sizes(512) == [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))
+    assert len(default_capture_sizes(512)) == 51
+
+
+@given(st.lists(st.integers(1, 10_000), max_size=50))
+def test_normalise_sizes_sorts_and_deduplicates(raw):
+    assert normalise_sizes(raw) == sorted(set(raw))
+
+
+@pytest.mark.parametrize("bad, index", [([1, 0], 1), ([-3], 0), ([1, 2, True], 2), ([1, "8"], 1), ([2.0], 0)])
+def test_normalise_sizes_names_the_bad_index(bad, index):
+    with pytest.raises((TypeError, ValueError), match=rf"capture_sizes\[{index}\]"):
+        normalise_sizes(bad)
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, False, 1.0, "3", None])
+def test_check_positive_int_rejects(bad):
+    with pytest.raises((TypeError, ValueError), match="num_tokens must be a positive integer"):
+        check_positive_int(bad, "num_tokens")
+
+
+# -- BatchDescriptor -------------------------------------------------------------------------------
+
+
+def test_descriptor_defaults_and_alias():
+    d = BatchDescriptor(8)
+    assert (d.num_tokens, d.num_reqs, d.uniform_decode, d.seq_len) == (8, None, False, None)
+    assert d.is_prefill and DispatchKey is BatchDescriptor
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(num_tokens=0), "num_tokens"),
+    (dict(num_tokens=-4), "num_tokens"),
+    (dict(num_tokens=2.0), "num_tokens"),
+    (dict(num_tokens="8"), "num_tokens"),
+    (dict(num_tokens=True), "num_tokens"),
+    (dict(num_tokens=8, num_reqs=0), "num_reqs"),
+    (dict(num_tokens=8, num_reqs=False), "num_reqs"),
+    (dict(num_tokens=8, seq_len=-1), "seq_len"),
+    (dict(num_tokens=8, seq_len=1.5), "seq_len"),
+    (dict(num_tokens=8, uniform_decode=1), "uniform_decode"),
+    (dict(num_tokens=8, uniform_decode="yes"), "uniform_decode"),
+])
+def test_descriptor_validation_names_the_field(kwargs, field):
+    with pytest.raises((TypeError, ValueError), match=field):
+        BatchDescriptor(**kwargs)
+
+
+def test_descriptor_is_a_hashable_frozen_key():
+    a = BatchDescriptor(8, 8, True)
+    assert a == BatchDescriptor(8, 8, True) and hash(a) == hash(BatchDescriptor(8, 8, True))
+    assert a != BatchDescriptor(8, 8, False)
+    assert len({a, BatchDescriptor(8, 8, True), a.relaxed()}) == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.num_tokens = 16  # type: ignore[misc]
+
+
+@given(n=st.integers(1, 10_000), reqs=st.none() | st.integers(1, 10_000), uniform=st.booleans(),
+       seq=st.none() | st.integers(1, 10_000))
+def test_relaxed_drops_reqs_and_uniformity_only(n, reqs, uniform, seq):
+    d = BatchDescriptor(n, reqs, uniform, seq)
+    r = d.relaxed()
+    assert (r.num_tokens, r.num_reqs, r.uniform_decode, r.seq_len) == (n, None, False, seq)
+    assert r.relaxed() == r
+
+
+def test_create_dispatch_key():
+    prefill = create_dispatch_key(32, num_reqs=4, max_seq_len=128)
+    assert prefill == BatchDescriptor(32, 4, uniform_decode=False, seq_len=128) and prefill.is_prefill
+    decode = create_dispatch_key(16, num_reqs=16, is_prefill=False)
+    assert decode.uniform_decode and not decode.is_prefill and decode.seq_len is None
+    with pytest.raises(ValueError, match="num_tokens"):
+        create_dispatch_key(0)
+
+
+@given(n=st.integers(1, 1000), extra=st.integers(0, 1000))
+def test_get_padded_key_keeps_the_rest(n, extra):
+    key = BatchDescriptor(n, 3, True, 64)
+    padded = get_padded_key(key, n + extra)
+    assert padded == dataclasses.replace(key, num_tokens=n + extra)
+    assert key.num_tokens == n  # the original is untouched
+
+
+def test_get_padded_key_rejects_shrinking_and_bad_sizes():
+    with pytest.raises(ValueError, match="pad_to=4 is smaller than the key's num_tokens=8"):
+        get_padded_key(BatchDescriptor(8), 4)
+    for bad in (0, True, 8.0):
+        with pytest.raises((TypeError, ValueError), match="pad_to"):
+            get_padded_key(BatchDescriptor(8), bad)
+
+
+# -- get_cudagraph_sizes ---------------------------------------------------------------------------
+
+
+def test_cudagraph_sizes_none_mode_is_empty():
+    assert get_cudagraph_sizes([1, 2, 4], 8, 512, M.NONE) == []
+    assert get_cudagraph_sizes(None, None, None, "none") == []
+
+
+def test_cudagraph_sizes_defaults():
+    assert get_cudagraph_sizes(None, None, None, M.FULL) == default_capture_sizes(512)
+    assert get_cudagraph_sizes(None, None, 64, M.PIECEWISE) == default_capture_sizes(64)
+
+
+def test_cudagraph_sizes_explicit_are_normalised_and_clipped_to_max_tokens():
+    assert get_cudagraph_sizes([64, 1, 8, 8, 512], None, 100, M.FULL) == [1, 8, 64]
+    with pytest.raises(ValueError, match=r"capture_sizes\[1\]"):
+        get_cudagraph_sizes([1, 0], None, None, M.FULL)
+
+
+@pytest.mark.parametrize("mode, expected", [
+    (M.FULL_DECODE_ONLY, [1, 2, 4, 8, 16]),        # FULL graphs serve decode only: stop at max_num_reqs
+    (M.FULL_AND_PIECEWISE, [1, 2, 4, 8, 16, 32, 64]),
+    (M.FULL, [1, 2, 4, 8, 16, 32, 64]),
+    (M.PIECEWISE, [1, 2, 4, 8, 16, 32, 64]),
+])
+def test_cudagraph_sizes_by_mode(mode, expected):
+    assert get_cudagraph_sizes([1, 2, 4, 8, 16, 32, 64], 16, 64, mode) == expected
+
+
+def test_cudagraph_sizes_validates_limits():
+    with pytest.raises(ValueError, match="max_num_tokens"):
+        get_cudagraph_sizes(None, None, 0, M.FULL)
+    with pytest.raises(ValueError, match="max_num_reqs"):
+        get_cudagraph_sizes(None, -1, None, M.FULL)
+    with pytest.raises(ValueError, match="unknown CUDA graph mode"):
+        get_cudagraph_sizes(None, None, None, "sometimes")
