@@ -17,6 +17,7 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 
 from cupygraph.kernels import get_kernel  # noqa: E402
+from cupygraph.pytree import flatten  # noqa: E402
 
 
 def affine_chain(length: int = 20):
@@ -46,8 +47,8 @@ def rand(rng, *shape, dtype=np.float32):
 def poison_outputs(graphed: cg.GraphedFunction) -> None:
     """NaN into every static output so an element the replay fails to write shows up."""
     for entry in graphed.registry.entries():
-        outs = entry.cudagraph.outputs
-        for leaf in outs if isinstance(outs, (tuple, list)) else (outs,):
+        leaves, _ = flatten(entry.cudagraph.outputs, lambda v: isinstance(v, cupy.ndarray))
+        for leaf in leaves:
             if leaf.dtype.kind == "f":
                 leaf.fill(np.nan)
 
