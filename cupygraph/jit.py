@@ -146,13 +146,9 @@ class GraphedFunction:
             except TypeError:  # an unhashable argument: the slow path explains what is wrong
                 fast_key, plan = None, None
             if plan is not None and self._generation == self.registry.generation:
+                batched = [args[i] for i in plan.batched]
                 with self._lock:
-                    batched = [args[i] for i in plan.batched]
-                    rows = batched[0].shape[0]
-                    entry = plan.entry
-                    entry.load_inputs(batched, rows, [args[i] for i in plan.whole])
-                    entry.launch()
-                    out = entry.outputs(rows)
+                    out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
                 self.registry.stats().record_hit(plan.mode_name)
                 return out
         else:
@@ -324,12 +320,10 @@ class GraphedFunction:
         if self._generation != self.registry.generation:
             self._fast.clear()
             self._generation = self.registry.generation
+        batched = [args[i] for i in plan.batched]
+        rows = batched[0].shape[0] if batched else plan.entry.key.descriptor.num_tokens
         with self._lock:
-            batched = [args[i] for i in plan.batched]
-            rows = batched[0].shape[0] if batched else plan.entry.key.descriptor.num_tokens
-            plan.entry.load_inputs(batched, rows, [args[i] for i in plan.whole])
-            plan.entry.launch()
-            out = plan.entry.outputs(rows)
+            out = plan.entry.run(batched, rows, [args[i] for i in plan.whole])
         stats = self.registry.stats()
         if captured:
             stats.record_capture(plan.mode_name, plan.entry.capture_time)

@@ -69,7 +69,7 @@ class CUDAGraphEntry:
         self.captured_at = time.time()
         self.replay_count = 0
         self.total_replay_s = 0.0
-        self.last_used = time.monotonic()
+        self.last_used = time.perf_counter()
         self._filled_rows = filled_rows
         self._padded = key.descriptor.num_tokens
         is_array = backend.is_array
@@ -94,7 +94,7 @@ class CUDAGraphEntry:
 
     def increment_replay(self) -> None:
         self.replay_count += 1
-        self.last_used = time.monotonic()
+        self.last_used = time.perf_counter()
 
     def check_inputs(self, inputs: Sequence[Any]) -> int:
         """Validate ``inputs`` against the static buffers; return the real batch size."""
@@ -122,53 +122,61 @@ class CUDAGraphEntry:
             raise InputMismatchError(f"batch of {rows} rows does not fit the graph for {self._padded} rows")
         return rows
 
-    def load_inputs(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> None:
+    def load_inputs(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
         """Copy the real rows in; rewrite the padding only when the real batch size changed.
 
         ``whole`` are the unbatched array arguments, copied entirely into their static buffers.
+        Returns the stream handle the rest of the call uses.
         """
-        self.backend.order_after_last_use()
-        copy = self.backend.copy_rows
+        backend = self.backend
+        stream = backend.order_after_last_use()
+        copy = backend.copy_rows
         for buf, src in zip(self.static_inputs, inputs):
-            copy(buf, src)
+            copy(buf, src, stream)
         for buf, src in zip(self.whole_inputs, whole):
-            copy(buf, src)
+            copy(buf, src, stream)
         if rows != self._filled_rows:
             if rows < self._padded:
                 for buf in self.static_inputs:
-                    self.backend.fill_rows(buf, rows, self.pad_value)
+                    backend.fill_rows(buf, rows, self.pad_value, stream)
             self._filled_rows = rows
+        return stream
 
     def launch(self) -> None:
         """Replay the graph on the current stream; the static inputs must already hold the data."""
         start = time.perf_counter()
         self.cudagraph.launch()
         self.total_replay_s += time.perf_counter() - start
-        self.increment_replay()
+        self.replay_count += 1
+        self.last_used = start
 
-    def outputs(self, rows: int) -> Any:
+    def outputs(self, rows: int, stream: Any = None) -> Any:
         """This call's outputs, cut to ``rows`` and copied or viewed per ``output_mode``."""
         copy = self.output_mode == "copy"
+        copy_out, is_array = self.backend.copy_out, self.backend.is_array
         if self._single:
             leaf = self._leaves[0]
             if self._sliced[0]:
                 leaf = leaf[:rows]
-            return self.backend.copy_out(leaf) if copy and self.backend.is_array(leaf) else leaf
+            return copy_out(leaf, stream) if copy and is_array(leaf) else leaf
         result = []
         for leaf, sliced in zip(self._leaves, self._sliced):
             if sliced:
                 leaf = leaf[:rows]
-            if copy and self.backend.is_array(leaf):
-                leaf = self.backend.copy_out(leaf)
+            if copy and is_array(leaf):
+                leaf = copy_out(leaf, stream)
             result.append(leaf)
         return unflatten(self._spec, result)
 
+    def run(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
+        """The hot path, for callers that already validated ``inputs``: copy in, launch, outputs."""
+        stream = self.load_inputs(inputs, rows, whole)
+        self.launch()
+        return self.outputs(rows, stream)
+
     def replay(self, inputs: Sequence[Any], whole: Sequence[Any] = ()) -> Any:
         """Copy ``inputs`` in, launch, and return the outputs for the real batch."""
-        rows = self.check_inputs(inputs)
-        self.load_inputs(inputs, rows, whole)
-        self.launch()
-        return self.outputs(rows)
+        return self.run(inputs, self.check_inputs(inputs), whole)
 
     def release(self) -> None:
         """Free the executable and the static buffers (the entry is unusable afterwards)."""

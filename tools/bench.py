@@ -74,35 +74,45 @@ class BareGraph:
         return self.static_out
 
 
-def latency_us(fn: Callable[[Any], Any], inputs: list[Any], reps: int) -> tuple[float, float]:
-    """Median and inter-quartile spread of synchronised per-call time, in microseconds."""
-    sync = cupy.cuda.get_current_stream().synchronize
-    times = []
+def measure(competitors: dict[str, Callable[[Any], Any]], inputs: list[Any], reps: int) -> dict[str, dict]:
+    """Interleaved timing, so clock drift and thermal state hit every competitor alike.
+
+    latency: median (and inter-quartile range) of synchronised single calls, host clock.
+    throughput: rounds of back-to-back calls; host issue time per call (host clock) and GPU time
+    per call (CUDA events); medians over the rounds.
+    """
+    stream = cupy.cuda.get_current_stream()
+    sync = stream.synchronize
+    lat: dict[str, list[float]] = {name: [] for name in competitors}
     for i in range(reps):
         x = inputs[i % len(inputs)]
-        sync()
-        start = time.perf_counter()
-        fn(x)
-        sync()
-        times.append((time.perf_counter() - start) * 1e6)
-    q = np.percentile(times, [25, 50, 75])
-    return float(q[1]), float(q[2] - q[0])
-
-
-def throughput_us(fn: Callable[[Any], Any], inputs: list[Any], reps: int) -> tuple[float, float]:
-    """(host issue time per call, GPU time per call) over back-to-back calls, in microseconds."""
-    stream = cupy.cuda.get_current_stream()
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    stream.synchronize()
-    start.record()
-    t0 = time.perf_counter()
-    for i in range(reps):
-        fn(inputs[i % len(inputs)])
-    host = (time.perf_counter() - t0) * 1e6 / reps
-    end.record()
-    end.synchronize()
-    gpu = cupy.cuda.get_elapsed_time(start, end) * 1e3 / reps
-    return host, gpu
+        for name, fn in competitors.items():
+            sync()
+            start = time.perf_counter()
+            fn(x)
+            sync()
+            lat[name].append((time.perf_counter() - start) * 1e6)
+    host: dict[str, list[float]] = {name: [] for name in competitors}
+    gpu: dict[str, list[float]] = {name: [] for name in competitors}
+    batch = 50
+    for _ in range(max(3, reps // batch)):
+        for name, fn in competitors.items():
+            begin, end = cupy.cuda.Event(), cupy.cuda.Event()
+            sync()
+            begin.record()
+            t0 = time.perf_counter()
+            for i in range(batch):
+                fn(inputs[i % len(inputs)])
+            host[name].append((time.perf_counter() - t0) * 1e6 / batch)
+            end.record()
+            end.synchronize()
+            gpu[name].append(cupy.cuda.get_elapsed_time(begin, end) * 1e3 / batch)
+    out = {}
+    for name in competitors:
+        q = np.percentile(lat[name], [25, 50, 75])
+        out[name] = dict(latency_us=float(q[1]), latency_iqr_us=float(q[2] - q[0]),
+                         host_issue_us=float(np.median(host[name])), gpu_us=float(np.median(gpu[name])))
+    return out
 
 
 def check(name: str, fn: Callable[[Any], Any], ref: Callable[[Any], Any], inputs: list[Any]) -> None:
@@ -122,17 +132,14 @@ def run_fixed(name: str, fn: Callable[[Any], Any], shape: tuple[int, ...], reps:
         "cupygraph jit (copy)": cg.jit(fn, config=dict(capture_sizes=[shape[0]])),
         "cupygraph jit (view)": cg.jit(fn, config=dict(capture_sizes=[shape[0]], output_mode="view")),
     }
-    rows = []
     for label, impl in competitors.items():
         check(label, impl, fn, inputs)
         for _ in range(20):
             impl(inputs[0])
-        lat, spread = latency_us(impl, inputs, reps)
-        host, gpu = throughput_us(impl, inputs, reps)
-        rows.append(dict(workload=name, competitor=label, shape=list(shape), latency_us=lat, latency_iqr_us=spread,
-                         host_issue_us=host, gpu_us=gpu))
-    floor = next(r for r in rows if r["competitor"] == "bare CuPy graph")["latency_us"]
-    eager = rows[0]["latency_us"]
+    timed = measure(competitors, inputs, reps)
+    rows = [dict(workload=name, competitor=label, shape=list(shape), **timed[label]) for label in competitors]
+    floor = timed["bare CuPy graph"]["latency_us"]
+    eager = timed["eager CuPy"]["latency_us"]
     for r in rows:
         r["ratio_to_bare_graph"] = r["latency_us"] / floor
         r["speedup_over_eager"] = eager / r["latency_us"]
@@ -149,13 +156,12 @@ def run_varying(name: str, fn: Callable[[Any], Any], trailing: tuple[int, ...], 
     graphed.warmup(inputs[0], progress=False)
     cupy.cuda.Device().synchronize()
     capture_s = time.perf_counter() - start
-    rows = []
-    for label, impl in (("eager CuPy", fn), ("cupygraph jit (copy)", graphed)):
+    competitors = {"eager CuPy": fn, "cupygraph jit (copy)": graphed}
+    for label, impl in competitors.items():
         check(label, impl, fn, inputs)
-        lat, spread = latency_us(impl, inputs, reps)
-        host, gpu = throughput_us(impl, inputs, reps)
-        rows.append(dict(workload=name, competitor=label, shape=["1..256"] + list(trailing), latency_us=lat,
-                         latency_iqr_us=spread, host_issue_us=host, gpu_us=gpu))
+    timed = measure(competitors, inputs, reps)
+    rows = [dict(workload=name, competitor=label, shape=["1..256"] + list(trailing), **timed[label])
+            for label in competitors]
     rows[1]["speedup_over_eager"] = rows[0]["latency_us"] / rows[1]["latency_us"]
     rows[1]["capture_all_sizes_s"] = capture_s
     rows[1]["graphs"] = graphed.registry.num_graphs()

@@ -51,15 +51,15 @@ class Backend(abc.ABC):
         """A static buffer from this family's pool; it stays put while a graph uses it."""
 
     @abc.abstractmethod
-    def copy_rows(self, dst: Any, src: Any) -> None:
-        """``dst[:len(src)] = src`` on the caller's stream (``src`` has ``dst``'s trailing shape)."""
+    def copy_rows(self, dst: Any, src: Any, stream: Any = None) -> None:
+        """``dst[:len(src)] = src`` on ``stream`` (default: the caller's current stream)."""
 
     @abc.abstractmethod
-    def fill_rows(self, dst: Any, start: int, value: Any) -> None:
+    def fill_rows(self, dst: Any, start: int, value: Any, stream: Any = None) -> None:
         """``dst[start:] = value``: the padding rows."""
 
     @abc.abstractmethod
-    def copy_out(self, array: Any) -> Any:
+    def copy_out(self, array: Any, stream: Any = None) -> Any:
         """A fresh array the caller owns, with ``array``'s contents."""
 
     @abc.abstractmethod
@@ -76,8 +76,12 @@ class Backend(abc.ABC):
     def device_of(self, array: Any) -> int:
         return -1
 
-    def order_after_last_use(self) -> None:
-        """Order this call after the family's previous call when it came on another stream."""
+    def order_after_last_use(self) -> Any:
+        """Order this call after the family's previous call when it came on another stream.
+
+        Returns the stream handle the copies of this call should use (passed back as ``stream``).
+        """
+        return None
 
     def pool_bytes(self) -> int:
         """Bytes this family's pool holds from the device, in use or cached."""

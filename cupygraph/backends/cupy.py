@@ -149,40 +149,42 @@ class CupyBackend(Backend):
         with cupy.cuda.Device(self.device_id), cupy.cuda.using_allocator(self.pool.malloc):
             return cupy.empty(shape, dtype=dtype)
 
-    def order_after_last_use(self) -> None:
+    def order_after_last_use(self) -> int:
         stream = cupy.cuda.get_current_stream()
         last = self._last_stream
         if last is not stream:
             if last is not None and last.ptr != stream.ptr:
                 stream.wait_event(last.record())
             self._last_stream = stream
+        return stream.ptr
 
-    def copy_rows(self, dst: Any, src: Any) -> None:
+    def copy_rows(self, dst: Any, src: Any, stream: Any = None) -> None:
         nbytes = src.nbytes
         if nbytes == 0:
             return
-        if src.flags.c_contiguous:
+        if src._c_contiguous:
             # One async memcpy instead of an elementwise kernel: cheaper to issue, no launch config.
             _runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, _MEMCPY_DEFAULT,
-                                 cupy.cuda.get_current_stream().ptr)
+                                 cupy.cuda.get_current_stream().ptr if stream is None else stream)
         else:
             dst[: src.shape[0]] = src
 
-    def fill_rows(self, dst: Any, start: int, value: Any) -> None:
+    def fill_rows(self, dst: Any, start: int, value: Any, stream: Any = None) -> None:
         tail = dst[start:]
         if tail.size == 0:
             return
         if value == 0:
-            _runtime.memsetAsync(tail.data.ptr, 0, tail.nbytes, cupy.cuda.get_current_stream().ptr)
+            _runtime.memsetAsync(tail.data.ptr, 0, tail.nbytes,
+                                 cupy.cuda.get_current_stream().ptr if stream is None else stream)
         else:
             tail.fill(value)
 
-    def copy_out(self, array: Any) -> Any:
-        if array.flags.c_contiguous:
+    def copy_out(self, array: Any, stream: Any = None) -> Any:
+        if array._c_contiguous:
             out = cupy.empty(array.shape, dtype=array.dtype)
             if array.nbytes:
                 _runtime.memcpyAsync(out.data.ptr, array.data.ptr, array.nbytes, _MEMCPY_DEFAULT,
-                                     cupy.cuda.get_current_stream().ptr)
+                                     cupy.cuda.get_current_stream().ptr if stream is None else stream)
             return out
         return array.copy()
 
@@ -234,6 +236,9 @@ class CupyBackend(Backend):
         return int(self.pool.total_bytes())
 
     def release_memory(self) -> None:
+        # Arrays of the family may sit in reference cycles (closures, tracebacks): collect them
+        # first so their blocks are free when the pool hands its memory back.
+        gc.collect()
         self.pool.free_all_blocks()
 
     def synchronize(self) -> None:

@@ -69,13 +69,13 @@ class HostBackend(Backend):
     def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         return np.empty(shape, dtype=dtype)
 
-    def copy_rows(self, dst: np.ndarray, src: np.ndarray) -> None:
+    def copy_rows(self, dst: np.ndarray, src: np.ndarray, stream: Any = None) -> None:
         dst[: src.shape[0]] = src
 
-    def fill_rows(self, dst: np.ndarray, start: int, value: Any) -> None:
+    def fill_rows(self, dst: np.ndarray, start: int, value: Any, stream: Any = None) -> None:
         dst[start:] = value
 
-    def copy_out(self, array: np.ndarray) -> np.ndarray:
+    def copy_out(self, array: np.ndarray, stream: Any = None) -> np.ndarray:
         return array.copy()
 
     def capture(self, fn, args, kwargs, *, num_warmups, capture_mode, gc_freeze):  # type: ignore[override]

@@ -287,3 +287,23 @@ def test_wrapper_with_forward_context_and_manager_on_gpu():
         x = rand(rng, n, 16)
         assert_same(manager.execute_or_capture(n, None, fn, [x]), fn(x))
     assert manager.stats().hits == 1 and manager.stats().captures == 2
+
+
+def test_non_contiguous_and_sliced_inputs_are_copied_correctly():
+    rng = np.random.default_rng(11)
+    fn = lambda x: cupy.sin(x) * 2  # noqa: E731
+    graphed = cg.jit(fn, config=dict(max_capture_size=16))
+    base = rand(rng, 12, 20)
+    for x in (base[:, ::2], base.T[:7].copy().T.T, base[3:9], cupy.asfortranarray(base[:5])):
+        assert_same(graphed(x), fn(x))
+
+
+def test_pool_memory_returns_after_clear_with_diagnostics():
+    rng = np.random.default_rng(12)
+    fn = affine_chain(3)
+    graphed = cg.jit(fn, config=dict(capture_sizes=[64]))
+    graphed(rand(rng, 64, 256))
+    pool = graphed.registry.backend.pool
+    assert pool.total_bytes() > 0
+    graphed.clear()
+    assert (pool.used_bytes(), pool.total_bytes()) == (0, 0)
