@@ -126,11 +126,13 @@ class GraphedFunction:
         self._failed: dict[GraphKey, str] = {}
         self._constants_seen: dict[tuple, tuple] = {}
         self._template: Optional[tuple[tuple, dict]] = None
-        self._lock = threading.RLock()
 
     # -- the hot path ------------------------------------------------------------------------------
 
     def _fast_key(self, args: tuple) -> tuple:
+        if len(args) == 1 and not self._const:
+            (a,) = args  # the common case, kept cheap: one batched array
+            return ((a.shape, a.dtype),) if isinstance(a, self._array_type) else (a,)
         array_type, const, address = self._array_type, self._const, self.backend.address
         return tuple(
             ((address(a), a.shape, a.dtype) if i in const else (a.shape, a.dtype))
@@ -147,7 +149,7 @@ class GraphedFunction:
                 fast_key, plan = None, None
             if plan is not None and self._generation == self.registry.generation:
                 batched = [args[i] for i in plan.batched]
-                with self._lock:
+                with self.registry.exec_lock:
                     out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
                 self.registry.stats().record_hit(plan.mode_name)
                 return out
@@ -322,7 +324,7 @@ class GraphedFunction:
             self._generation = self.registry.generation
         batched = [args[i] for i in plan.batched]
         rows = batched[0].shape[0] if batched else plan.entry.key.descriptor.num_tokens
-        with self._lock:
+        with self.registry.exec_lock:
             out = plan.entry.run(batched, rows, [args[i] for i in plan.whole])
         stats = self.registry.stats()
         if captured:
@@ -378,7 +380,7 @@ class GraphedFunction:
 
     def clear(self) -> None:
         """Drop every graph (the memory goes back) and forget failed keys; stats are kept."""
-        with self._lock:
+        with self.registry.exec_lock:
             self.registry.clear()
             self._fast.clear()
             self._failed.clear()

@@ -33,6 +33,30 @@ class GraphKey:
     signature: tuple = ()
 
 
+class InputArena:
+    """Static input buffers shared by the graphs of one signature, sized for the largest batch.
+
+    Graphs of one family run one after another (the family's exec lock and stream ordering), so
+    they can read their inputs from views of one buffer: memory grows with the largest graph, not
+    with the sum. ``state`` records which entry last wrote the buffers and for how many real rows,
+    so the padding is rewritten whenever another graph wrote there since.
+    """
+
+    __slots__ = ("buffers", "state")
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, Any] = {}
+        self.state: Any = None
+
+    def view(self, backend: Backend, position: int, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A buffer of ``shape`` for argument ``position``: a view of the shared one when it fits."""
+        base = self.buffers.get(position)
+        if base is None or base.shape[0] < shape[0] or base.shape[1:] != shape[1:] or base.dtype != dtype:
+            base = backend.empty(shape, dtype)
+            self.buffers[position] = base
+        return base[: shape[0]] if base.ndim else base
+
+
 class CUDAGraphEntry:
     """A captured graph with its static buffers (also exported as ``GraphEntry``).
 
@@ -52,10 +76,10 @@ class CUDAGraphEntry:
         input_addresses: tuple[int, ...],
         *,
         whole_inputs: Sequence[Any] = (),
+        arena: Optional[InputArena] = None,
         pad_value: Any = 0,
         output_mode: str = "copy",
         capture_time: float = 0.0,
-        filled_rows: int = 0,
     ):
         self.key = key
         self.cudagraph = recording
@@ -70,7 +94,7 @@ class CUDAGraphEntry:
         self.replay_count = 0
         self.total_replay_s = 0.0
         self.last_used = time.perf_counter()
-        self._filled_rows = filled_rows
+        self._arena = arena if arena is not None else InputArena()
         self._padded = key.descriptor.num_tokens
         is_array = backend.is_array
         self._leaves, self._spec = flatten(recording.outputs, is_array)
@@ -135,11 +159,13 @@ class CUDAGraphEntry:
             copy(buf, src, stream)
         for buf, src in zip(self.whole_inputs, whole):
             copy(buf, src, stream)
-        if rows != self._filled_rows:
+        arena = self._arena
+        state = (id(self), rows)
+        if arena.state != state:
             if rows < self._padded:
                 for buf in self.static_inputs:
                     backend.fill_rows(buf, rows, self.pad_value, stream)
-            self._filled_rows = rows
+            arena.state = state
         return stream
 
     def launch(self) -> None:
@@ -156,12 +182,12 @@ class CUDAGraphEntry:
         copy_out, is_array = self.backend.copy_out, self.backend.is_array
         if self._single:
             leaf = self._leaves[0]
-            if self._sliced[0]:
+            if self._sliced[0] and rows != self._padded:
                 leaf = leaf[:rows]
             return copy_out(leaf, stream) if copy and is_array(leaf) else leaf
         result = []
         for leaf, sliced in zip(self._leaves, self._sliced):
-            if sliced:
+            if sliced and rows != self._padded:
                 leaf = leaf[:rows]
             if copy and is_array(leaf):
                 leaf = copy_out(leaf, stream)
@@ -212,7 +238,10 @@ class CUDAGraphRegistry:
         self._entries: "OrderedDict[GraphKey, CUDAGraphEntry]" = OrderedDict()
         self._seen: Counter = Counter()
         self._lock = threading.RLock()
-        self._capture_lock = threading.Lock()
+        self.exec_lock = threading.RLock()
+        """Held while a graph of this family is loaded and launched, or captured: the family's
+        graphs share static inputs and pool scratch, so their host-side sequences must not interleave."""
+        self._arenas: dict[tuple, InputArena] = {}
         self._stats = CUDAGraphStats()
         self.generation = 0
         """Bumped whenever an entry leaves, so front doors know their cached lookups went stale."""
@@ -251,27 +280,30 @@ class CUDAGraphRegistry:
         when the function cannot be recorded or its graph alone exceeds the memory budget.
         """
         kwargs = kwargs or {}
-        with self._capture_lock:
+        with self.exec_lock:
             existing = self.lookup(key)
             if existing is not None:
                 return existing
             backend, padded = self.backend, key.descriptor.num_tokens
+            backend.order_after_last_use()
+            arena = self._arenas.get(key.signature)
+            if arena is None:
+                arena = self._arenas[key.signature] = InputArena()
+            arena.state = None  # the buffers are rewritten below, padding included
             call_args = list(args)
             static_inputs = []
-            rows = None
             for index in batched:
                 src = args[index]
-                buf = backend.empty((padded,) + tuple(src.shape[1:]), src.dtype)
+                buf = arena.view(backend, index, (padded,) + tuple(src.shape[1:]), src.dtype)
                 backend.copy_rows(buf, src)
-                rows = src.shape[0]
-                if rows < padded:
-                    backend.fill_rows(buf, rows, self.config.pad_value)
+                if src.shape[0] < padded:
+                    backend.fill_rows(buf, src.shape[0], self.config.pad_value)
                 call_args[index] = buf
                 static_inputs.append(buf)
             whole_inputs = []
             for index in copied:
                 src = args[index]
-                buf = backend.empty(tuple(src.shape), src.dtype)
+                buf = arena.view(backend, index, tuple(src.shape), src.dtype)
                 backend.copy_rows(buf, src)
                 call_args[index] = buf
                 whole_inputs.append(buf)
@@ -292,9 +324,9 @@ class CUDAGraphRegistry:
             entry = CUDAGraphEntry(
                 key, recording, backend, static_inputs,
                 tuple(backend.address(b) for b in static_inputs),
-                whole_inputs=whole_inputs,
+                whole_inputs=whole_inputs, arena=arena,
                 pad_value=self.config.pad_value, output_mode=self.config.output_mode,
-                capture_time=seconds, filled_rows=rows or 0,
+                capture_time=seconds,
             )
             self._insert(entry)
             logger.debug("captured %s in %.2f ms (%d bytes)", key, 1e3 * seconds, entry.nbytes)
@@ -354,6 +386,8 @@ class CUDAGraphRegistry:
     def _release_if_empty(self) -> None:
         with self._lock:
             empty = not self._entries
+            if empty:
+                self._arenas.clear()
         if empty:
             self.backend.release_memory()
 
@@ -442,6 +476,7 @@ class CUDAGraphRegistry:
         with self._lock:
             entries = list(self._entries.values())
             self._entries.clear()
+            self._arenas.clear()
             self.generation += 1
         for entry in entries:
             entry.release()
