@@ -210,6 +210,7 @@ class CUDAGraphEntry:
         self.static_inputs = []
         self.whole_inputs = []
         self._leaves = []
+        self._arena = InputArena()  # drop the shared buffers: the registry may be returning them
 
     def __repr__(self) -> str:
         return (
