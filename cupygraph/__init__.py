@@ -19,15 +19,18 @@ from .errors import (
 )
 from .jit import GraphedFunction, jit
 from .manager import CUDAGraphManager
+from .piecewise import graph_break
 from .policy import AdaptiveDispatchPolicy, DefaultDispatchPolicy, DispatchPolicy
 from .registry import CUDAGraphEntry, CUDAGraphRegistry, GraphEntry, GraphKey
 from .sizes import default_capture_sizes
 from .stats import CUDAGraphStats, DispatchStats
-from .wrapper import CUDAGraphOptions, CUDAGraphWrapper
+from .streams import StreamDispatcher
+from .wrapper import AdaptiveCUDAGraphWrapper, CUDAGraphOptions, CUDAGraphWrapper
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdaptiveCUDAGraphWrapper",
     "AdaptiveDispatchPolicy",
     "Backend",
     "BackendUnavailableError",
@@ -56,6 +59,7 @@ __all__ = [
     "HostBackend",
     "InputMismatchError",
     "StaleOutputError",
+    "StreamDispatcher",
     "create_dispatch_key",
     "cudagraph_context",
     "default_capture_sizes",
@@ -63,6 +67,7 @@ __all__ = [
     "get_forward_context",
     "get_padded_key",
     "gpu_available",
+    "graph_break",
     "graphs_disabled_by_env",
     "jit",
     "load_config",

@@ -315,6 +315,7 @@ class CUDAGraphRegistry:
                     num_warmups=self.config.num_warmups,
                     capture_mode=self.config.capture_mode,
                     gc_freeze=self.config.gc_freeze,
+                    piecewise=key.mode is CUDAGraphMode.PIECEWISE,
                 )
             except BaseException:
                 self._stats.record_capture_failure()

@@ -6,8 +6,8 @@ import dataclasses
 import logging
 import threading
 import time
-from collections import OrderedDict
-from typing import Any, Callable, Optional
+from collections import Counter, OrderedDict
+from typing import Any, Callable, Iterable, Optional, Union
 
 from .backends import Backend, select_backend
 from .config import CUDAGraphMode
@@ -102,7 +102,8 @@ class CUDAGraphWrapper:
     def _capture(self, descriptor: BatchDescriptor, args: tuple, kwargs: dict) -> Any:
         start = time.perf_counter()
         recording = self.backend.capture(
-            self.runnable, args, kwargs, num_warmups=0, capture_mode="relaxed", gc_freeze=self.options.gc_disable
+            self.runnable, args, kwargs, num_warmups=0, capture_mode="relaxed", gc_freeze=self.options.gc_disable,
+            piecewise=self.runtime_mode is CUDAGraphMode.PIECEWISE,
         )
         seconds = time.perf_counter() - start
         entry = CUDAGraphEntry(
@@ -159,3 +160,98 @@ class CUDAGraphWrapper:
                 entry.release()
             self._entries.clear()
             self.backend.release_memory()
+
+
+class AdaptiveCUDAGraphWrapper(CUDAGraphWrapper):
+    """A ``CUDAGraphWrapper`` that captures only hot shapes and evicts cold ones first.
+
+    Beyond the base wrapper: a descriptor is captured once it has been seen ``capture_after``
+    times (colder ones call the runnable directly); eviction (``max_cached_graphs`` or
+    ``memory_budget`` bytes) takes the entry with the fewest replays, and never one with at least
+    ``min_replays_to_keep`` replays while a colder entry exists; ``prewarm`` captures shapes ahead
+    of traffic.
+    """
+
+    def __init__(
+        self,
+        runnable: Callable[..., Any],
+        runtime_mode: CUDAGraphMode,
+        options: Optional[CUDAGraphOptions] = None,
+        max_cached_graphs: Optional[int] = None,
+        min_replays_to_keep: int = 0,
+        *,
+        capture_after: int = 2,
+        memory_budget: Optional[int] = None,
+        backend: Optional[Backend] = None,
+    ):
+        super().__init__(runnable, runtime_mode, options, max_cached_graphs, backend)
+        if capture_after < 1:
+            raise ValueError(f"capture_after must be at least 1, got {capture_after}")
+        self.min_replays_to_keep = min_replays_to_keep
+        self.capture_after = capture_after
+        self.memory_budget = memory_budget
+        self._seen: Counter = Counter()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        context = get_forward_context()
+        if context.mode is self.runtime_mode and context.descriptor is not None:
+            with self._lock:
+                self._seen[context.descriptor] += 1
+                cold = context.descriptor not in self._entries and self._seen[context.descriptor] < self.capture_after
+            if cold:
+                self._stats.record_fallback(
+                    f"cold shape: seen fewer than capture_after={self.capture_after} times", context.mode.name
+                )
+                return self.runnable(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+    def _cache_entry(self, descriptor: BatchDescriptor, entry: CUDAGraphEntry) -> None:
+        self._entries[descriptor] = entry
+        while self.max_cached_graphs is not None and len(self._entries) > self.max_cached_graphs:
+            self._evict_lru()
+        while self.memory_budget is not None and len(self._entries) > 1 and self._held_bytes() > self.memory_budget:
+            self._evict_lru(reason=f"memory_budget={self.memory_budget} bytes reached")
+
+    def _held_bytes(self) -> int:
+        return sum(e.nbytes for e in self._entries.values())
+
+    def _evict_lru(self, reason: Optional[str] = None) -> None:
+        newest = next(reversed(self._entries))
+        candidates = [d for d in self._entries if d != newest] or [newest]
+        keep = self.min_replays_to_keep
+        cold = [d for d in candidates if self._entries[d].replay_count < keep] if keep > 0 else candidates
+        pool = cold or candidates
+        # Fewest replays first; among equals the least recently used (dict order).
+        victim = min(pool, key=lambda d: self._entries[d].replay_count)
+        entry = self._entries.pop(victim)
+        entry.release()
+        self._stats.record_eviction(reason or f"max_cached_graphs={self.max_cached_graphs} reached")
+        self._log("AdaptiveCUDAGraphWrapper evicted %s (%d replays)", victim, entry.replay_count)
+        if not self._entries:
+            self.backend.release_memory()
+
+    def get_hot_shapes(self, top_k: int = 10) -> list[tuple[BatchDescriptor, int]]:
+        """The ``top_k`` most often seen descriptors with their counts."""
+        with self._lock:
+            return self._seen.most_common(top_k)
+
+    def prewarm(
+        self, shapes: Iterable[Union[int, BatchDescriptor]], dummy_fn: Callable[[BatchDescriptor], Any]
+    ) -> int:
+        """Capture each shape now; ``dummy_fn(descriptor)`` returns the (persistent) arguments.
+
+        The arguments may be a tuple (positional) or a single array. Returns how many were captured.
+        """
+        from .context import cudagraph_context
+
+        captured = 0
+        for shape in shapes:
+            descriptor = shape if isinstance(shape, BatchDescriptor) else BatchDescriptor(int(shape))
+            if descriptor in self._entries:
+                continue
+            args = dummy_fn(descriptor)
+            args = args if isinstance(args, tuple) else (args,)
+            with cudagraph_context(self.runtime_mode, descriptor), self._lock:
+                self._capture(descriptor, args, {})
+            captured += 1
+        return captured

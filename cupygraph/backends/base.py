@@ -65,9 +65,13 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
-        num_warmups: int, capture_mode: str, gc_freeze: bool,
+        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False,
     ) -> Recording:
-        """Warm up, then record ``fn(*args, **kwargs)``; raise ``CaptureError`` naming what failed."""
+        """Warm up, then record ``fn(*args, **kwargs)``; raise ``CaptureError`` naming what failed.
+
+        With ``piecewise``, ops marked ``graph_break`` split the recording into pieces and run
+        eagerly between them on replay.
+        """
 
     def address(self, array: Any) -> int:
         """The array's data address (or a stable identity for host arrays)."""

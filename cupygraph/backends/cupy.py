@@ -9,12 +9,13 @@ import gc
 import linecache
 import threading
 import traceback
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import cupy
 
 from ..errors import CaptureError
+from ..piecewise import recording_breaks
 from ..pytree import flatten
 from .base import Backend, Recording
 
@@ -98,21 +99,93 @@ def describe_capture_failure(err: BaseException) -> Optional[str]:
     return None
 
 
-class CupyRecording(Recording):
-    def __init__(self, graph: Any, outputs: Any, nbytes: int):
-        self.graph = graph
-        self.outputs = outputs
-        self.nbytes = nbytes
+class _EagerStep:
+    """A graph-break op replayed eagerly; its results land in the buffers later pieces read."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, static: Any):
+        # Holding the arguments keeps their pool blocks from being reused while the graph lives.
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.static = static
+        self.static_leaves, _ = flatten(static, lambda v: isinstance(v, cupy.ndarray))
 
     def launch(self) -> None:
-        self.graph.launch()
+        fresh, _ = flatten(self.fn(*self.args, **self.kwargs), lambda v: isinstance(v, cupy.ndarray))
+        for i, (static, new) in enumerate(zip(self.static_leaves, fresh)):
+            if new is static:
+                continue
+            if not isinstance(new, cupy.ndarray) or new.shape != static.shape or new.dtype != static.dtype:
+                raise CaptureError(
+                    f"graph_break op {getattr(self.fn, '__name__', self.fn)} returned {_shape_of(new)} for result "
+                    f"{i} on replay but {_shape_of(static)} at capture; its results must keep shape and dtype"
+                )
+            static[...] = new
+
+
+def _shape_of(value: Any) -> str:
+    return f"{value.dtype}{list(value.shape)}" if hasattr(value, "shape") else type(value).__name__
+
+
+class _PiecewiseRecorder:
+    """Installed while a PIECEWISE capture runs: each graph break ends a piece and starts the next."""
+
+    def __init__(self, stream: Any, mode: int, steps: list):
+        self.stream, self.mode, self.steps = stream, mode, steps
+
+    def break_at(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        self.steps.append(self.stream.end_capture())
+        # Run the op once, uncaptured, to get results of the right shape at fixed addresses. Its
+        # inputs hold no real values yet (the piece before it was only recorded): only the shapes
+        # matter here; replays recompute it from real data.
+        result = fn(*args, **kwargs)
+        leaves, _ = flatten(result, lambda v: isinstance(v, cupy.ndarray))
+        if not leaves or not all(isinstance(leaf, cupy.ndarray) for leaf in leaves):
+            raise CaptureError(
+                f"graph_break op {getattr(fn, '__name__', fn)} returned {type(result).__name__}; it must return "
+                "CuPy arrays (a host value would be frozen into the graph)"
+            )
+        self.steps.append(_EagerStep(fn, args, kwargs, result))
+        self.stream.begin_capture(self.mode)
+        return result
+
+
+def _is_capturing(stream: Any) -> bool:
+    try:
+        return bool(stream.is_capturing())
+    except RuntimeError:  # an invalidated capture still has to be ended
+        return True
+
+
+class CupyRecording(Recording):
+    """One graph (FULL) or a sequence of graph pieces and eager steps (PIECEWISE)."""
+
+    def __init__(self, steps: list, outputs: Any, nbytes: int):
+        self.steps = steps
+        self.outputs = outputs
+        self.nbytes = nbytes
+        self.launch = steps[0].launch if len(steps) == 1 else self._launch_steps  # type: ignore[method-assign]
+
+    def _launch_steps(self) -> None:
+        for step in self.steps:
+            step.launch()
+
+    def launch(self) -> None:  # replaced per instance in __init__
+        self._launch_steps()
+
+    @property
+    def graph(self) -> Any:
+        return self.steps[0] if self.steps else None
+
+    @property
+    def num_pieces(self) -> int:
+        return sum(1 for step in self.steps if not isinstance(step, _EagerStep))
 
     def release(self) -> None:
-        self.graph = None
+        self.steps = []
         self.outputs = None
+        self.launch = self._launch_steps  # type: ignore[method-assign]
 
     def to_dot(self) -> str:
-        return self.graph.debug_dot_str()
+        return "\n".join(step.debug_dot_str() for step in self.steps if not isinstance(step, _EagerStep))
 
 
 class CupyBackend(Backend):
@@ -188,7 +261,7 @@ class CupyBackend(Backend):
             return out
         return array.copy()
 
-    def capture(self, fn, args, kwargs, *, num_warmups, capture_mode, gc_freeze):  # type: ignore[override]
+    def capture(self, fn, args, kwargs, *, num_warmups, capture_mode, gc_freeze, piecewise=False):  # type: ignore[override]
         mode = _CAPTURE_MODES[capture_mode]
         caller = cupy.cuda.get_current_stream()
         stream = self._capture_stream
@@ -199,38 +272,46 @@ class CupyBackend(Backend):
             with cupy.cuda.using_allocator(self.pool.malloc), stream:
                 for _ in range(num_warmups):
                     fn(*args, **kwargs)
-                graph, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze)
-            graph.upload(stream)  # so the first replay costs what the others do
+                steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
+            for step in steps:
+                if not isinstance(step, _EagerStep):
+                    step.upload(stream)  # so the first replay costs what the others do
             caller.wait_event(stream.record())
             self._last_stream = caller
             leaves, _ = flatten(outputs, self.is_array)
             out_bytes = sum(int(leaf.nbytes) for leaf in leaves if self.is_array(leaf))
             grown = self.pool.total_bytes() - before
-            return CupyRecording(graph, outputs, max(grown, out_bytes))
+            return CupyRecording(steps, outputs, max(grown, out_bytes))
 
     def _record(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
-                stream: Any, mode: int, gc_freeze: bool) -> tuple[Any, Any]:
+                stream: Any, mode: int, gc_freeze: bool, piecewise: bool) -> tuple[list, Any]:
         error: Optional[BaseException] = None
-        graph = outputs = None
-        with _frozen_gc(gc_freeze):
+        steps: list = []
+        outputs = None
+        breaks = recording_breaks(_PiecewiseRecorder(stream, mode, steps)) if piecewise else nullcontext()
+        with _frozen_gc(gc_freeze), breaks:
             stream.begin_capture(mode)
             try:
                 outputs = fn(*args, **kwargs)
             except BaseException as err:  # the capture must end whatever happened
                 error = err
             finally:
-                try:
-                    graph = stream.end_capture()
-                except Exception as end_err:
-                    if error is None:
-                        error = end_err
+                if _is_capturing(stream):
+                    try:
+                        steps.append(stream.end_capture())
+                    except Exception as end_err:
+                        if error is None:
+                            error = end_err
         if error is not None:
-            graph = outputs = None
+            steps.clear()
+            outputs = None
+            if isinstance(error, CaptureError):
+                raise error
             reason = describe_capture_failure(error)
             if reason is None:
                 raise error
             raise CaptureError(reason) from error
-        return graph, outputs
+        return steps, outputs
 
     def pool_bytes(self) -> int:
         return int(self.pool.total_bytes())

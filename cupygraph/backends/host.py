@@ -78,7 +78,7 @@ class HostBackend(Backend):
     def copy_out(self, array: np.ndarray, stream: Any = None) -> np.ndarray:
         return array.copy()
 
-    def capture(self, fn, args, kwargs, *, num_warmups, capture_mode, gc_freeze):  # type: ignore[override]
+    def capture(self, fn, args, kwargs, *, num_warmups, capture_mode, gc_freeze, piecewise=False):  # type: ignore[override]
         for _ in range(num_warmups):
             fn(*args, **kwargs)
         return HostRecording(fn, args, kwargs, fn(*args, **kwargs))
