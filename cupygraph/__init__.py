@@ -7,6 +7,7 @@ from .backends import Backend, HostBackend, gpu_available, select_backend
 from .config import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
 from .config_files import load_config
 from .context import cudagraph_context, get_forward_context
+from .control_flow import cond, while_loop
 from .descriptor import BatchDescriptor, DispatchKey, create_dispatch_key, get_cudagraph_sizes, get_padded_key
 from .dispatcher import CompositeDispatcher, CudagraphDispatcher, DispatchMode
 from .errors import (
@@ -61,6 +62,7 @@ __all__ = [
     "StaleOutputError",
     "StreamDispatcher",
     "create_dispatch_key",
+    "cond",
     "cudagraph_context",
     "default_capture_sizes",
     "get_cudagraph_sizes",
@@ -72,4 +74,5 @@ __all__ = [
     "jit",
     "load_config",
     "select_backend",
+    "while_loop",
 ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import logging
+
+import numpy as np
 import os
 import sys
 import threading
@@ -76,7 +78,9 @@ class GraphedFunction:
       4. Each batched array is copied into its static buffer (one async memcpy when contiguous;
          padding rewritten only when the real size changed), other arrays are copied whole,
          ``constant_argnums`` arrays are used by address; the graph replays on the caller's stream.
-      5. Outputs whose leading axis is the padded size are cut back to the real batch.
+      5. Outputs whose leading axis is the padded size are cut back to the real batch (declare
+         ``out_batched`` — a bool or the outputs' structure of bools — when an unbatched output
+         happens to have that length).
 
     Contract: under ``output_mode="copy"`` (default) the caller owns the returned arrays. Under
     ``"view"`` they are views into static buffers, valid until the next call of this function.
@@ -93,6 +97,7 @@ class GraphedFunction:
         static_argnums: Union[int, Sequence[int]] = (),
         constant_argnums: Union[int, Sequence[int]] = (),
         descriptor_fn: Optional[Callable[..., Any]] = None,
+        out_batched: Any = None,
         registry: Optional[CUDAGraphRegistry] = None,
         dispatcher: Optional[CudagraphDispatcher] = None,
         namespace: tuple = (),
@@ -112,6 +117,7 @@ class GraphedFunction:
         if not self.batch_argnums and descriptor_fn is None:
             raise ValueError("give batch_argnums (arrays whose leading axis is the batch) or a descriptor_fn")
         self.descriptor_fn = descriptor_fn
+        self.out_batched = out_batched
         self.registry = registry if registry is not None else CUDAGraphRegistry(self.config)
         self.backend = self.registry.backend
         if dispatcher is None:
@@ -132,29 +138,32 @@ class GraphedFunction:
     def _fast_key(self, args: tuple) -> tuple:
         if len(args) == 1 and not self._const:
             (a,) = args  # the common case, kept cheap: one batched array
-            return ((a.shape, a.dtype),) if isinstance(a, self._array_type) else (a,)
+            return ((a.shape, a.dtype),) if isinstance(a, self._array_type) else ((type(a), a),)
         array_type, const, address = self._array_type, self._const, self.backend.address
+        # Static values carry their type: 1, 1.0 and True are equal but trace different graphs.
         return tuple(
             ((address(a), a.shape, a.dtype) if i in const else (a.shape, a.dtype))
-            if isinstance(a, array_type) else a
+            if isinstance(a, array_type) else (type(a), a)
             for i, a in enumerate(args)
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast_key: Optional[tuple] = None
         if not kwargs:
             try:
-                fast_key: Optional[tuple] = self._fast_key(args)
-                plan = self._fast.get(fast_key)  # type: ignore[arg-type]
+                fast_key = self._fast_key(args)
+                plan = self._fast.get(fast_key)
             except TypeError:  # an unhashable argument: the slow path explains what is wrong
                 fast_key, plan = None, None
-            if plan is not None and self._generation == self.registry.generation:
+            if plan is not None:
                 batched = [args[i] for i in plan.batched]
-                with self.registry.exec_lock:
-                    out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
-                self.registry.stats().record_hit(plan.mode_name)
-                return out
-        else:
-            fast_key = None
+                registry = self.registry
+                with registry.exec_lock:
+                    # Checked under the lock: another thread's capture may have evicted the entry.
+                    if plan.entry.alive:
+                        out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
+                        registry.stats().record_hit(plan.mode_name)
+                        return out
         return self._call_slow(args, kwargs, fast_key)
 
     # -- everything else ---------------------------------------------------------------------------
@@ -194,6 +203,8 @@ class GraphedFunction:
                         f"argument {i} of {self.__name__}() is on device {device} but this function's graphs "
                         f"live on device {getattr(backend, 'device_id', -1)}; move it or jit it per device"
                     )
+            elif isinstance(arg, np.generic):
+                signature.append(("static", type(arg), arg))
             elif hasattr(arg, "__array_interface__") or hasattr(arg, "__cuda_array_interface__"):
                 raise InputMismatchError(
                     f"argument {i} of {self.__name__}() is {_describe(arg)}, but this function's graphs use "
@@ -212,7 +223,7 @@ class GraphedFunction:
                         f"argument {i} of {self.__name__}() is an unhashable {type(arg).__name__}; non-array "
                         f"arguments are static (part of the graph key) and must be hashable"
                     ) from None
-                signature.append(("static", arg))
+                signature.append(("static", type(arg), arg))
         for name, value in kwargs.items():
             try:
                 hash(value)
@@ -222,7 +233,7 @@ class GraphedFunction:
                     f"keyword arguments are static (part of the graph key); pass arrays positionally"
                 ) from None
         if kwargs:
-            signature.append(("kwargs", tuple(sorted(kwargs.items()))))
+            signature.append(("kwargs", tuple(sorted((k, type(v), v) for k, v in kwargs.items()))))
         return self.batch_argnums, tuple(whole), self._namespace + tuple(signature)
 
     def _rows(self, args: tuple, batched: tuple[int, ...]) -> int:
@@ -286,7 +297,9 @@ class GraphedFunction:
                 return None, f"cold key: seen {seen} of capture_after={self.config.capture_after} times", False
             self._explain_capture(key)
             try:
-                entry = self.registry.capture_entry(key, self._fn, args, kwargs, batched=batched, copied=whole)
+                entry = self.registry.capture_entry(
+                    key, self._fn, args, kwargs, batched=batched, copied=whole, out_batched=self.out_batched
+                )
             except CaptureError as err:
                 if self.config.on_capture_error == "raise":
                     raise CaptureError(f"cannot capture {self.__name__}() for {padded}: {err}") from err
@@ -295,6 +308,7 @@ class GraphedFunction:
                 logger.warning("cupygraph: %s() for %s runs eagerly from now on: %s", self.__name__, padded, err)
                 return None, reason, False
             captured = True
+            self.registry.note_seen(key, -1)  # this sighting is counted as the graph's first replay
         return _Plan(entry, mode.name, batched, whole), "", captured
 
     def _explain_capture(self, key: GraphKey) -> None:
@@ -304,37 +318,39 @@ class GraphedFunction:
             return
         rest = (key.descriptor, key.mode, tuple(p for p in key.signature if p not in consts))
         previous = self._constants_seen.get(rest)
-        self._constants_seen[rest] = consts
         if previous is not None and previous != consts:
             if self.config.on_capture_error == "raise":
                 raise InputMismatchError(
                     f"a constant argument of {self.__name__}() changed (address, shape or dtype) since capture; "
                     f"was {previous}, now {consts}"
                 )
-            self.registry.stats().record_fallback("re-capture: a constant argument changed address", key.mode.name)
+            self.registry.stats().record_recapture("a constant argument changed address, shape or dtype")
+            logger.info("%s() re-captures %s: a constant argument changed", self.__name__, key.descriptor)
+        self._constants_seen[rest] = consts
 
     def _call_slow(
         self, args: tuple, kwargs: dict, fast_key: Optional[tuple], descriptor: Optional[BatchDescriptor] = None
     ) -> Any:
-        plan, reason, captured = self._resolve(args, kwargs, descriptor=descriptor)
-        if plan is None:
-            return self._eager(args, kwargs, reason)
-        if self._generation != self.registry.generation:
-            self._fast.clear()
-            self._generation = self.registry.generation
-        batched = [args[i] for i in plan.batched]
-        rows = batched[0].shape[0] if batched else plan.entry.key.descriptor.num_tokens
-        with self.registry.exec_lock:
-            out = plan.entry.run(batched, rows, [args[i] for i in plan.whole])
-        stats = self.registry.stats()
-        if captured:
-            stats.record_capture(plan.mode_name, plan.entry.capture_time)
-        else:
-            stats.record_hit(plan.mode_name)
-        if fast_key is not None and batched:
-            self._fast[fast_key] = plan
-        self._template = (args, kwargs)
-        return out
+        registry = self.registry
+        with registry.exec_lock:
+            # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
+            plan, reason, captured = self._resolve(args, kwargs, descriptor=descriptor)
+            if plan is not None:
+                if self._generation != registry.generation:
+                    self._fast.clear()
+                    self._generation = registry.generation
+                batched = [args[i] for i in plan.batched]
+                rows = batched[0].shape[0] if batched else plan.entry.key.descriptor.num_tokens
+                out = plan.entry.run(batched, rows, [args[i] for i in plan.whole])
+                if captured:
+                    registry.stats().record_first_replay(plan.mode_name)
+                else:
+                    registry.stats().record_hit(plan.mode_name)
+                if fast_key is not None and batched:
+                    self._fast[fast_key] = plan
+                self._template = (args, kwargs)
+                return out
+        return self._eager(args, kwargs, reason)
 
     # -- public helpers ----------------------------------------------------------------------------
 
@@ -405,7 +421,7 @@ def _progress(total: int, desc: str, enabled: bool) -> Any:
 def jit(
     fn: F, /, *, config: ConfigLike = None, batch_argnums: Union[int, Sequence[int]] = (0,),
     static_argnums: Union[int, Sequence[int]] = (), constant_argnums: Union[int, Sequence[int]] = (),
-    descriptor_fn: Optional[Callable[..., Any]] = None,
+    descriptor_fn: Optional[Callable[..., Any]] = None, out_batched: Any = None,
 ) -> GraphedFunction: ...
 
 
@@ -413,7 +429,7 @@ def jit(
 def jit(
     fn: None = None, /, *, config: ConfigLike = None, batch_argnums: Union[int, Sequence[int]] = (0,),
     static_argnums: Union[int, Sequence[int]] = (), constant_argnums: Union[int, Sequence[int]] = (),
-    descriptor_fn: Optional[Callable[..., Any]] = None,
+    descriptor_fn: Optional[Callable[..., Any]] = None, out_batched: Any = None,
 ) -> Callable[[F], GraphedFunction]: ...
 
 
@@ -426,6 +442,7 @@ def jit(
     static_argnums: Union[int, Sequence[int]] = (),
     constant_argnums: Union[int, Sequence[int]] = (),
     descriptor_fn: Optional[Callable[..., Any]] = None,
+    out_batched: Any = None,
 ) -> Any:
     """Record ``fn`` into CUDA graphs per batch shape; use as ``@jit`` or ``@jit(config=...)``.
 
@@ -433,7 +450,7 @@ def jit(
     """
     options = dict(
         config=config, batch_argnums=batch_argnums, static_argnums=static_argnums,
-        constant_argnums=constant_argnums, descriptor_fn=descriptor_fn,
+        constant_argnums=constant_argnums, descriptor_fn=descriptor_fn, out_batched=out_batched,
     )
     if fn is None:
         return lambda f: GraphedFunction(f, **options)

@@ -40,7 +40,7 @@ class CUDAGraphManager:
         """Switch modes: graphs of the old mode are dropped and keys re-initialised."""
         self.config.mode = CUDAGraphMode.parse(value)
         self.registry.clear()
-        self.dispatcher.initialize_cudagraph_keys(self.config.mode, self.config.uniform_decode_query_len)
+        self.dispatcher.enable_mode(self.config.mode)
         with self._lock:
             for _, graphed in self._functions.values():
                 graphed.clear()
@@ -62,7 +62,10 @@ class CUDAGraphManager:
     def should_capture(self, batch_size: int, seq_len: Optional[int] = None) -> bool:
         """True when a batch of this size would use a graph that is not captured yet."""
         mode = self.get_mode_for_batch(batch_size, seq_len)
-        return mode is not CUDAGraphMode.NONE and not self.registry.has(batch_size, seq_len, mode=mode)
+        if mode is CUDAGraphMode.NONE:
+            return False
+        key = self.registry.make_key(batch_size, seq_len, mode)
+        return key is None or not self.registry.has_descriptor(key.descriptor, mode)
 
     def capture_graph(
         self,

@@ -80,6 +80,7 @@ class CUDAGraphEntry:
         pad_value: Any = 0,
         output_mode: str = "copy",
         capture_time: float = 0.0,
+        out_batched: Any = None,
     ):
         self.key = key
         self.cudagraph = recording
@@ -91,6 +92,8 @@ class CUDAGraphEntry:
         self.output_mode = output_mode
         self.capture_time = capture_time
         self.captured_at = time.time()
+        self.alive = True
+        """False once released (evicted or cleared); a cached lookup must check it under the lock."""
         self.replay_count = 0
         self.total_replay_s = 0.0
         self.last_used = time.perf_counter()
@@ -98,8 +101,18 @@ class CUDAGraphEntry:
         self._padded = key.descriptor.num_tokens
         is_array = backend.is_array
         self._leaves, self._spec = flatten(recording.outputs, is_array)
-        # Only outputs that carry the batch axis are cut back to the real batch.
+        # Only outputs that carry the batch axis are cut back to the real batch: those declared in
+        # ``out_batched``, or by default every output whose leading axis is the padded size.
         self._sliced = [is_array(leaf) and leaf.ndim > 0 and leaf.shape[0] == self._padded for leaf in self._leaves]
+        if out_batched is not None:
+            declared = _expand_out_batched(out_batched, recording.outputs, len(self._leaves))
+            for i, (flag, leaf) in enumerate(zip(declared, self._leaves)):
+                if flag and not self._sliced[i]:
+                    raise ValueError(
+                        f"output {i} is declared batched (out_batched) but has shape "
+                        f"{list(getattr(leaf, 'shape', []))}, whose leading axis is not the padded size {self._padded}"
+                    )
+                self._sliced[i] = bool(flag)
         self._single = self._spec is None
         self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
 
@@ -206,6 +219,7 @@ class CUDAGraphEntry:
 
     def release(self) -> None:
         """Free the executable and the static buffers (the entry is unusable afterwards)."""
+        self.alive = False
         self.cudagraph.release()
         self.static_inputs = []
         self.whole_inputs = []
@@ -220,6 +234,19 @@ class CUDAGraphEntry:
 
 
 GraphEntry = CUDAGraphEntry
+
+
+def _expand_out_batched(out_batched: Any, outputs: Any, count: int) -> list[bool]:
+    """``out_batched`` as one flag per output leaf: a bool for all, or the outputs' structure."""
+    if isinstance(out_batched, bool):
+        return [out_batched] * count
+    flags, _ = flatten(out_batched, lambda v: isinstance(v, bool))
+    if len(flags) != count or not all(isinstance(f, bool) for f in flags):
+        raise ValueError(
+            f"out_batched must be a bool or match the outputs' structure with bools ({count} outputs), "
+            f"got {out_batched!r}"
+        )
+    return flags
 
 
 class CUDAGraphRegistry:
@@ -255,12 +282,16 @@ class CUDAGraphRegistry:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
+                entry.last_used = time.perf_counter()
             return entry
 
-    def note_seen(self, key: GraphKey) -> int:
-        """Count a sighting of ``key`` (for ``capture_after`` and hot shapes); return the count."""
+    def note_seen(self, key: GraphKey, count: int = 1) -> int:
+        """Count a sighting of ``key`` (for ``capture_after`` and hot shapes); return the total.
+
+        Pass ``count=-1`` to take back a sighting that became the graph's first replay.
+        """
         with self._lock:
-            self._seen[key] += 1
+            self._seen[key] += count
             return self._seen[key]
 
     def capture_entry(
@@ -271,6 +302,7 @@ class CUDAGraphRegistry:
         kwargs: Optional[dict[str, Any]] = None,
         batched: Sequence[int] = (0,),
         copied: Sequence[int] = (),
+        out_batched: Any = None,
     ) -> CUDAGraphEntry:
         """Record ``fn(*args, **kwargs)`` for ``key`` and register it (or return the existing entry).
 
@@ -323,14 +355,24 @@ class CUDAGraphRegistry:
                 self._release_if_empty()
                 raise
             seconds = time.perf_counter() - start
-            entry = CUDAGraphEntry(
-                key, recording, backend, static_inputs,
-                tuple(backend.address(b) for b in static_inputs),
-                whole_inputs=whole_inputs, arena=arena,
-                pad_value=self.config.pad_value, output_mode=self.config.output_mode,
-                capture_time=seconds,
-            )
-            self._insert(entry)
+            try:
+                entry = CUDAGraphEntry(
+                    key, recording, backend, static_inputs,
+                    tuple(backend.address(b) for b in static_inputs),
+                    whole_inputs=whole_inputs, arena=arena,
+                    pad_value=self.config.pad_value, output_mode=self.config.output_mode,
+                    capture_time=seconds, out_batched=out_batched,
+                )
+            except BaseException:
+                recording.release()
+                self._release_if_empty()
+                raise
+            try:
+                self._insert(entry)
+            except CaptureError:
+                self._stats.record_capture_failure()
+                raise
+            self._stats.record_capture(key.mode.name, seconds)
             logger.debug("captured %s in %.2f ms (%d bytes)", key, 1e3 * seconds, entry.nbytes)
             return entry
 
@@ -371,14 +413,15 @@ class CUDAGraphRegistry:
                 candidates = cold or candidates
             if self.config.eviction == "lfu":
                 return min(candidates, key=lambda e: (e.replay_count, e.last_used))
-            # OrderedDict order is least recently used first; candidates keep that order.
-            return candidates[0]
+            # last_used is stamped on every launch: the replay hot path never touches the registry.
+            return min(candidates, key=lambda e: e.last_used)
 
     def _remove_entry(self, key: GraphKey) -> bool:
         with self._lock:
             entry = self._entries.pop(key, None)
             if entry is not None:
                 self.generation += 1
+                self._seen[key] += entry.replay_count  # keep its history for get_hot_shapes
         if entry is None:
             return False
         entry.release()
@@ -461,8 +504,17 @@ class CUDAGraphRegistry:
         key = self.make_key(batch_size, seq_len, mode, signature)
         return None if key is None else self.lookup(key)
 
-    def has(self, batch_size: int, seq_len: Optional[int] = None, **kw: Any) -> bool:
-        return self.get(batch_size, seq_len, **kw) is not None
+    def has(self, batch_size: int, seq_len: Optional[int] = None, *, mode: CUDAGraphMode = CUDAGraphMode.FULL,
+            signature: tuple = ()) -> bool:
+        """Whether a graph for this batch is held (a query: it does not count as a use)."""
+        key = self.make_key(batch_size, seq_len, mode, signature)
+        with self._lock:
+            return key is not None and key in self._entries
+
+    def has_descriptor(self, descriptor: BatchDescriptor, mode: CUDAGraphMode) -> bool:
+        """Whether any graph (of any signature) is held for this padded descriptor and mode."""
+        with self._lock:
+            return any(k.descriptor == descriptor and k.mode is mode for k in self._entries)
 
     def remove(self, batch_size: int, seq_len: Optional[int] = None, *, mode: CUDAGraphMode = CUDAGraphMode.FULL,
                signature: tuple = ()) -> bool:
@@ -477,6 +529,8 @@ class CUDAGraphRegistry:
         """Drop every graph and return the pool's memory (statistics are kept)."""
         with self._lock:
             entries = list(self._entries.values())
+            for entry in entries:
+                self._seen[entry.key] += entry.replay_count
             self._entries.clear()
             self._arenas.clear()
             self.generation += 1
@@ -495,9 +549,11 @@ class CUDAGraphRegistry:
         return self._stats
 
     def get_hot_shapes(self, top_k: int = 10) -> list[tuple[BatchDescriptor, int]]:
-        """The ``top_k`` most often seen descriptors with their sighting counts."""
+        """The ``top_k`` most used descriptors: eager sightings plus replays (evicted ones too)."""
         with self._lock:
             merged: Counter = Counter()
             for key, count in self._seen.items():
                 merged[key.descriptor] += count
+            for key, entry in self._entries.items():
+                merged[key.descriptor] += entry.replay_count
             return merged.most_common(top_k)

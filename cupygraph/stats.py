@@ -28,6 +28,7 @@ class CUDAGraphStats:
     captures_by_mode: Counter = dataclasses.field(default_factory=Counter)
     replays_by_mode: Counter = dataclasses.field(default_factory=Counter)
     fallbacks_by_mode: Counter = dataclasses.field(default_factory=Counter)
+    recaptures_by_reason: Counter = dataclasses.field(default_factory=Counter)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -45,20 +46,30 @@ class CUDAGraphStats:
         return self.hits / calls if calls else 0.0
 
     def record_hit(self, mode: str) -> None:
+        """A call that replayed a graph that already existed."""
         with self._lock:
             self.hits += 1
             self.replays += 1
             self.replays_by_mode[mode] += 1
 
-    def record_capture(self, mode: str, seconds: float) -> None:
-        """A miss that captured a graph (and replayed it once to produce this call's result)."""
+    def record_first_replay(self, mode: str) -> None:
+        """A call that captured its graph (a miss) and then replayed it for its result."""
         with self._lock:
             self.misses += 1
-            self.captures += 1
             self.replays += 1
+            self.replays_by_mode[mode] += 1
+
+    def record_capture(self, mode: str, seconds: float) -> None:
+        """A graph was captured (by a call, a warm-up or the registry API); not a call by itself."""
+        with self._lock:
+            self.captures += 1
             self.capture_time_s += seconds
             self.captures_by_mode[mode] += 1
-            self.replays_by_mode[mode] += 1
+
+    def record_recapture(self, reason: str) -> None:
+        """A key was captured again because something it was captured with changed."""
+        with self._lock:
+            self.recaptures_by_reason[reason] += 1
 
     def record_fallback(self, reason: str, mode: str = "NONE") -> None:
         """A miss that ran the function eagerly, with the reason in words a user understands."""
@@ -102,6 +113,7 @@ class CUDAGraphStats:
                 "captures_by_mode": dict(self.captures_by_mode),
                 "replays_by_mode": dict(self.replays_by_mode),
                 "fallbacks_by_mode": dict(self.fallbacks_by_mode),
+                "recaptures_by_reason": dict(self.recaptures_by_reason),
             }
 
 

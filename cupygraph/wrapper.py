@@ -112,6 +112,7 @@ class CUDAGraphWrapper:
         )
         self._cache_entry(descriptor, entry)
         self._stats.record_capture(self.runtime_mode.name, seconds)
+        self._stats.record_first_replay(self.runtime_mode.name)
         self._log("CUDAGraphWrapper captured %s (%s) in %.2f ms", descriptor, self.runtime_mode.name, 1e3 * seconds)
         entry.launch()
         return recording.outputs

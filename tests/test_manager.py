@@ -87,9 +87,6 @@ def test_mode_get_set():
     assert manager.registry.num_graphs() == 1 and manager.stats().captures == 2
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the mode setter calls initialize_cudagraph_keys without "
-                   "clearing the old keys, so after FULL -> PIECEWISE the FULL keys remain and batches "
-                   "still dispatch to FULL")
 def test_mode_switch_to_piecewise_dispatches_piecewise():
     manager = make_manager()
     manager.mode = "PIECEWISE"
@@ -122,9 +119,6 @@ def test_get_mode_for_batch_and_should_capture():
     assert manager.should_capture(5)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: should_capture asks registry.has() with signature=(), but "
-                   "execute_or_capture keys its graphs by (function id, argument shapes); a size it "
-                   "already captured still reports should_capture() == True")
 def test_should_capture_false_after_execute_or_capture():
     manager = make_manager()
     x = rand(3)

@@ -214,8 +214,6 @@ def test_lru_replay_through_lookup_refreshes():
     assert held_sizes(registry) == {2, 8}
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: has() is a query but moves the entry to most-recently-used "
-                   "(it goes through get() -> lookup()), so asking changes what LRU evicts")
 def test_has_does_not_refresh_lru_order():
     registry = make_registry(max_cached_graphs=2)
     capture(registry, 1)
@@ -347,9 +345,6 @@ def test_memory_budget_never_exceeded(sizes, budget, eviction):
         assert sum(stats.evictions_by_reason.values()) == stats.evictions
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: CUDAGraphRegistry counts evictions but never captures "
-                   "(only jit's _call_slow calls record_capture), so captures - evictions != num_graphs() "
-                   "for the seed capture API")
 def test_stats_captures_minus_evictions_is_graphs_held():
     registry = make_registry(max_cached_graphs=2)
     for n in (1, 2, 4, 8):

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import CaptureError
-from ..pytree import flatten
+from ..pytree import flatten, unflatten
 from .base import Backend, Recording
 
 
@@ -81,4 +81,9 @@ class HostBackend(Backend):
     def capture(self, fn, args, kwargs, *, num_warmups, capture_mode, gc_freeze, piecewise=False):  # type: ignore[override]
         for _ in range(num_warmups):
             fn(*args, **kwargs)
-        return HostRecording(fn, args, kwargs, fn(*args, **kwargs))
+        outputs = fn(*args, **kwargs)
+        leaves, spec = flatten(outputs, _is_numpy)
+        if any(isinstance(leaf, np.generic) for leaf in leaves):
+            # A NumPy scalar cannot be rewritten in place: hold it as a 0-d array (as CuPy returns).
+            outputs = unflatten(spec, [np.asarray(v) if isinstance(v, np.generic) else v for v in leaves])
+        return HostRecording(fn, args, kwargs, outputs)

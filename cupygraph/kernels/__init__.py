@@ -6,7 +6,7 @@ import functools
 from importlib import resources
 from typing import Any
 
-SOURCES = ("heat.cu", "elementwise.cu")
+SOURCES = ("heat.cu", "elementwise.cu", "mlp.cu", "control.cu")
 
 
 def kernel_source(name: str) -> str:

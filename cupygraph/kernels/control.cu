@@ -1,0 +1,53 @@
+// Device halves of cupygraph.while_loop and cupygraph.cond: turn a device scalar into the value of
+// a CUDA graph conditional handle, so the graph decides on the device whether a body runs.
+//
+// cudaGraphSetConditional is a device-runtime builtin that the driver resolves when the module is
+// loaded; declaring it here (instead of including cuda_device_runtime_api.h) keeps the source
+// compilable by plain NVRTC with no CUDA headers on the include path. Needs CUDA 12.4+.
+typedef __device_builtin__ unsigned long long cudaGraphConditionalHandle;
+extern "C" __device__ __cudart_builtin__ void cudaGraphSetConditional(cudaGraphConditionalHandle handle,
+                                                                     unsigned int value);
+
+// The truth of a one-element array, read with its own width so every integer and bool dtype is
+// exact. kind > 0: an integer or bool of `kind` bytes; -4 / -8: float32 / float64 (x != 0, so NaN
+// is true and -0.0 is false, as in Python).
+__device__ __forceinline__ unsigned int truth_of(const void* flag, int kind) {
+    switch (kind) {
+        case 1: return *(const unsigned char*)flag != 0;
+        case 2: return *(const unsigned short*)flag != 0;
+        case 4: return *(const unsigned int*)flag != 0u;
+        case 8: return *(const unsigned long long*)flag != 0ull;
+        case -4: return *(const float*)flag != 0.0f;
+        case -8: return *(const double*)flag != 0.0;
+        default: return 0u;
+    }
+}
+
+// IF nodes: `on_true` runs its body when the flag is true; with `has_false`, `on_false` (the
+// else-branch node's handle) gets the negation. Both come from one read of the flag, so a true
+// branch that writes to the flag cannot make the false branch run too.
+extern "C" __global__ void cg_set_if(cudaGraphConditionalHandle on_true, cudaGraphConditionalHandle on_false,
+                                     int has_false, const void* flag, int kind) {
+    unsigned int value = truth_of(flag, kind);
+    cudaGraphSetConditional(on_true, value);
+    if (has_false) {
+        cudaGraphSetConditional(on_false, value ^ 1u);
+    }
+}
+
+// WHILE node, before the node: the iteration counter starts at 0 and the body runs at all only when
+// the condition holds and max_iters (negative: no limit) allows one iteration.
+extern "C" __global__ void cg_while_begin(cudaGraphConditionalHandle handle, const void* flag, int kind,
+                                          int* count, long long max_iters) {
+    *count = 0;
+    cudaGraphSetConditional(handle, truth_of(flag, kind) && max_iters != 0);
+}
+
+// WHILE node, last node of the body: count the iteration just run, then loop again only when the
+// re-evaluated condition holds and the count is still below max_iters.
+extern "C" __global__ void cg_while_step(cudaGraphConditionalHandle handle, const void* flag, int kind,
+                                         int* count, long long max_iters) {
+    int done = *count + 1;
+    *count = done;
+    cudaGraphSetConditional(handle, truth_of(flag, kind) && (max_iters < 0 || (long long)done < max_iters));
+}
