@@ -1,0 +1,92 @@
+"""The known sharp edges of cupygraph, each stated with a test (run on the host backend).
+
+1. View outputs are overwritten by the next call of the same function.
+2. Constant arguments are captured by address: a new array is a new key (re-capture, counted),
+   or an error with on_capture_error="raise".
+3. Outputs whose leading axis equals the padded batch are cut to the real batch, unless
+   ``out_batched`` says otherwise.
+4. Padding rows hold pad_value and take part in row-mixing computations.
+5. Sizes above the largest capture size run eagerly, counted with the reason.
+6. Ops that cannot be captured fall back to eager for that key, with the reason (or raise).
+7. Non-array arguments are static: part of the key, so hashable; 1, 1.0 and True differ.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cupygraph as cg
+
+HOST = dict(backend="host", max_capture_size=16)
+
+
+def test_1_view_outputs_are_overwritten_by_the_next_call():
+    f = cg.jit(lambda x: x * 2, config=dict(HOST, output_mode="view"))
+    first = f(np.ones((3, 2)))
+    f(np.full((3, 2), 5.0))
+    assert first.tolist() == [[10.0, 10.0]] * 3  # the first result changed under our feet
+    owned = cg.jit(lambda x: x * 2, config=HOST)
+    kept = owned(np.ones((3, 2)))
+    owned(np.full((3, 2), 5.0))
+    assert kept.tolist() == [[2.0, 2.0]] * 3
+
+
+def test_2_constant_arguments_are_captured_by_address():
+    f = cg.jit(lambda x, w: x * w, config=HOST, constant_argnums=(1,))
+    x, w = np.ones((2, 3)), np.full(3, 2.0)
+    f(x, w)
+    w[...] = 3.0  # in place: same graph, new values
+    assert f(x, w).tolist() == [[3.0] * 3] * 2 and f.stats().captures == 1
+    assert f(x, np.full(3, 4.0)).tolist() == [[4.0] * 3] * 2  # a new array: a new key
+    assert f.stats().captures == 2 and sum(f.stats().recaptures_by_reason.values()) == 1
+    strict = cg.jit(lambda x, w: x * w, config=dict(HOST, on_capture_error="raise"), constant_argnums=(1,))
+    strict(x, w)
+    with pytest.raises(cg.InputMismatchError, match="constant argument"):
+        strict(x, np.full(3, 4.0))
+
+
+def test_3_leading_axis_equal_to_the_padded_batch_means_batched():
+    fn = lambda x: (x.sum(axis=0), x + 1)  # noqa: E731
+    x = np.ones((5, 8))  # padded to 8: the column sums are 8 long too
+    assert cg.jit(fn, config=HOST)(x)[0].shape == (5,)  # wrongly cut
+    assert cg.jit(fn, config=HOST, out_batched=(False, True))(x)[0].shape == (8,)
+
+
+def test_4_padding_rows_take_part_in_row_mixing():
+    fn = lambda x: x - x.mean(axis=0)  # noqa: E731 - the mean sees the padding rows
+    x = np.arange(6.0).reshape(3, 2)
+    graphed = cg.jit(fn, config=dict(HOST, pad_value=0))(x)
+    assert not np.allclose(graphed, fn(x))  # padded to 4 rows: the mean divides by 4
+    exact = cg.jit(fn, config=dict(HOST, capture_sizes=[3]))(x)
+    assert np.allclose(exact, fn(x))
+
+
+def test_5_sizes_above_the_largest_capture_size_run_eagerly():
+    f = cg.jit(lambda x: x + 1, config=HOST)
+    f(np.ones((17, 2)))
+    assert f.registry.num_graphs() == 0
+    assert any("above the largest capture size 16" in r for r in f.stats().fallbacks_by_reason)
+
+
+def test_6_uncapturable_ops_fall_back_or_raise():
+    def fn(x):
+        if x.shape[0] == 4:  # what a refused op looks like to the engine: a CaptureError at capture
+            raise cg.CaptureError("cuBLAS call (cupy.matmul / @ / dot) is not capturable by CuPy")
+        return x + 1
+
+    f = cg.jit(fn, config=dict(HOST, num_warmups=0))
+    assert f(np.ones((3, 2))).tolist() == [[2.0, 2.0]] * 3
+    assert any("cuBLAS" in r for r in f.stats().fallbacks_by_reason)
+    strict = cg.jit(fn, config=dict(HOST, num_warmups=0, on_capture_error="raise"))
+    with pytest.raises(cg.CaptureError, match="cuBLAS"):
+        strict(np.ones((3, 2)))
+
+
+def test_7_non_array_arguments_are_static_and_typed():
+    f = cg.jit(lambda x, s: x * s, config=HOST)
+    x = np.ones((2, 2), dtype=np.float32)
+    assert f(x, 1).dtype == (x * 1).dtype and f(x, 1.5).tolist() == [[1.5, 1.5]] * 2
+    assert f.stats().captures == 2
+    with pytest.raises(cg.InputMismatchError, match="unhashable"):
+        f(x, [1, 2])
