@@ -10,5 +10,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT
 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -25
 python3 -m cupygraph demo 2>&1 | tee "$OUT/demo.log"
 if [ "${1:-quick}" != "none" ]; then
-  python3 tools/bench.py $([ "${1:-quick}" = quick ] && echo --quick) --out "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+  # $OUT returns at most 8 files: gpu.txt, gpu_tests.log, demo.log, bench.log, bench.json, results.md
+  # and the one plot file (bench_latency.png) make 7.
+  python3 tools/bench.py $([ "${1:-quick}" = quick ] && echo --quick) --out "$OUT/bench.json" \
+    --markdown "$OUT/results.md" --plots "$OUT" 2>&1 | tee "$OUT/bench.log"
 fi

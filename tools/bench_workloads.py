@@ -1,0 +1,332 @@
+"""The workloads of ``tools/bench.py``: one computation each, written for CuPy, PyTorch and JAX.
+
+The CuPy version is the product's use case: a chain of custom RawKernel launches. The PyTorch and
+JAX versions compute the same math with each library's own ops, as a user moving the pipeline
+there would write it; where their compilers fuse what our RawKernels keep separate, the workload's
+``fusion_note`` says so. All three read the same NumPy data (inputs and weights).
+
+Signatures: ``cupy_fn()(x, *params)``; ``torch_fn(torch, params)(x)`` (a function or an
+``nn.Module`` holding the weights as parameters); ``jax_fn(jax)(x, params)`` with ``params`` a
+tuple. Nothing here imports CuPy, PyTorch or JAX at module level.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+CHAIN_LENGTH = 100  # kernels per call on `chain`
+PIECE_LENGTH = 50  # kernels on each side of the matmul on `piecewise`
+HEAT_STEPS = 32
+HEAT_ALPHA = 0.2  # cupygraph.demo.ALPHA, the default of make_heat_cupy
+GRID = 128
+HIDDEN = 256
+MLP_LAYERS = 8
+SERVING_MAX_BATCH = 256
+
+
+def chain_constants(length: int) -> list[tuple[np.float32, np.float32]]:
+    """(a, b) of each affine/squash pair: y = a*x + b, then y / (1 + |y|)."""
+    return [(np.float32(1.0 + 1e-3 * i), np.float32(0.01)) for i in range(length // 2)]
+
+
+def chain_fn(length: int = CHAIN_LENGTH) -> Callable[[Any], Any]:
+    """``length`` tiny elementwise RawKernel launches (alternating affine and squash)."""
+    import cupy
+
+    from cupygraph.kernels import get_kernel
+
+    affine = get_kernel("elementwise.cu", "affine")
+    squash = get_kernel("elementwise.cu", "squash")
+    constants = chain_constants(length)
+
+    def chain(x: Any) -> Any:
+        n = x.size
+        grid = (min(1024, (n + 255) // 256),)
+        a, b = cupy.empty_like(x), cupy.empty_like(x)
+        src = x
+        for scale, shift in constants:
+            affine(grid, (256,), (src, a, np.int64(n), scale, shift))
+            squash(grid, (256,), (a, b, np.int64(n)))
+            src = b
+        return src
+
+    return chain
+
+
+def _torch_chain(length: int) -> Callable[[Any], Any]:
+    constants = [(float(a), float(b)) for a, b in chain_constants(length)]
+
+    def chain(x: Any) -> Any:
+        for a, b in constants:
+            y = x * a + b
+            x = y / (1.0 + y.abs())
+        return x
+
+    return chain
+
+
+def _jax_chain(jax: Any, length: int) -> Callable[[Any], Any]:
+    jnp = jax.numpy
+    constants = [(float(a), float(b)) for a, b in chain_constants(length)]
+
+    def chain(x: Any) -> Any:
+        for a, b in constants:
+            y = x * a + b
+            x = y / (1.0 + jnp.abs(y))
+        return x
+
+    return chain
+
+
+class Workload:
+    """A benchmark workload: sizes, shapes, constant parameters and the three implementations."""
+
+    name = ""
+    axis = ""  # what a size is: "n" (elements), "B" (grids), "batch" (rows)
+    fusion_note = ""
+    peer_rtol = 1e-5  # tolerance of PyTorch and JAX against eager CuPy (np.allclose)
+    peer_atol = 1e-5
+    jit_config: dict = {}  # extra cupygraph config for this workload
+
+    def sizes(self, quick: bool) -> list[int]:
+        raise NotImplementedError
+
+    def shape(self, size: int) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def params(self) -> list[np.ndarray]:
+        """Constant arguments (weights); the same arrays for every framework."""
+        return []
+
+    def cupy_fn(self) -> Callable[..., Any]:
+        raise NotImplementedError
+
+    def torch_fn(self, torch: Any, params: list[Any]) -> Callable[[Any], Any]:
+        raise NotImplementedError
+
+    def jax_fn(self, jax: Any) -> Callable[[Any, tuple], Any]:
+        raise NotImplementedError
+
+    def tolerance(self) -> str:
+        return f"rtol {self.peer_rtol:g}, atol {self.peer_atol:g}"
+
+
+class Chain(Workload):
+    name, axis = "chain", "n"
+    fusion_note = ("torch eager launches 5 kernels per affine/squash pair (250 per call); "
+                   "torch.compile and XLA fuse the whole chain into about one kernel.")
+
+    def sizes(self, quick: bool) -> list[int]:
+        return [1024, 65536] if quick else [1024, 16384, 65536]
+
+    def shape(self, size: int) -> tuple[int, ...]:
+        return (size,)
+
+    def cupy_fn(self) -> Callable[..., Any]:
+        return chain_fn(CHAIN_LENGTH)
+
+    def torch_fn(self, torch: Any, params: list[Any]) -> Callable[[Any], Any]:
+        return _torch_chain(CHAIN_LENGTH)
+
+    def jax_fn(self, jax: Any) -> Callable[[Any, tuple], Any]:
+        chain = _jax_chain(jax, CHAIN_LENGTH)
+        return lambda x, params: chain(x)
+
+
+class Stencil(Workload):
+    name, axis = "stencil", "B"
+    fusion_note = ("torch eager runs about ten kernels per step (adds, scales, clone, slice copy); "
+                   "torch.compile and XLA fuse each step, and may fuse across steps.")
+
+    def sizes(self, quick: bool) -> list[int]:
+        return [1, 16, 64]
+
+    def shape(self, size: int) -> tuple[int, ...]:
+        return (size, GRID, GRID)
+
+    def cupy_fn(self) -> Callable[..., Any]:
+        from cupygraph.demo import make_heat_cupy
+
+        return make_heat_cupy(steps=HEAT_STEPS, alpha=HEAT_ALPHA)
+
+    def torch_fn(self, torch: Any, params: list[Any]) -> Callable[[Any], Any]:
+        alpha = float(np.float32(HEAT_ALPHA))
+
+        def heat(u: Any) -> Any:
+            for _ in range(HEAT_STEPS):
+                c = u[:, 1:-1, 1:-1]
+                # The kernel's order: left, right, up, down, then - 4c.
+                lap = u[:, 1:-1, :-2] + u[:, 1:-1, 2:] + u[:, :-2, 1:-1] + u[:, 2:, 1:-1] - 4.0 * c
+                nxt = u.clone()  # boundaries stay fixed
+                nxt[:, 1:-1, 1:-1] = c + alpha * lap
+                u = nxt
+            return u
+
+        return heat
+
+    def jax_fn(self, jax: Any) -> Callable[[Any, tuple], Any]:
+        alpha = float(np.float32(HEAT_ALPHA))
+
+        def heat(u: Any, params: tuple) -> Any:
+            for _ in range(HEAT_STEPS):
+                c = u[:, 1:-1, 1:-1]
+                lap = u[:, 1:-1, :-2] + u[:, 1:-1, 2:] + u[:, :-2, 1:-1] + u[:, 2:, 1:-1] - 4.0 * c
+                u = u.at[:, 1:-1, 1:-1].set(c + alpha * lap)
+            return u
+
+        return heat
+
+
+def _linear_weights(rng: np.random.Generator, fan_in: int, fan_out: int) -> np.ndarray:
+    # He-style scale keeps activations O(1) through the layers, so tolerances mean the same at every depth.
+    return (rng.standard_normal((fan_in, fan_out)) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+
+
+class Mlp(Workload):
+    name, axis = "mlp", "batch"
+    peer_rtol, peer_atol = 1e-3, 1e-4  # cuBLAS/XLA GEMMs sum in another order than our tiles
+    fusion_note = ("our layer is one RawKernel (tiled GEMM + bias + GELU); torch eager runs addmm + gelu "
+                   "(2 kernels per layer); torch.compile and XLA fuse bias + GELU into the GEMM or one "
+                   "epilogue kernel. TF32 is off everywhere (float32 GEMMs at full precision).")
+
+    def sizes(self, quick: bool) -> list[int]:
+        return [1, 64] if quick else [1, 16, 64, 256]
+
+    def shape(self, size: int) -> tuple[int, ...]:
+        return (size, HIDDEN)
+
+    def params(self) -> list[np.ndarray]:
+        rng = np.random.default_rng(1234)
+        out: list[np.ndarray] = []
+        for _ in range(MLP_LAYERS):
+            out.append(_linear_weights(rng, HIDDEN, HIDDEN))
+            out.append((0.1 * rng.standard_normal(HIDDEN)).astype(np.float32))
+        return out
+
+    def cupy_fn(self) -> Callable[..., Any]:
+        import cupy
+
+        from cupygraph.kernels import get_kernel
+
+        kernel = get_kernel("mlp.cu", "linear_gelu")
+
+        def mlp(x: Any, *params: Any) -> Any:
+            m = x.shape[0]
+            bufs = (cupy.empty((m, HIDDEN), dtype=np.float32), cupy.empty((m, HIDDEN), dtype=np.float32))
+            src = x
+            for layer in range(len(params) // 2):
+                w, b = params[2 * layer], params[2 * layer + 1]
+                dst = bufs[layer % 2]
+                k, n = w.shape
+                grid = ((n + 31) // 32, (m + 31) // 32)
+                kernel(grid, (32, 32), (src, w, b, dst, np.int32(m), np.int32(n), np.int32(k)))
+                src = dst
+            return src
+
+        return mlp
+
+    def torch_fn(self, torch: Any, params: list[Any]) -> Callable[[Any], Any]:
+        gelu = torch.nn.functional.gelu
+
+        class MLP(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                # Parameters, so torch.compile's CUDA graphs treat them as static (no per-call copy).
+                self.weights = torch.nn.ParameterList(
+                    [torch.nn.Parameter(p, requires_grad=False) for p in params[0::2]])
+                self.biases = torch.nn.ParameterList(
+                    [torch.nn.Parameter(p, requires_grad=False) for p in params[1::2]])
+
+            def forward(self, x: Any) -> Any:
+                for w, b in zip(self.weights, self.biases):
+                    x = gelu(torch.addmm(b, x, w), approximate="tanh")
+                return x
+
+        return MLP().eval()
+
+    def jax_fn(self, jax: Any) -> Callable[[Any, tuple], Any]:
+        jnp = jax.numpy
+        highest = jax.lax.Precision.HIGHEST  # no TF32: the same float32 math as the others
+
+        def mlp(x: Any, params: tuple) -> Any:
+            for w, b in zip(params[0::2], params[1::2]):
+                x = jax.nn.gelu(jnp.matmul(x, w, precision=highest) + b, approximate=True)
+            return x
+
+        return mlp
+
+
+class Piecewise(Workload):
+    """50 elementwise kernels, a cuBLAS matmul (not capturable through CuPy), 50 kernels."""
+
+    name, axis = "piecewise", "batch"
+    peer_rtol, peer_atol = 1e-3, 1e-4
+    jit_config = {"mode": "PIECEWISE"}
+    fusion_note = ("cupygraph replays two graphs around an eager cupy.matmul (graph_break); torch.compile "
+                   "and XLA fuse each 50-kernel chain and call cuBLAS inside one graph.")
+
+    def sizes(self, quick: bool) -> list[int]:
+        return [64] if quick else [1, 16, 64, 256]
+
+    def shape(self, size: int) -> tuple[int, ...]:
+        return (size, HIDDEN)
+
+    def params(self) -> list[np.ndarray]:
+        rng = np.random.default_rng(4321)
+        return [(rng.standard_normal((HIDDEN, HIDDEN)) / np.sqrt(HIDDEN)).astype(np.float32)]
+
+    def cupy_pieces(self) -> tuple[Callable[[Any], Any], Callable[[Any, Any], Any], Callable[[Any], Any]]:
+        """(head, matmul, tail): the matmul is marked with ``cupygraph.graph_break``."""
+        import cupy
+
+        import cupygraph as cg
+
+        return chain_fn(PIECE_LENGTH), cg.graph_break(cupy.matmul), chain_fn(PIECE_LENGTH)
+
+    def cupy_fn(self) -> Callable[..., Any]:
+        head, matmul, tail = self.cupy_pieces()
+        return lambda x, w: tail(matmul(head(x), w))
+
+    def torch_fn(self, torch: Any, params: list[Any]) -> Callable[[Any], Any]:
+        head, tail = _torch_chain(PIECE_LENGTH), _torch_chain(PIECE_LENGTH)
+
+        class HeadMatmulTail(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.w = torch.nn.Parameter(params[0], requires_grad=False)
+
+            def forward(self, x: Any) -> Any:
+                return tail(head(x) @ self.w)
+
+        return HeadMatmulTail().eval()
+
+    def jax_fn(self, jax: Any) -> Callable[[Any, tuple], Any]:
+        head, tail = _jax_chain(jax, PIECE_LENGTH), _jax_chain(jax, PIECE_LENGTH)
+        highest = jax.lax.Precision.HIGHEST
+        return lambda x, params: tail(jax.numpy.matmul(head(x), params[0], precision=highest))
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (Chain(), Stencil(), Mlp(), Piecewise())}
+
+
+def serving_sizes(count: int = 64, seed: int = 1) -> list[int]:
+    """Serving-like batch sizes: geometric (many small, a few large), between 1 and 256."""
+    rng = np.random.default_rng(seed)
+    return np.minimum(rng.geometric(0.05, size=count), SERVING_MAX_BATCH).astype(int).tolist()
+
+
+def random_inputs(shapes: list[tuple[int, ...]], seed: int) -> list[np.ndarray]:
+    """Fresh standard-normal float32 data (never zeros), one array per shape."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+
+
+def piecewise_unavailable() -> Optional[str]:
+    """Why the piecewise workload cannot run, or None."""
+    import cupygraph as cg
+
+    if not hasattr(cg, "graph_break"):
+        return "cupygraph.graph_break does not exist yet (the PIECEWISE issue); piecewise skipped"
+    return None
