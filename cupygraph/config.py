@@ -440,6 +440,25 @@ def _short_repr(value: Any, limit: int = 80) -> str:
 
 
 _DISABLE_LOGGED = False
+_DEFAULT_CONFIG: Optional[CUDAGraphConfig] = None
+
+
+def set_default_config(config: Optional[CUDAGraphConfig]) -> None:
+    """Make ``config`` what front doors use when given none (``None`` restores the defaults).
+
+    The pytest plugin's ``--cupygraph-config`` uses this to run a whole suite under a config.
+    """
+    global _DEFAULT_CONFIG
+    if config is not None and not isinstance(config, CUDAGraphConfig):
+        raise TypeError(f"set_default_config needs a CUDAGraphConfig or None, got {type(config).__name__}")
+    _DEFAULT_CONFIG = config
+
+
+def default_config() -> CUDAGraphConfig:
+    """A fresh copy of the default config (each front door may change its own)."""
+    if _DEFAULT_CONFIG is None:
+        return CUDAGraphConfig()
+    return CUDAGraphConfig(**_DEFAULT_CONFIG.to_dict())
 
 
 def graphs_disabled_by_env() -> bool:

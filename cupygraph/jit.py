@@ -9,9 +9,10 @@ import numpy as np
 import os
 import sys
 import threading
+import weakref
 from typing import Any, Callable, Optional, Sequence, TypeVar, Union, overload
 
-from .config import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
+from .config import CUDAGraphConfig, CUDAGraphMode, default_config, graphs_disabled_by_env
 from .descriptor import BatchDescriptor
 from .dispatcher import CudagraphDispatcher
 from .errors import CaptureError, InputMismatchError
@@ -27,7 +28,7 @@ ConfigLike = Union[CUDAGraphConfig, dict, str, "os.PathLike[str]", None]
 def resolve_config(config: ConfigLike) -> CUDAGraphConfig:
     """A config object, a mapping of fields, or a path to a config file; ``CUPYGRAPH_DISABLE`` wins."""
     if config is None:
-        resolved = CUDAGraphConfig()
+        resolved = default_config()
     elif isinstance(config, CUDAGraphConfig):
         resolved = config
     elif isinstance(config, dict):
@@ -56,6 +57,14 @@ def _describe(value: Any) -> str:
     dtype = getattr(value, "dtype", None)
     kind = f"{type(value).__module__}.{type(value).__name__}"
     return f"{dtype}{list(shape)} of type {kind}" if shape is not None and dtype is not None else kind
+
+
+_LIVE: "weakref.WeakSet[GraphedFunction]" = weakref.WeakSet()
+
+
+def live_functions() -> list["GraphedFunction"]:
+    """Every jitted function alive in this process (for inspection, the pytest plugin and the CLI)."""
+    return list(_LIVE)
 
 
 class _Plan:
@@ -132,6 +141,7 @@ class GraphedFunction:
         self._failed: dict[GraphKey, str] = {}
         self._constants_seen: dict[tuple, tuple] = {}
         self._template: Optional[tuple[tuple, dict]] = None
+        _LIVE.add(self)
 
     # -- the hot path ------------------------------------------------------------------------------
 

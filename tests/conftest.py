@@ -1,17 +1,20 @@
-"""Shared test setup: the ``gpu`` marker skips with the reason where no GPU is usable."""
+"""The project's tests use cupygraph's own pytest plugin (gpu marker, fixtures, options).
+
+Installed, the plugin comes through its ``pytest11`` entry point; run from a plain checkout (the
+GPU machine puts the project on PYTHONPATH), it is loaded here instead.
+"""
 
 from __future__ import annotations
 
-import pytest
-
-from cupygraph.backends import gpu_unavailable_reason
+from importlib.metadata import entry_points
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    reason = gpu_unavailable_reason()
-    if reason is None:
-        return
-    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {reason}")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+def _plugin_installed() -> bool:
+    try:
+        return any(ep.value == "cupygraph.testing" for ep in entry_points(group="pytest11"))
+    except Exception:  # a broken metadata install: load the plugin ourselves
+        return False
+
+
+if not _plugin_installed():
+    pytest_plugins = ("cupygraph.testing",)

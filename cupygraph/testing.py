@@ -1,0 +1,244 @@
+"""pytest plugin and helpers for testing CuPy pipelines under cupygraph (registered as ``pytest11``).
+
+* marker ``gpu``: skipped, with the reason, where no usable GPU is found (no CuPy, no driver, no
+  device);
+* options ``--cupygraph-config FILE`` (run the suite under a config: it becomes the default of
+  every ``jit`` without an explicit config) and ``--cupygraph-disable`` (run everything eagerly);
+* ``assert_graph_matches_eager`` and ``assert_capturable`` helpers;
+* fixtures ``graph_stats`` (stats of the functions a test creates) and ``cupygraph_leak_check``
+  (their graphs and pool memory go back when cleared; CuPy's default pool does not grow).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import numpy as np
+import pytest
+
+from .backends import gpu_unavailable_reason
+from .config import CUDAGraphConfig, set_default_config
+from .config_files import load_config
+from .errors import CaptureError, ConfigError
+from .jit import GraphedFunction, jit, live_functions, resolve_config
+from .pytree import flatten
+from .stats import CUDAGraphStats
+
+GPU_MARKER = "gpu: needs a CUDA GPU with CuPy; skipped with the reason where none is usable"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("cupygraph")
+    group.addoption("--cupygraph-config", metavar="FILE", default=None,
+                    help="run the suite with this CUDAGraphConfig file as the default of every jit")
+    group.addoption("--cupygraph-disable", action="store_true", default=False,
+                    help="run every cupygraph front door eagerly (sets CUPYGRAPH_DISABLE=1)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", GPU_MARKER)
+    path = config.getoption("--cupygraph-config", default=None)
+    if path:
+        try:
+            set_default_config(load_config(path))
+        except ConfigError as err:
+            raise pytest.UsageError(f"--cupygraph-config: {err}") from None
+    if config.getoption("--cupygraph-disable", default=False):
+        os.environ["CUPYGRAPH_DISABLE"] = "1"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.getoption("--cupygraph-config", default=None):
+        set_default_config(None)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = gpu_unavailable_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _xp_of(array: Any) -> Any:
+    if type(array).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy
+    return np
+
+
+def _random_like(array: Any, rows: Optional[int], rng: np.random.Generator) -> Any:
+    """Fresh random data (never zeros) shaped like ``array``, with ``rows`` rows when given."""
+    shape = tuple(array.shape) if rows is None else (rows,) + tuple(array.shape[1:])
+    dtype = np.dtype(array.dtype)
+    if dtype.kind == "f" or dtype.kind == "c":
+        host = rng.standard_normal(shape).astype(dtype)
+    elif dtype.kind == "b":
+        host = rng.random(shape) < 0.5
+    else:
+        info = np.iinfo(dtype)
+        host = rng.integers(max(info.min, -1000), min(info.max, 1000), size=shape, endpoint=True).astype(dtype)
+    return _xp_of(array).asarray(host)
+
+
+def _poison(graphed: GraphedFunction) -> None:
+    """Fill every static output with a sentinel, so an element a replay does not write shows up."""
+    for entry in graphed.registry.entries():
+        leaves, _ = flatten(entry.cudagraph.outputs, graphed.backend.is_array)
+        for leaf in leaves:
+            if not graphed.backend.is_array(leaf):
+                continue
+            kind = np.dtype(leaf.dtype).kind
+            leaf.fill(np.nan if kind in "fc" else (True if kind == "b" else -12345))
+
+
+def _to_numpy(value: Any) -> Any:
+    return value.get() if hasattr(value, "get") and not isinstance(value, np.ndarray) else np.asarray(value)
+
+
+def _compare(got: Any, want: Any, rtol: float, atol: float, where: str) -> None:
+    got_leaves, got_spec = flatten(got, lambda v: hasattr(v, "shape"))
+    want_leaves, want_spec = flatten(want, lambda v: hasattr(v, "shape"))
+    if got_spec != want_spec or len(got_leaves) != len(want_leaves):
+        pytest.fail(f"{where}: the graphed function returned a different structure than the eager one")
+    for i, (g, w) in enumerate(zip(got_leaves, want_leaves)):
+        g, w = _to_numpy(g), _to_numpy(w)
+        if g.shape != w.shape or g.dtype != w.dtype:
+            pytest.fail(f"{where}: output {i} is {g.dtype}{list(g.shape)}, eager gives {w.dtype}{list(w.shape)}")
+        if rtol == 0 and atol == 0:
+            if not np.array_equal(g, w, equal_nan=False):
+                bad = int(np.count_nonzero(g != w))
+                pytest.fail(f"{where}: output {i} differs from eager in {bad} of {g.size} elements (bit for bit)")
+        else:
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"{where}: output {i}")
+
+
+def assert_graph_matches_eager(
+    fn: Callable[..., Any],
+    *args: Any,
+    sizes: Optional[Sequence[int]] = None,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    config: Any = None,
+    batch_argnums: Sequence[int] = (0,),
+    seed: int = 0,
+    **jit_options: Any,
+) -> GraphedFunction:
+    """Capture ``fn``, replay it on fresh random inputs and compare with eager (bit for bit by default).
+
+    ``args`` are examples: the arrays at ``batch_argnums`` are redrawn with each size in ``sizes``
+    (default: their own batch size and a few around it), other arrays are redrawn with their own
+    shape, and non-arrays are passed as they are. Outputs are poisoned before each replay.
+    Returns the graphed function (for its stats).
+    """
+    graphed = jit(fn, config=config, batch_argnums=tuple(batch_argnums), **jit_options)
+    rng = np.random.default_rng(seed)
+    first = args[batch_argnums[0]]
+    chosen = list(sizes) if sizes is not None else sorted({1, max(1, first.shape[0] - 1), first.shape[0]})
+    for size in chosen:
+        for attempt in ("capture", "replay"):
+            call = [
+                _random_like(a, size if i in batch_argnums else None, rng) if hasattr(a, "shape") and hasattr(a, "dtype")
+                else a
+                for i, a in enumerate(args)
+            ]
+            if attempt == "replay":
+                _poison(graphed)
+            _compare(graphed(*call), fn(*call), rtol, atol, f"{getattr(fn, '__name__', 'fn')} at batch {size} ({attempt})")
+    reasons = graphed.stats().fallbacks_by_reason
+    if reasons:
+        pytest.fail(f"{getattr(fn, '__name__', 'fn')} ran eagerly instead of replaying: {dict(reasons)}")
+    return graphed
+
+
+def assert_capturable(fn: Callable[..., Any], *args: Any, config: Any = None, **jit_options: Any) -> None:
+    """Fail with the reason when capturing ``fn(*args)`` would fall back to eager."""
+    if isinstance(config, dict):
+        merged: Any = {**config, "on_capture_error": "raise"}
+    else:
+        merged = CUDAGraphConfig(**{**resolve_config(config).to_dict(), "on_capture_error": "raise"})
+    graphed = jit(fn, config=merged, **jit_options)
+    try:
+        graphed(*args)
+    except CaptureError as err:
+        pytest.fail(f"{getattr(fn, '__name__', 'fn')} is not capturable: {err}")
+    if graphed.registry.num_graphs() == 0:
+        reasons = dict(graphed.stats().fallbacks_by_reason)
+        pytest.fail(f"{getattr(fn, '__name__', 'fn')} was not captured: {reasons or 'no graph mode for this batch'}")
+
+
+# -- fixtures --------------------------------------------------------------------------------------
+
+
+class GraphStats:
+    """Statistics of the jitted functions created during one test."""
+
+    def __init__(self, before: set[int]):
+        self._before = before
+
+    def functions(self) -> list[GraphedFunction]:
+        return [f for f in live_functions() if id(f) not in self._before]
+
+    def total(self) -> CUDAGraphStats:
+        """All counters of this test's functions, summed."""
+        total = CUDAGraphStats()
+        for f in self.functions():
+            s = f.stats()
+            for name in ("hits", "misses", "captures", "replays", "evictions", "capture_failures"):
+                setattr(total, name, getattr(total, name) + getattr(s, name))
+            total.capture_time_s += s.capture_time_s
+            for name in ("evictions_by_reason", "fallbacks_by_reason", "captures_by_mode", "replays_by_mode",
+                         "fallbacks_by_mode", "recaptures_by_reason"):
+                getattr(total, name).update(getattr(s, name))
+        return total
+
+
+@pytest.fixture
+def graph_stats() -> Iterator[GraphStats]:
+    """Stats of the jitted functions the test creates (functions that existed before are reset)."""
+    existing = live_functions()
+    for f in existing:
+        f.stats().reset()
+    yield GraphStats({id(f) for f in existing})
+
+
+def _default_pool_used() -> int:
+    try:
+        import cupy
+    except Exception:
+        return 0
+    return int(cupy.get_default_memory_pool().used_bytes())
+
+
+@pytest.fixture
+def cupygraph_leak_check() -> Iterator[None]:
+    """After the test, clearing its jitted functions frees every graph and pool byte they held,
+    and CuPy's default pool holds no more than before (arrays the test kept are its own)."""
+    before = {id(f) for f in live_functions()}
+    gc.collect()
+    default_before = _default_pool_used()
+    yield
+    leaks = []
+    for f in live_functions():
+        if id(f) in before:
+            continue
+        f.clear()
+        if f.registry.num_graphs() or f.backend.pool_bytes():
+            leaks.append(f"{f.__name__}: {f.registry.num_graphs()} graphs, {f.backend.pool_bytes()} pool bytes")
+    gc.collect()
+    grown = _default_pool_used() - default_before
+    if leaks:
+        pytest.fail("cupygraph leak check: " + "; ".join(leaks))
+    if grown > 0:
+        pytest.fail(f"cupygraph leak check: CuPy's default pool holds {grown} more bytes than before the test")
+
+
+__all__ = ["assert_capturable", "assert_graph_matches_eager", "cupygraph_leak_check", "graph_stats", "GraphStats"]
