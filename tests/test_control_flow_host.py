@@ -1,0 +1,559 @@
+"""cupygraph.while_loop / cupygraph.cond without a GPU.
+
+1. Host semantics (eager, NONE mode, host backend): the loop and branch run in Python.
+2. The recording logic against a simulated CUDA runtime: a small model of stream capture,
+   conditional handles and WHILE/IF nodes that also executes the recorded graph. It checks the
+   order of calls and the graph this module builds (a chain per level, bodies in node-owned
+   graphs, the enclosing capture resumed after the node), not the real driver; the GPU tests in
+   tests/gpu/test_control_flow.py do that.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib.util
+import sys
+import types
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+import pytest
+
+import cupygraph as cg
+from cupygraph import control_flow as cf
+from cupygraph.errors import CaptureError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_example(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+class Counter:
+    """A NumPy loop state plus a record of how often cond_fn ran."""
+
+    def __init__(self, start: int, stop: int):
+        self.x = np.array([start], dtype=np.int32)
+        self.stop = stop
+        self.cond_calls = 0
+
+    def cond(self) -> np.ndarray:
+        self.cond_calls += 1
+        return self.x < self.stop
+
+    def body(self) -> None:
+        self.x += 1
+
+
+# -- host semantics --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("start, stop, iterations", [(0, 0, 0), (5, 3, 0), (0, 1, 1), (0, 1000, 1000)])
+def test_while_loop_runs_until_the_condition_is_false(start, stop, iterations):
+    state = Counter(start, stop)
+    count = cg.while_loop(state.cond, state.body)
+    assert isinstance(count, np.ndarray) and count.dtype == np.int32 and count.shape == ()
+    assert int(count) == iterations
+    assert int(state.x[0]) == max(start, stop) if iterations else int(state.x[0]) == start
+    assert state.cond_calls == iterations + 1  # once before the loop, once after every iteration
+
+
+@pytest.mark.parametrize("max_iters, expected", [(0, 0), (1, 1), (7, 7), (50, 20)])
+def test_max_iters_caps_the_loop_and_cond_runs_iterations_plus_one(max_iters, expected):
+    state = Counter(0, 20)
+    count = cg.while_loop(state.cond, state.body, max_iters=max_iters)
+    assert int(count) == expected == int(state.x[0])
+    assert state.cond_calls == expected + 1
+
+
+def test_max_iters_stops_an_endless_loop():
+    calls = []
+    count = cg.while_loop(lambda: np.array(True), lambda: calls.append(1), max_iters=25)
+    assert int(count) == 25 and len(calls) == 25
+
+
+@pytest.mark.parametrize("flag", [np.array(1, np.int64), np.array([1], np.uint8), np.array(2.5),
+                                  np.float32(np.nan), True, 3])
+def test_any_one_element_truthy_value_is_accepted(flag):
+    assert int(cg.while_loop(lambda: flag, lambda: None, max_iters=2)) == 2
+
+
+@pytest.mark.parametrize("bad, error", [(-1, ValueError), (1.5, TypeError), (True, TypeError), ("3", TypeError)])
+def test_bad_max_iters_is_named(bad, error):
+    with pytest.raises(error, match="max_iters"):
+        cg.while_loop(lambda: np.array(False), lambda: None, max_iters=bad)
+
+
+def test_condition_must_hold_one_element():
+    with pytest.raises(ValueError, match=r"exactly one element.*int64\[3\]"):
+        cg.while_loop(lambda: np.zeros(3, np.int64), lambda: None)
+    with pytest.raises(TypeError, match="one-element array or a scalar"):
+        cg.while_loop(lambda: "yes", lambda: None)
+    with pytest.raises(TypeError, match="callable body_fn"):
+        cg.while_loop(lambda: np.array(False), None)
+
+
+def test_cond_runs_only_the_chosen_branch():
+    ran = []
+    assert cg.cond(np.array([1], np.int32), lambda: ran.append("t"), lambda: ran.append("f")) is None
+    cg.cond(np.array(0.0), lambda: ran.append("t"), lambda: ran.append("f"))
+    cg.cond(np.array(False), lambda: ran.append("t"))
+    assert ran == ["t", "f"]
+
+
+def test_cond_reads_pred_once_so_a_branch_writing_it_does_not_run_the_other():
+    pred = np.array([1], np.int32)
+    ran = []
+
+    def true_fn():
+        pred[0] = 0
+        ran.append("t")
+
+    cg.cond(pred, true_fn, lambda: ran.append("f"))
+    assert ran == ["t"]
+
+
+def test_nesting_cond_in_while_and_while_in_while():
+    x = np.zeros(1, np.int64)
+    evens = np.zeros(1, np.int64)
+    i = np.zeros(1, np.int64)
+
+    def body():
+        cg.cond(x % 2 == 0, lambda: evens.__iadd__(1))
+        x[0] += 1
+
+    assert int(cg.while_loop(lambda: x < 9, body)) == 9
+    assert int(evens[0]) == 5
+
+    total = np.zeros(1, np.int64)
+
+    def outer():
+        j = np.zeros(1, np.int64)
+
+        def inner():
+            j[0] += 1
+            total[0] += 1
+
+        cg.while_loop(lambda: j < i, inner)
+        i[0] += 1
+
+    assert int(cg.while_loop(lambda: i < 5, outer)) == 5
+    assert int(total[0]) == 0 + 1 + 2 + 3 + 4
+
+
+def collatz_steps(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Steps of the Collatz map until 1, with the value after each step folded into a checksum."""
+    x = n.astype(np.int64).copy()
+    acc = np.zeros_like(x)
+
+    def body():
+        cg.cond(x[0] % 2 == 0, lambda: np.floor_divide(x, 2, out=x), lambda: np.add(3 * x, 1, out=x))
+        acc[...] = acc * 3 + x
+
+    steps = cg.while_loop(lambda: x[0] != 1, body, max_iters=10_000)
+    return steps, acc
+
+
+def test_jit_on_the_host_backend_gives_what_plain_python_gives():
+    graphed = cg.jit(collatz_steps, config=dict(backend="host"))
+    assert graphed.backend.name == "host"
+    for start in (27, 6, 1, 97, 27):
+        n = np.array([start], np.int64)
+        steps, acc = graphed(n)
+        want_steps, want_acc = collatz_steps(n)
+        assert int(steps) == int(want_steps)
+        np.testing.assert_array_equal(acc, want_acc)
+    assert int(graphed(np.array([27], np.int64))[0]) == 111
+    assert graphed.stats().captures == 1
+
+
+def test_jit_in_mode_none_runs_the_host_loop():
+    graphed = cg.jit(collatz_steps, config=dict(backend="host", mode="NONE"))
+    assert int(graphed(np.array([6], np.int64))[0]) == 8
+
+
+def test_cg_converges_on_numpy_and_matches_the_host_loop():
+    example = load_example("cg_poisson")
+    b = example.poisson_rhs(np, 48, seed=3)
+    tol = 1e-8
+    x, iters, rr = example.cg_solve(b, tol, 2000)
+    x_ref, iters_ref, rr_ref = example.cg_host_loop(b, tol, 2000)
+    assert 0 < int(iters) == iters_ref < 2000
+    assert float(rr) < tol * tol and float(rr) == rr_ref
+    np.testing.assert_array_equal(x, x_ref)
+    assert example.residual_norm(b, x) < 2 * tol
+
+    solver = example.make_solver(config=dict(backend="host"))
+    for seed in (3, 4):
+        b = example.poisson_rhs(np, 48, seed=seed)
+        xj, itj, rrj = solver(b, tol, 2000)
+        x_ref, iters_ref, _ = example.cg_host_loop(b, tol, 2000)
+        assert int(itj) == iters_ref
+        np.testing.assert_array_equal(xj, x_ref)
+    capped = example.cg_solve(b, tol, 5)
+    assert int(capped[1]) == 5 and float(capped[2]) > tol * tol
+
+
+def test_reason_is_given_where_conditional_nodes_are_missing():
+    if not cg.gpu_available():
+        reason = cf.conditional_nodes_unavailable_reason()
+        assert isinstance(reason, str) and reason
+
+
+# -- recording against a simulated runtime ---------------------------------------------------------
+
+
+class Err(enum.IntEnum):
+    cudaSuccess = 0
+    cudaErrorInvalidValue = 1
+    cudaErrorIllegalState = 401
+    cudaErrorStreamCaptureInvalidated = 901
+
+
+class Graph:
+    def __init__(self, label: str):
+        self.label, self.nodes = label, []
+
+
+class Node:
+    def __init__(self, kind: str, deps: list, run: Optional[Callable[[], None]] = None, **extra: Any):
+        self.kind, self.deps, self.run = kind, list(deps), run
+        self.__dict__.update(extra)
+
+
+class Params:
+    def __init__(self):
+        self.type = None
+        self.conditional = types.SimpleNamespace(handle=None, type=None, size=0, phGraph_out=[])
+
+
+class SimRuntime(types.SimpleNamespace):
+    """Stream capture, conditional handles and nodes, as far as control_flow uses them."""
+
+    def __init__(self):
+        super().__init__(
+            cudaError_t=Err,
+            cudaStreamCaptureStatus=enum.IntEnum("S", "cudaStreamCaptureStatusNone cudaStreamCaptureStatusActive", start=0),
+            cudaStreamCaptureMode=enum.IntEnum("M", "cudaStreamCaptureModeRelaxed", start=2),
+            cudaGraphConditionalHandleFlags=enum.IntEnum("F", "cudaGraphCondAssignDefault"),
+            cudaGraphConditionalNodeType=enum.IntEnum("T", "cudaGraphCondTypeIf cudaGraphCondTypeWhile", start=0),
+            cudaGraphNodeType=types.SimpleNamespace(cudaGraphNodeTypeConditional="conditional"),
+            cudaStreamUpdateCaptureDependenciesFlags=types.SimpleNamespace(cudaStreamSetCaptureDependencies=1),
+            cudaGraphNodeParams=Params,
+        )
+        self.captures: dict[int, Any] = {}  # stream -> [graph, deps, invalidated]
+        self.handles: dict[int, int] = {}
+        self.calls: list[str] = []
+        self.fail: dict[str, Err] = {}
+
+    def _result(self, name: str, *values: Any) -> tuple:
+        self.calls.append(name)
+        if name in self.fail:
+            return (self.fail[name],) + (None,) * len(values)
+        return (Err.cudaSuccess,) + values
+
+    def cudaStream_t(self, ptr: int) -> int:
+        return int(ptr)
+
+    def cudaGetLastError(self) -> tuple:
+        return (Err.cudaSuccess,)
+
+    def cudaStreamGetCaptureInfo(self, s: int) -> tuple:
+        cap = self.captures.get(s)
+        if cap is None:
+            return self._result("cudaStreamGetCaptureInfo", 0, 0, None, [], None, 0)
+        return self._result("cudaStreamGetCaptureInfo", 1, 7, cap[0], list(cap[1]), None, len(cap[1]))
+
+    def cudaGraphConditionalHandleCreate(self, graph: Graph, default: int, flags: int) -> tuple:
+        handle = len(self.handles) * 16  # 0 is a valid handle too
+        self.handles[handle] = default
+        return self._result("cudaGraphConditionalHandleCreate", handle)
+
+    def cudaGraphAddNode(self, graph, deps, edges, count, params):
+        """cudaGraphAddNode(graph, pDependencies, dependencyData, size_t numDependencies, nodeParams)"""
+        result = self._result("cudaGraphAddNode", None)
+        if result[0] != Err.cudaSuccess:
+            return result
+        assert params.type == "conditional" and params.conditional.size == 1 and count == len(deps or [])
+        body = Graph(f"body of {params.conditional.type.name}")
+        node = Node("conditional", deps or [], cond_type=params.conditional.type, handle=params.conditional.handle,
+                    body=body)
+        graph.nodes.append(node)
+        params.conditional.phGraph_out = [body]
+        return (Err.cudaSuccess, node)
+
+    def cudaStreamUpdateCaptureDependencies(self, s, nodes, edges, count, flags):
+        result = self._result("cudaStreamUpdateCaptureDependencies")
+        if result[0] == Err.cudaSuccess:
+            self.captures[s][1] = list(nodes)
+        return result
+
+    def cudaStreamEndCapture(self, s: int) -> tuple:
+        cap = self.captures.pop(s, None)
+        if cap is None:
+            return (Err.cudaErrorIllegalState, None)
+        if cap[2]:
+            return (Err.cudaErrorStreamCaptureInvalidated, None)
+        return self._result("cudaStreamEndCapture", cap[0])
+
+    def cudaStreamBeginCaptureToGraph(self, s, graph, deps, edges, count, mode):
+        result = self._result("cudaStreamBeginCaptureToGraph")
+        if result[0] == Err.cudaSuccess:
+            assert s not in self.captures, "a stream can capture one graph at a time"
+            self.captures[s] = [graph, list(deps or []), False]
+        return result
+
+    def cudaGraphGetNodes(self, graph: Graph) -> tuple:
+        return self._result("cudaGraphGetNodes", None, len(graph.nodes))
+
+    def cudaGraphAddEmptyNode(self, graph: Graph, deps: Any, count: int) -> tuple:
+        node = Node("empty", deps or [])
+        graph.nodes.append(node)
+        return self._result("cudaGraphAddEmptyNode", node)
+
+    # -- what the test drives ----------------------------------------------------------------------
+
+    def launch(self, s: int, name: str, run: Callable[[], None]) -> None:
+        """A kernel launch on a capturing stream becomes a node after the capture dependencies."""
+        cap = self.captures[s]
+        node = Node("kernel", cap[1], run, name=name)
+        cap[0].nodes.append(node)
+        cap[1] = [node]
+
+    def execute(self, graph: Graph) -> None:
+        for node in graph.nodes:
+            if node.kind == "kernel":
+                node.run()
+            elif node.kind == "conditional" and node.cond_type.name == "cudaGraphCondTypeIf":
+                if self.handles[node.handle]:
+                    self.execute(node.body)
+            elif node.kind == "conditional":
+                while self.handles[node.handle]:
+                    self.execute(node.body)
+
+
+def assert_chain(graph: Graph, first_deps: list) -> None:
+    """Every node depends on exactly the one before it; bodies likewise, recursively."""
+    previous = list(first_deps)
+    for node in graph.nodes:
+        assert node.deps == previous, f"{getattr(node, 'name', node.kind)} in {graph.label} has the wrong deps"
+        previous = [node]
+        if node.kind == "conditional":
+            assert_chain(node.body, [])
+
+
+class SimArray:
+    def __init__(self, value: Any, dtype: Any = np.int32):
+        self.a = np.array(value, dtype=dtype).reshape(())
+        self.size, self.dtype = 1, self.a.dtype
+        self.device = types.SimpleNamespace(id=0)
+
+
+class Sim:
+    """A fake ``cupy`` whose current stream captures into the simulated runtime."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, driver_version: int = 13000):
+        self.rt = SimRuntime()
+        self.s = 0x5000
+        sim = self
+        stream = types.SimpleNamespace(ptr=self.s, is_capturing=lambda: sim.s in sim.rt.captures)
+        cupy = types.ModuleType("cupy")
+        cupy.ndarray = SimArray
+        cupy.int32 = np.int32
+        cupy.empty = lambda shape, dtype: SimArray(0, dtype)
+        cupy.cuda = types.SimpleNamespace(get_current_stream=lambda: stream,
+                                          Device=lambda: types.SimpleNamespace(id=0))
+        monkeypatch.setitem(sys.modules, "cupy", cupy)
+        monkeypatch.setattr(cf, "_probe", lambda: (cf._Cuda(self.rt, driver_version), None))
+        monkeypatch.setattr(cf, "_kernel", self._kernel)
+
+    def _kernel(self, name: str) -> Callable:
+        handles = self.rt.handles
+
+        def truth(flag: SimArray, kind: np.int32) -> bool:
+            assert int(kind) == flag.dtype.itemsize
+            return bool(flag.a)
+
+        def emulate(args: tuple) -> Callable[[], None]:
+            if name == "cg_while_begin":
+                h, flag, kind, count, limit = args
+
+                def run():
+                    count.a[()] = 0
+                    handles[int(h)] = int(truth(flag, kind) and limit != 0)
+            elif name == "cg_while_step":
+                h, flag, kind, count, limit = args
+
+                def run():
+                    count.a[()] += 1
+                    handles[int(h)] = int(truth(flag, kind) and (limit < 0 or count.a < limit))
+            else:
+                on_true, on_false, has_false, flag, kind = args
+
+                def run():
+                    value = truth(flag, kind)
+                    handles[int(on_true)] = int(value)
+                    if has_false:
+                        handles[int(on_false)] = int(not value)
+            return run
+
+        def launch(grid, block, args):
+            assert grid == (1,) and block == (1,)
+            self.rt.launch(self.s, name, emulate(args))
+
+        return launch
+
+    def op(self, name: str, fn: Callable[[], None]) -> None:
+        """A user kernel: ``fn`` runs when the graph executes."""
+        self.rt.launch(self.s, name, fn)
+
+    def flag(self, compute: Callable[[], bool]) -> SimArray:
+        """A device scalar filled in by a captured kernel."""
+        out = SimArray(0)
+        self.op("flag", lambda: out.a.__setitem__((), int(compute())))
+        return out
+
+    def capture(self, fn: Callable[[], Any]) -> Graph:
+        top = Graph("top")
+        self.rt.captures[self.s] = [top, [], False]
+        fn()
+        graph = self.rt.cudaStreamEndCapture(self.s)[1]
+        assert graph is top
+        return top
+
+
+def test_sim_while_loop_records_one_graph_that_loops_on_the_device(monkeypatch):
+    sim = Sim(monkeypatch)
+    x = np.zeros(1, np.int64)
+    stop = np.array([0], np.int64)
+    after = []
+    counts = []
+
+    def fn():
+        sim.op("reset", lambda: x.__setitem__(0, 0))
+        count = cg.while_loop(lambda: sim.flag(lambda: x[0] < stop[0]), lambda: sim.op("inc", lambda: x.__iadd__(1)))
+        counts.append(count)
+        sim.op("after", lambda: after.append(int(x[0])))
+
+    graph = sim.capture(fn)
+    assert [n.name if n.kind == "kernel" else "WHILE" for n in graph.nodes] == [
+        "reset", "flag", "cg_while_begin", "WHILE", "after"]
+    assert [n.name for n in graph.nodes[3].body.nodes] == ["inc", "flag", "cg_while_step"]
+    assert_chain(graph, [])
+    for n in (0, 1, 1000, 3):  # new data between replays: the count follows on the device
+        stop[0] = n
+        sim.rt.execute(graph)
+        assert int(counts[0].a) == n and after[-1] == n
+    assert sim.rt.calls.count("cudaStreamBeginCaptureToGraph") == 2  # body, then resume
+
+
+def test_sim_max_iters_is_counted_on_the_device(monkeypatch):
+    sim = Sim(monkeypatch)
+    ticks = []
+
+    def fn():
+        return cg.while_loop(lambda: sim.flag(lambda: True), lambda: sim.op("tick", lambda: ticks.append(1)),
+                             max_iters=17)
+
+    out = []
+    graph = sim.capture(lambda: out.append(fn()))
+    sim.rt.execute(graph)
+    assert int(out[0].a) == 17 and len(ticks) == 17
+
+
+def test_sim_cond_both_ways_and_nested_in_a_loop(monkeypatch):
+    sim = Sim(monkeypatch, driver_version=12040)  # also pads empty bodies, as old drivers need
+    pred = np.array([1])
+    ran = []
+
+    def fn():
+        cg.cond(sim.flag(lambda: pred[0] != 0), lambda: sim.op("t", lambda: ran.append("t")),
+                lambda: sim.op("f", lambda: ran.append("f")))
+        cg.cond(sim.flag(lambda: pred[0] != 0), lambda: None)  # an empty branch
+
+    graph = sim.capture(fn)
+    assert_chain(graph, [])
+    ifs = [n for n in graph.nodes if n.kind == "conditional"]
+    assert len(ifs) == 3 and all(n.cond_type.name == "cudaGraphCondTypeIf" for n in ifs)
+    assert [n.kind for n in ifs[2].body.nodes] == ["empty"]
+    sim.rt.execute(graph)
+    pred[0] = 0
+    sim.rt.execute(graph)
+    assert ran == ["t", "f"]
+
+    sim2 = Sim(monkeypatch)
+    x, evens, total = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64)
+
+    def nested():
+        def body():
+            cg.cond(sim2.flag(lambda: x[0] % 2 == 0), lambda: sim2.op("even", lambda: evens.__iadd__(1)))
+            j = np.zeros(1, np.int64)
+            sim2.op("j=0", lambda: j.__setitem__(0, 0))
+            cg.while_loop(lambda: sim2.flag(lambda: j[0] < x[0]),
+                          lambda: sim2.op("inner", lambda: (j.__iadd__(1), total.__iadd__(1))))
+            sim2.op("x+1", lambda: x.__iadd__(1))
+
+        cg.while_loop(lambda: sim2.flag(lambda: x[0] < 6), body)
+
+    graph = sim2.capture(nested)
+    assert_chain(graph, [])
+    sim2.rt.execute(graph)
+    assert int(x[0]) == 6 and int(evens[0]) == 3 and int(total[0]) == 0 + 1 + 2 + 3 + 4 + 5
+
+
+def test_sim_failed_node_creation_leaves_the_capture_going(monkeypatch):
+    sim = Sim(monkeypatch)
+    sim.rt.fail["cudaGraphAddNode"] = Err.cudaErrorInvalidValue
+    with pytest.raises(CaptureError, match="cudaGraphAddNode failed with cudaErrorInvalidValue"):
+        sim.capture(lambda: cg.while_loop(lambda: sim.flag(lambda: False), lambda: None))
+    assert sim.s in sim.rt.captures  # the caller's end_capture still finds the capture to end
+
+
+def test_sim_error_in_the_body_resumes_the_enclosing_capture_then_raises(monkeypatch):
+    sim = Sim(monkeypatch)
+
+    def body():
+        raise KeyError("user bug")
+
+    top = Graph("top")
+    sim.rt.captures[sim.s] = [top, [], False]
+    with pytest.raises(KeyError, match="user bug"):
+        cg.while_loop(lambda: sim.flag(lambda: True), body)
+    assert sim.rt.captures[sim.s][0] is top and sim.rt.captures[sim.s][1] == [top.nodes[-1]]
+
+
+def test_sim_invalidated_body_is_not_resumed(monkeypatch):
+    sim = Sim(monkeypatch)
+
+    def body():
+        sim.rt.captures[sim.s][2] = True  # an op the capture could not take
+
+    sim.rt.captures[sim.s] = [Graph("top"), [], False]
+    with pytest.raises(CaptureError, match="invalidated"):
+        cg.while_loop(lambda: sim.flag(lambda: True), body)
+    assert sim.s not in sim.rt.captures  # left ended: finishing it would hit the driver bug
+
+
+def test_sim_host_value_under_capture_is_a_capture_error(monkeypatch):
+    sim = Sim(monkeypatch)
+    sim.rt.captures[sim.s] = [Graph("top"), [], False]
+    with pytest.raises(CaptureError, match="one-element CuPy array"):
+        cg.while_loop(lambda: True, lambda: None)
+    with pytest.raises(CaptureError, match="pred"):
+        cg.cond(np.array(True), lambda: None)
+
+
+def test_unavailable_conditional_nodes_raise_capture_error(monkeypatch):
+    sim = Sim(monkeypatch)
+    monkeypatch.setattr(cf, "_probe", lambda: (None, "the CUDA driver is 12.2; conditional graph nodes need 12.4"))
+    sim.rt.captures[sim.s] = [Graph("top"), [], False]
+    with pytest.raises(CaptureError, match="while_loop cannot be recorded.*12.4"):
+        cg.while_loop(lambda: sim.flag(lambda: True), lambda: None)
+    with pytest.raises(CaptureError, match="cond cannot be recorded"):
+        cg.cond(sim.flag(lambda: True), lambda: None)
