@@ -28,6 +28,10 @@ from .stats import CUDAGraphStats, DispatchStats
 from .streams import StreamDispatcher
 from .wrapper import AdaptiveCUDAGraphWrapper, CUDAGraphOptions, CUDAGraphWrapper
 
+from .explain import configure_logging as _configure_logging
+
+_configure_logging()  # honours CUPYGRAPH_LOG
+
 __version__ = "0.1.0"
 
 __all__ = [

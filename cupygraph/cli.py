@@ -110,6 +110,65 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK if result is None else int(result)
 
 
+def _run_script_or_demo(args: argparse.Namespace) -> list[Any]:
+    """Jitted functions to look at: those a user script made, or the demo's after its calls."""
+    from .jit import live_functions
+
+    if getattr(args, "script", None):
+        import runpy
+
+        runpy.run_path(args.script, run_name="__main__")
+        functions = live_functions()
+        if not functions:
+            raise CupyGraphError(f"{args.script} created no cupygraph.jit functions (or none is alive at its end)")
+        return functions
+    from .demo import build_workload
+
+    work = build_workload(args.backend, args.config, args.calls)
+    print(work.banner)
+    for x in work.inputs:
+        work.graphed(x)
+    return [work.graphed]
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    for graphed in _run_script_or_demo(args):
+        print(graphed.describe())
+        print()
+    return EXIT_OK
+
+
+def _cmd_dot(args: argparse.Namespace) -> int:
+    from .inspect import render_dot, to_dot
+
+    graphed = _run_script_or_demo(args)[0]
+    dot = to_dot(graphed, args.size)
+    if args.output is None:
+        print(dot)
+        return EXIT_OK
+    try:
+        path = render_dot(dot, args.output)
+    except RuntimeError as err:
+        print(f"cupygraph dot: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _cmd_bench_config(args: argparse.Namespace) -> int:
+    from .demo import build_workload, per_size_timings
+
+    work = build_workload(args.backend, args.file, args.calls)
+    print(work.banner)
+    print(f"{'batch':>6} {'padded':>7} {'eager us':>10} {'graphed us':>11} {'speedup':>8}")
+    for n, padded, eager_t, graph_t in per_size_timings(work, reps=args.reps):
+        shown = "eager" if padded is None else str(padded)
+        print(f"{n:>6} {shown:>7} {eager_t * 1e6:>10.1f} {graph_t * 1e6:>11.1f} {eager_t / graph_t:>7.2f}x")
+    print()
+    print(work.graphed.describe())
+    return EXIT_OK
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -153,6 +212,40 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--config", metavar="FILE", default=None, help="config file to run the demo with")
     demo.add_argument("--calls", type=_positive_int, default=None, metavar="N", help="calls to time")
     demo.set_defaults(handler=_cmd_demo)
+
+    def workload_options(sub: argparse.ArgumentParser, script: bool = True) -> None:
+        sub.add_argument("--backend", choices=("auto", "cupy", "host"), default="auto")
+        sub.add_argument("--calls", type=_positive_int, default=200, metavar="N", help="demo calls to make")
+        if script:
+            sub.add_argument("--config", metavar="FILE", default=None, help="config file for the demo workload")
+            sub.add_argument("--script", metavar="FILE", default=None,
+                             help="run this Python script instead of the demo and look at its jitted functions")
+
+    inspect = commands.add_parser(
+        "inspect", help="table of graphs held per mode and size, hit rate, fallbacks by reason",
+        description="Run the demo workload (or --script) and describe every jitted function.",
+    )
+    workload_options(inspect)
+    inspect.set_defaults(handler=_cmd_inspect)
+
+    dot = commands.add_parser(
+        "dot", help="export a captured graph as Graphviz DOT, or render it (.svg/.png) with Graphviz",
+        description="Run the demo workload (or --script) and export the graph for one batch size.",
+    )
+    workload_options(dot)
+    dot.add_argument("--size", type=_positive_int, default=None, help="batch size (default: the largest held)")
+    dot.add_argument("-o", "--output", default=None, metavar="FILE", help=".dot, .svg, .png or .pdf (default: print DOT)")
+    dot.set_defaults(handler=_cmd_dot)
+
+    bench = commands.add_parser(
+        "bench-config", help="time the demo workload per batch size under a config",
+        description="Run the demo workload under FILE and print eager vs graphed time per batch size, "
+        "to tune capture sizes.",
+    )
+    bench.add_argument("file", metavar="FILE")
+    workload_options(bench, script=False)
+    bench.add_argument("--reps", type=_positive_int, default=20, help="timed calls per size")
+    bench.set_defaults(handler=_cmd_bench_config)
     return parser
 
 

@@ -7,6 +7,7 @@ runs on the host backend (and the timings say so: they are not GPU timings).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 from typing import Any, Callable, Optional
@@ -15,7 +16,7 @@ import numpy as np
 
 from .backends import gpu_unavailable_reason
 from .config import CUDAGraphConfig
-from .jit import jit, resolve_config
+from .jit import GraphedFunction, jit, resolve_config
 
 GRID = 64
 STEPS = 16
@@ -66,34 +67,50 @@ def _time_calls(fn: Callable[[Any], Any], inputs: list[Any], sync: Callable[[], 
     return times
 
 
-def main(args: Optional[argparse.Namespace] = None) -> int:
-    backend = getattr(args, "backend", "auto") or "auto"
-    calls = int(getattr(args, "calls", 300) or 300)
-    config_path = getattr(args, "config", None)
+@dataclasses.dataclass
+class Workload:
+    """The demo pipeline ready to run: eager and graphed versions, inputs and a device sync."""
+
+    eager: Callable[[Any], Any]
+    graphed: GraphedFunction
+    inputs: list[Any]
+    sync: Callable[[], None]
+    banner: str
+
+
+def build_workload(backend: str = "auto", config_path: Optional[str] = None, calls: int = 300,
+                   seed: int = 0) -> Workload:
+    """The heat-equation pipeline under a config, with ``calls`` inputs of serving-like batch sizes."""
     reason = gpu_unavailable_reason()
     use_gpu = backend == "cupy" or (backend == "auto" and reason is None)
     base = resolve_config(config_path) if config_path else CUDAGraphConfig(max_capture_size=64)
     config = CUDAGraphConfig(**{**base.to_dict(), "backend": "cupy" if use_gpu else "host"})
-    rng = np.random.default_rng(0)
-    sizes = np.minimum(rng.geometric(0.08, size=calls), config.largest_capture_size or 1).tolist()
-
+    rng = np.random.default_rng(seed)
+    largest = config.largest_capture_size or 64
+    sizes = np.minimum(rng.geometric(0.08, size=calls), largest).tolist()
     if use_gpu:
         import cupy
 
-        eager = make_heat_cupy()
-        xs = [cupy.asarray(rng.random((n, GRID, GRID), dtype=np.float32)) for n in sizes]
-        sync = cupy.cuda.Device().synchronize
-        print(f"GPU: {cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)['name'].decode()} "
-              f"(CuPy {cupy.__version__}); {STEPS} RawKernel launches per call")
+        eager: Callable[[Any], Any] = make_heat_cupy()
+        inputs = [cupy.asarray(rng.random((n, GRID, GRID), dtype=np.float32)) for n in sizes]
+        sync: Callable[[], None] = cupy.cuda.Device().synchronize
+        name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"].decode()
+        banner = f"GPU: {name} (CuPy {cupy.__version__}); {STEPS} RawKernel launches per call"
     else:
         eager = heat_numpy
-        xs = [rng.random((n, GRID, GRID), dtype=np.float32) for n in sizes]
+        inputs = [rng.random((n, GRID, GRID), dtype=np.float32) for n in sizes]
         sync = lambda: None  # noqa: E731
-        print(f"No GPU here ({reason}): running the NumPy pipeline on the host backend; "
-              "timings are host timings, not GPU timings.")
+        banner = (f"No GPU here ({reason}): running the NumPy pipeline on the host backend; "
+                  "timings are host timings, not GPU timings.")
+    return Workload(eager, jit(eager, config=config), inputs, sync, banner)
 
-    graphed = jit(eager, config=config)
-    print(f"Capturing {len(config.cudagraph_capture_sizes)} sizes ahead of time (largest first) ...")
+
+def main(args: Optional[argparse.Namespace] = None) -> int:
+    work = build_workload(getattr(args, "backend", "auto") or "auto", getattr(args, "config", None),
+                          int(getattr(args, "calls", 300) or 300))
+    eager, graphed, xs, sync = work.eager, work.graphed, work.inputs, work.sync
+    print(work.banner)
+    print(f"Capturing {len(graphed.config.cudagraph_capture_sizes)} sizes ahead of time (largest first) ...")
     start = time.perf_counter()
     graphed.warmup(xs[0])
     print(f"  captured in {time.perf_counter() - start:.3f} s")
@@ -106,6 +123,7 @@ def main(args: Optional[argparse.Namespace] = None) -> int:
     eager_t = statistics.median(_time_calls(eager, xs, sync))
     graph_t = statistics.median(_time_calls(graphed, xs, sync))
     stats = graphed.stats()
+    sizes = [x.shape[0] for x in xs]
     rows = [
         ("backend", graphed.backend.name),
         ("calls (batch 1..%d)" % max(sizes), str(len(xs))),
@@ -121,3 +139,18 @@ def main(args: Optional[argparse.Namespace] = None) -> int:
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
     return 0
+
+
+def per_size_timings(work: Workload, reps: int = 20) -> list[tuple[int, Optional[int], float, float]]:
+    """For each distinct batch size: (size, padded size or None, eager median s, graphed median s)."""
+    by_size: dict[int, Any] = {}
+    for x in work.inputs:
+        by_size.setdefault(x.shape[0], x)
+    rows = []
+    for n in sorted(by_size):
+        x = by_size[n]
+        work.graphed(x)  # capture outside the timing
+        eager_t = statistics.median(_time_calls(work.eager, [x] * reps, work.sync))
+        graph_t = statistics.median(_time_calls(work.graphed, [x] * reps, work.sync))
+        rows.append((n, work.graphed.config.get_padded_batch_size(n), eager_t, graph_t))
+    return rows

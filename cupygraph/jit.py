@@ -16,6 +16,7 @@ from .config import CUDAGraphConfig, CUDAGraphMode, default_config, graphs_disab
 from .descriptor import BatchDescriptor
 from .dispatcher import CudagraphDispatcher
 from .errors import CaptureError, InputMismatchError
+from .explain import configure_logging, explain_new_key
 from .registry import CUDAGraphEntry, CUDAGraphRegistry, GraphKey
 from .stats import CUDAGraphStats
 
@@ -141,6 +142,8 @@ class GraphedFunction:
         self._failed: dict[GraphKey, str] = {}
         self._constants_seen: dict[tuple, tuple] = {}
         self._template: Optional[tuple[tuple, dict]] = None
+        if self.config.debug:
+            configure_logging("debug")
         _LIVE.add(self)
 
     # -- the hot path ------------------------------------------------------------------------------
@@ -306,6 +309,9 @@ class GraphedFunction:
             if not force and seen < self.config.capture_after:
                 return None, f"cold key: seen {seen} of capture_after={self.config.capture_after} times", False
             self._explain_capture(key)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("%s() captures %s: %s", self.__name__, padded,
+                             explain_new_key(key, [e.key for e in self.registry.entries()]))
             try:
                 entry = self.registry.capture_entry(
                     key, self._fn, args, kwargs, batched=batched, copied=whole, out_batched=self.out_batched
@@ -403,6 +409,18 @@ class GraphedFunction:
 
     def stats(self) -> CUDAGraphStats:
         return self.registry.stats()
+
+    def describe(self) -> str:
+        """A table of the graphs held per mode and size, hit rate and fallbacks by reason."""
+        from .inspect import describe
+
+        return describe(self)
+
+    def to_dot(self, size: Optional[int] = None) -> str:
+        """The captured graph for batch ``size`` (default: the largest held) in Graphviz DOT."""
+        from .inspect import to_dot
+
+        return to_dot(self, size)
 
     def clear(self) -> None:
         """Drop every graph (the memory goes back) and forget failed keys; stats are kept."""

@@ -185,7 +185,9 @@ class CupyRecording(Recording):
         self.launch = self._launch_steps  # type: ignore[method-assign]
 
     def to_dot(self) -> str:
-        return "\n".join(step.debug_dot_str() for step in self.steps if not isinstance(step, _EagerStep))
+        # Verbose: kernel nodes then carry their function names and launch parameters.
+        flags = getattr(_runtime, "graphDebugDotFlagsVerbose", getattr(_runtime, "cudaGraphDebugDotFlagsVerbose", 0))
+        return "\n".join(step.debug_dot_str(flags) for step in self.steps if not isinstance(step, _EagerStep))
 
 
 class CupyBackend(Backend):

@@ -307,3 +307,14 @@ def test_pool_memory_returns_after_clear_with_diagnostics():
     assert pool.total_bytes() > 0
     graphed.clear()
     assert (pool.used_bytes(), pool.total_bytes()) == (0, 0)
+
+
+def test_plugin_helpers_on_the_gpu(cupygraph_leak_check, graph_stats):
+    from cupygraph.testing import assert_capturable, assert_graph_matches_eager
+
+    rng = np.random.default_rng(13)
+    fn = affine_chain(12)
+    assert_graph_matches_eager(fn, rand(rng, 24, 48), sizes=[1, 7, 24, 33], config=dict(max_capture_size=64))
+    assert_capturable(fn, rand(rng, 5, 48), config=dict(max_capture_size=8))
+    total = graph_stats.total()
+    assert total.captures >= 5 and total.fallbacks == 0
