@@ -63,9 +63,18 @@ def _describe(value: Any) -> str:
 _LIVE: "weakref.WeakSet[GraphedFunction]" = weakref.WeakSet()
 
 
+_CREATION_HOOKS: list[Callable[["GraphedFunction"], None]] = []
+
+
 def live_functions() -> list["GraphedFunction"]:
     """Every jitted function alive in this process (for inspection, the pytest plugin and the CLI)."""
     return list(_LIVE)
+
+
+def on_creation(hook: Callable[["GraphedFunction"], None]) -> Callable[[], None]:
+    """Call ``hook(fn)`` for every jitted function created from now on; returns an unsubscribe."""
+    _CREATION_HOOKS.append(hook)
+    return lambda: _CREATION_HOOKS.remove(hook)
 
 
 class _Plan:
@@ -145,6 +154,8 @@ class GraphedFunction:
         if self.config.debug:
             configure_logging("debug")
         _LIVE.add(self)
+        for hook in list(_CREATION_HOOKS):
+            hook(self)
 
     # -- the hot path ------------------------------------------------------------------------------
 

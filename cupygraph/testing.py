@@ -22,7 +22,7 @@ from .backends import gpu_unavailable_reason
 from .config import CUDAGraphConfig, set_default_config
 from .config_files import load_config
 from .errors import CaptureError, ConfigError
-from .jit import GraphedFunction, jit, live_functions, resolve_config
+from .jit import GraphedFunction, jit, live_functions, on_creation, resolve_config
 from .pytree import flatten
 from .stats import CUDAGraphStats
 
@@ -179,13 +179,16 @@ def assert_capturable(fn: Callable[..., Any], *args: Any, config: Any = None, **
 
 
 class GraphStats:
-    """Statistics of the jitted functions created during one test."""
+    """Statistics of the jitted functions created during one test (kept alive until it ends)."""
 
-    def __init__(self, before: set[int]):
-        self._before = before
+    def __init__(self) -> None:
+        self._created: list[GraphedFunction] = []
+
+    def _add(self, fn: GraphedFunction) -> None:
+        self._created.append(fn)
 
     def functions(self) -> list[GraphedFunction]:
-        return [f for f in live_functions() if id(f) not in self._before]
+        return list(self._created)
 
     def total(self) -> CUDAGraphStats:
         """All counters of this test's functions, summed."""
@@ -204,10 +207,14 @@ class GraphStats:
 @pytest.fixture
 def graph_stats() -> Iterator[GraphStats]:
     """Stats of the jitted functions the test creates (functions that existed before are reset)."""
-    existing = live_functions()
-    for f in existing:
+    for f in live_functions():
         f.stats().reset()
-    yield GraphStats({id(f) for f in existing})
+    recorder = GraphStats()
+    unsubscribe = on_creation(recorder._add)
+    try:
+        yield recorder
+    finally:
+        unsubscribe()
 
 
 def _default_pool_used() -> int:
@@ -222,14 +229,16 @@ def _default_pool_used() -> int:
 def cupygraph_leak_check() -> Iterator[None]:
     """After the test, clearing its jitted functions frees every graph and pool byte they held,
     and CuPy's default pool holds no more than before (arrays the test kept are its own)."""
-    before = {id(f) for f in live_functions()}
+    created: list[GraphedFunction] = []
+    unsubscribe = on_creation(created.append)
     gc.collect()
     default_before = _default_pool_used()
-    yield
+    try:
+        yield
+    finally:
+        unsubscribe()
     leaks = []
-    for f in live_functions():
-        if id(f) in before:
-            continue
+    for f in created:
         f.clear()
         if f.registry.num_graphs() or f.backend.pool_bytes():
             leaks.append(f"{f.__name__}: {f.registry.num_graphs()} graphs, {f.backend.pool_bytes()} pool bytes")

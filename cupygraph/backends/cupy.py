@@ -5,6 +5,7 @@ Imported only when a GPU backend is asked for, so ``import cupygraph`` works wit
 
 from __future__ import annotations
 
+import bisect
 import gc
 import linecache
 import threading
@@ -16,7 +17,7 @@ import cupy
 
 from ..errors import CaptureError
 from ..piecewise import recording_breaks
-from ..pytree import flatten
+from ..pytree import flatten, unflatten
 from .base import Backend, Recording
 
 _runtime = cupy.cuda.runtime
@@ -190,6 +191,42 @@ class CupyRecording(Recording):
         return "\n".join(step.debug_dot_str(flags) for step in self.steps if not isinstance(step, _EagerStep))
 
 
+class _DeviceBlocks:
+    """The device memory behind one family's pool, owned here rather than by the pool.
+
+    Graphs keep using blocks the pool considers free (intermediates freed during capture, and
+    outputs, which later captures of the family may reuse). CuPy's pool frees its free blocks on
+    its own when an allocation fails; owning the memory here means such a free only forgets the
+    block, never returns memory a graph still uses. The memory goes back when the family holds no
+    graph (``release``), except blocks a caller still holds a view of.
+    """
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, Any] = {}
+        self._starts: list[int] = []
+        self.nbytes = 0
+
+    def allocate(self, size: int) -> Any:
+        memory = cupy.cuda.Memory(size)
+        self._blocks[memory.ptr] = memory
+        bisect.insort(self._starts, memory.ptr)
+        self.nbytes += size
+        return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(memory.ptr, size, memory), 0)
+
+    def owner_of(self, ptr: int) -> Any:
+        """The block holding address ``ptr``, or None when it is not this family's memory."""
+        i = bisect.bisect_right(self._starts, ptr) - 1
+        if i < 0:
+            return None
+        memory = self._blocks[self._starts[i]]
+        return memory if ptr < memory.ptr + memory.size else None
+
+    def release(self) -> None:
+        self._blocks.clear()
+        self._starts.clear()
+        self.nbytes = 0
+
+
 class CupyBackend(Backend):
     """CuPy stream capture on a private non-blocking stream, one memory pool per graph family.
 
@@ -206,8 +243,9 @@ class CupyBackend(Backend):
 
     def __init__(self, device: Optional[int] = None):
         self.device_id = cupy.cuda.Device(device).id
+        self._blocks = _DeviceBlocks()
         with cupy.cuda.Device(self.device_id):
-            self.pool = cupy.cuda.MemoryPool()
+            self.pool = cupy.cuda.MemoryPool(self._blocks.allocate)
             self._capture_stream = cupy.cuda.Stream(non_blocking=True)
         self._last_stream: Any = None
 
@@ -270,7 +308,7 @@ class CupyBackend(Backend):
         with _capture_lock(self.device_id), cupy.cuda.Device(self.device_id):
             # The capture stream must see everything the caller enqueued (the static inputs' copies).
             stream.wait_event(caller.record())
-            before = self.pool.total_bytes()
+            before = self._blocks.nbytes
             with cupy.cuda.using_allocator(self.pool.malloc), stream:
                 for _ in range(num_warmups):
                     fn(*args, **kwargs)
@@ -280,10 +318,29 @@ class CupyBackend(Backend):
                     step.upload(stream)  # so the first replay costs what the others do
             caller.wait_event(stream.record())
             self._last_stream = caller
-            leaves, _ = flatten(outputs, self.is_array)
-            out_bytes = sum(int(leaf.nbytes) for leaf in leaves if self.is_array(leaf))
-            grown = self.pool.total_bytes() - before
-            return CupyRecording(steps, outputs, max(grown, out_bytes))
+            outputs = self._detach(outputs)
+            return CupyRecording(steps, outputs, self._blocks.nbytes - before)
+
+    def _detach(self, outputs: Any) -> Any:
+        """The outputs as views that do not hold their pool blocks.
+
+        An output is consumed before the next call of the family (copied out, or a view valid
+        until then), so later captures may reuse its block like any intermediate's: the memory of
+        a family grows with its largest graph, not with the sum of its graphs' outputs. Each view
+        keeps the underlying device block alive for as long as a caller holds it.
+        """
+        leaves, spec = flatten(outputs, self.is_array)
+        detached = []
+        for leaf in leaves:
+            block = self._blocks.owner_of(leaf.data.ptr) if self.is_array(leaf) and leaf.nbytes else None
+            if block is None:
+                detached.append(leaf)
+                continue
+            ptr = leaf.data.ptr
+            memory = cupy.cuda.UnownedMemory(ptr, block.ptr + block.size - ptr, block)
+            detached.append(cupy.ndarray(leaf.shape, leaf.dtype, cupy.cuda.MemoryPointer(memory, 0), leaf.strides))
+        del leaves
+        return unflatten(spec, detached)
 
     def _record(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
                 stream: Any, mode: int, gc_freeze: bool, piecewise: bool) -> tuple[list, Any]:
@@ -316,13 +373,15 @@ class CupyBackend(Backend):
         return steps, outputs
 
     def pool_bytes(self) -> int:
-        return int(self.pool.total_bytes())
+        """Device bytes this family holds (what its pool asked the driver for)."""
+        return int(self._blocks.nbytes)
 
     def release_memory(self) -> None:
         # Arrays of the family may sit in reference cycles (closures, tracebacks): collect them
         # first so their blocks are free when the pool hands its memory back.
         gc.collect()
         self.pool.free_all_blocks()
+        self._blocks.release()
 
     def synchronize(self) -> None:
         cupy.cuda.Device(self.device_id).synchronize()

@@ -48,8 +48,8 @@ def assert_same(got, want):
     np.testing.assert_array_equal(cupy.asnumpy(got), cupy.asnumpy(want))
 
 
-def graphed(fn, **config):
-    g = cg.jit(fn, config=dict(on_capture_error="raise", **config))
+def graphed(fn, batch_argnums=(0,), **config):
+    g = cg.jit(fn, config=dict(on_capture_error="raise", **config), batch_argnums=batch_argnums)
     assert g.backend.name == "cupy"
     return g
 
