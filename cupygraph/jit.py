@@ -77,6 +77,15 @@ def on_creation(hook: Callable[["GraphedFunction"], None]) -> Callable[[], None]
     return lambda: _CREATION_HOOKS.remove(hook)
 
 
+class _ArraySpec:
+    """Shape and dtype of an argument seen earlier (``warmup`` makes a placeholder from it)."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple, dtype: Any):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
 class _Plan:
     """How a call signature maps onto an entry: which arguments are copied in and how."""
 
@@ -375,9 +384,15 @@ class GraphedFunction:
                     registry.stats().record_hit(plan.mode_name)
                 if fast_key is not None and batched:
                     self._fast[fast_key] = plan
-                self._template = (args, kwargs)
+                self._template = (self._remember(args, plan), kwargs)
                 return out
         return self._eager(args, kwargs, reason)
+
+    def _remember(self, args: tuple, plan: _Plan) -> tuple:
+        """The call's arguments for a later ``warmup()``, without holding the caller's data:
+        copied arrays become (shape, dtype) specs; constants (captured by address) are kept."""
+        copied = set(plan.batched) | set(plan.whole)
+        return tuple(_ArraySpec(a.shape, a.dtype) if i in copied else a for i, a in enumerate(args))
 
     # -- public helpers ----------------------------------------------------------------------------
 
@@ -399,7 +414,8 @@ class GraphedFunction:
         count = 0
         try:
             for size in chosen:
-                args = list(template_args)
+                args = [xp.full(a.shape, self.config.pad_value, dtype=a.dtype) if isinstance(a, _ArraySpec) else a
+                        for a in template_args]
                 for i in self.batch_argnums:
                     like = template_args[i]
                     args[i] = xp.full((size,) + tuple(like.shape[1:]), self.config.pad_value, dtype=like.dtype)
@@ -440,6 +456,7 @@ class GraphedFunction:
             self._fast.clear()
             self._failed.clear()
             self._constants_seen.clear()
+            self._template = None
 
     def __repr__(self) -> str:
         return f"<cupygraph.jit {self.__name__} mode={self.config.mode.name} graphs={self.registry.num_graphs()}>"
