@@ -18,6 +18,7 @@ import numpy as np
 COMPETITORS = {  # key (for --skip): label
     "cupy": "eager CuPy",
     "bare": "bare CuPy graph",
+    "bare-copy": "bare CuPy graph + output copy",
     "jit-copy": "cupygraph jit (copy)",
     "jit-view": "cupygraph jit (view)",
     "torch": "PyTorch eager",
