@@ -18,6 +18,7 @@ from .errors import (
     InputMismatchError,
     StaleOutputError,
 )
+from .freshness import check_fresh
 from .jit import GraphedFunction, jit
 from .manager import CUDAGraphManager
 from .piecewise import graph_break
@@ -66,6 +67,7 @@ __all__ = [
     "StaleOutputError",
     "StreamDispatcher",
     "create_dispatch_key",
+    "check_fresh",
     "cond",
     "cudagraph_context",
     "default_capture_sizes",

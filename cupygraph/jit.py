@@ -15,7 +15,8 @@ from typing import Any, Callable, Optional, Sequence, TypeVar, Union, overload
 from .config import CUDAGraphConfig, CUDAGraphMode, default_config, graphs_disabled_by_env
 from .descriptor import BatchDescriptor
 from .dispatcher import CudagraphDispatcher
-from .errors import CaptureError, InputMismatchError
+from .errors import CaptureError, InputMismatchError, StaleOutputError
+from .freshness import issue, stale_reason
 from .explain import configure_logging, explain_new_key
 from .registry import CUDAGraphEntry, CUDAGraphRegistry, GraphKey
 from .stats import CUDAGraphStats
@@ -112,8 +113,9 @@ class GraphedFunction:
 
     Contract: under ``output_mode="copy"`` (default) the caller owns the returned arrays. Under
     ``"view"`` they are views into static buffers, valid until the next call of this function.
-    Constant arguments are captured by address: a different array (address, shape or dtype) is a
-    new key and a re-capture. Non-array arguments are static: part of the key, so hashable.
+    Constant arguments are captured by address: a different array (address, shape, dtype or
+    strides) is a new key and a re-capture. Non-array arguments are static: part of the key, so
+    hashable.
     """
 
     def __init__(
@@ -174,8 +176,9 @@ class GraphedFunction:
             return ((a.shape, a.dtype),) if isinstance(a, self._array_type) else ((type(a), a),)
         array_type, const, address = self._array_type, self._const, self.backend.address
         # Static values carry their type: 1, 1.0 and True are equal but trace different graphs.
+        # A constant is read in place, so its layout is part of the key: w and w.T share an address.
         return tuple(
-            ((address(a), a.shape, a.dtype) if i in const else (a.shape, a.dtype))
+            ((address(a), a.shape, a.strides, a.dtype) if i in const else (a.shape, a.dtype))
             if isinstance(a, array_type) else (type(a), a)
             for i, a in enumerate(args)
         )
@@ -219,7 +222,7 @@ class GraphedFunction:
                         f"arguments are hashable Python values (use constant_argnums for weights)"
                     )
                 if i in self._const:
-                    signature.append(("const", backend.address(arg), arg.shape, arg.dtype))
+                    signature.append(("const", backend.address(arg), arg.shape, arg.dtype, arg.strides))
                 elif i in self.batch_argnums:
                     if arg.ndim == 0:
                         raise InputMismatchError(
@@ -357,10 +360,10 @@ class GraphedFunction:
         if previous is not None and previous != consts:
             if self.config.on_capture_error == "raise":
                 raise InputMismatchError(
-                    f"a constant argument of {self.__name__}() changed (address, shape or dtype) since capture; "
-                    f"was {previous}, now {consts}"
+                    f"a constant argument of {self.__name__}() changed (address, shape, dtype or strides) "
+                    f"since capture; was {previous}, now {consts}"
                 )
-            self.registry.stats().record_recapture("a constant argument changed address, shape or dtype")
+            self.registry.stats().record_recapture("a constant argument changed address, shape, dtype or strides")
             logger.info("%s() re-captures %s: a constant argument changed", self.__name__, key.descriptor)
         self._constants_seen[rest] = consts
 
@@ -368,6 +371,9 @@ class GraphedFunction:
         self, args: tuple, kwargs: dict, fast_key: Optional[tuple], descriptor: Optional[BatchDescriptor] = None
     ) -> Any:
         registry = self.registry
+        debug = self.config.debug
+        if debug:
+            self._check_arguments_fresh(args)
         with registry.exec_lock:
             # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
             plan, reason, captured = self._resolve(args, kwargs, descriptor=descriptor)
@@ -377,16 +383,28 @@ class GraphedFunction:
                     self._generation = registry.generation
                 batched = [args[i] for i in plan.batched]
                 rows = batched[0].shape[0] if batched else plan.entry.key.descriptor.num_tokens
+                if debug:
+                    registry.view_epoch.bump()
                 out = plan.entry.run(batched, rows, [args[i] for i in plan.whole])
                 if captured:
                     registry.stats().record_first_replay(plan.mode_name)
                 else:
                     registry.stats().record_hit(plan.mode_name)
-                if fast_key is not None and batched:
+                # Debug mode checks every call, so it never takes the fast path.
+                if fast_key is not None and batched and not debug:
                     self._fast[fast_key] = plan
                 self._template = (self._remember(args, plan), kwargs)
+                if debug and self.config.output_mode == "view":
+                    out = issue(out, registry.view_epoch, self.backend.is_array, self.__name__)
                 return out
         return self._eager(args, kwargs, reason)
+
+    def _check_arguments_fresh(self, args: tuple) -> None:
+        """Debug mode: an argument that is a view output rewritten since it was returned is an error."""
+        for i, arg in enumerate(args):
+            reason = stale_reason(arg)
+            if reason is not None:
+                raise StaleOutputError(f"argument {i} of {self.__name__}(): {reason}")
 
     def _remember(self, args: tuple, plan: _Plan) -> tuple:
         """The call's arguments for a later ``warmup()``, without holding the caller's data:

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import threading
 import time
+import traceback
 from collections import Counter, OrderedDict
 from typing import Any, Callable, Optional, Sequence
 
@@ -14,6 +15,7 @@ from .backends.base import Backend, Recording
 from .config import CUDAGraphConfig, CUDAGraphMode
 from .descriptor import BatchDescriptor
 from .errors import CaptureError, InputMismatchError
+from .freshness import ViewEpoch
 from .pytree import flatten, unflatten
 from .stats import CUDAGraphStats
 
@@ -51,7 +53,7 @@ class InputArena:
     def view(self, backend: Backend, position: int, shape: tuple[int, ...], dtype: Any) -> Any:
         """A buffer of ``shape`` for argument ``position``: a view of the shared one when it fits."""
         base = self.buffers.get(position)
-        if base is None or base.shape[0] < shape[0] or base.shape[1:] != shape[1:] or base.dtype != dtype:
+        if base is None or base.shape[:1] < shape[:1] or base.shape[1:] != shape[1:] or base.dtype != dtype:
             base = backend.empty(shape, dtype)
             self.buffers[position] = base
         return base[: shape[0]] if base.ndim else base
@@ -236,6 +238,25 @@ class CUDAGraphEntry:
 GraphEntry = CUDAGraphEntry
 
 
+def _base(buf: Any) -> Any:
+    """The array that owns ``buf``'s memory (an arena buffer hands out views of it)."""
+    return buf.base if buf.base is not None else buf
+
+
+def _same_bytes(xp: Any, a: Any, b: Any) -> bool:
+    """Bit-for-bit equality (NaNs included) of two arrays of one shape and dtype."""
+    return bool(xp.array_equal(a.reshape(-1).view(xp.uint8), b.reshape(-1).view(xp.uint8)))
+
+
+def _drop_frame_locals(err: BaseException) -> None:
+    """Clear the locals of the finished frames in ``err``'s tracebacks (and its causes')."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        traceback.clear_frames(err.__traceback__)
+        err = err.__cause__ or err.__context__
+
+
 def _expand_out_batched(out_batched: Any, outputs: Any, count: int) -> list[bool]:
     """``out_batched`` as one flag per output leaf: a bool for all, or the outputs' structure."""
     if isinstance(out_batched, bool):
@@ -273,6 +294,8 @@ class CUDAGraphRegistry:
         self._stats = CUDAGraphStats()
         self.generation = 0
         """Bumped whenever an entry leaves, so front doors know their cached lookups went stale."""
+        self.view_epoch = ViewEpoch()
+        """Counts writes of this family's static buffers; debug mode uses it to find stale views."""
 
     # -- keyed API (front doors) ------------------------------------------------------------------
 
@@ -309,72 +332,115 @@ class CUDAGraphRegistry:
         The arrays at positions ``batched`` are copied into static buffers of
         ``key.descriptor.num_tokens`` rows (padding filled with ``pad_value``); those at ``copied``
         into static buffers of their own shape; every other argument is passed as it is, so arrays
-        among them are captured by address. Raises ``CaptureError``
-        when the function cannot be recorded or its graph alone exceeds the memory budget.
+        among them are captured by address. Raises ``CaptureError`` when the function cannot be
+        recorded, writes into one of its copied arguments (detected by the warm-up, or by the run
+        itself on the host backend), or its graph alone exceeds the memory budget.
         """
         kwargs = kwargs or {}
         with self.exec_lock:
             existing = self.lookup(key)
             if existing is not None:
                 return existing
-            backend, padded = self.backend, key.descriptor.num_tokens
-            backend.order_after_last_use()
-            arena = self._arenas.get(key.signature)
-            if arena is None:
-                arena = self._arenas[key.signature] = InputArena()
-            arena.state = None  # the buffers are rewritten below, padding included
-            call_args = list(args)
-            static_inputs = []
-            for index in batched:
-                src = args[index]
-                buf = arena.view(backend, index, (padded,) + tuple(src.shape[1:]), src.dtype)
-                backend.copy_rows(buf, src)
-                if src.shape[0] < padded:
-                    backend.fill_rows(buf, src.shape[0], self.config.pad_value)
-                call_args[index] = buf
-                static_inputs.append(buf)
-            whole_inputs = []
-            for index in copied:
-                src = args[index]
-                buf = arena.view(backend, index, tuple(src.shape), src.dtype)
-                backend.copy_rows(buf, src)
-                call_args[index] = buf
-                whole_inputs.append(buf)
-            start = time.perf_counter()
-            try:
-                recording = backend.capture(
-                    fn, call_args, kwargs,
-                    num_warmups=self.config.num_warmups,
-                    capture_mode=self.config.capture_mode,
-                    gc_freeze=self.config.gc_freeze,
-                    piecewise=key.mode is CUDAGraphMode.PIECEWISE,
-                )
-            except BaseException:
-                self._stats.record_capture_failure()
-                del static_inputs, whole_inputs, call_args
-                self._release_if_empty()
-                raise
-            seconds = time.perf_counter() - start
-            try:
-                entry = CUDAGraphEntry(
-                    key, recording, backend, static_inputs,
-                    tuple(backend.address(b) for b in static_inputs),
-                    whole_inputs=whole_inputs, arena=arena,
-                    pad_value=self.config.pad_value, output_mode=self.config.output_mode,
-                    capture_time=seconds, out_batched=out_batched,
-                )
-            except BaseException:
-                recording.release()
-                self._release_if_empty()
-                raise
-            try:
-                self._insert(entry)
-            except CaptureError:
-                self._stats.record_capture_failure()
-                raise
-            self._stats.record_capture(key.mode.name, seconds)
-            logger.debug("captured %s in %.2f ms (%d bytes)", key, 1e3 * seconds, entry.nbytes)
+            entry = self._capture(key, fn, args, kwargs, batched, copied, out_batched)
+            budget = self.config.memory_budget
+            if budget is not None and self.backend.pool_bytes() > budget and self.num_graphs() > 1:
+                # The pool still holds the blocks of evicted graphs: graphs of a family share
+                # blocks, so none can be handed back while another graph lives. Drop them all,
+                # return the memory, and record this key again on its own.
+                held = self.backend.pool_bytes()
+                logger.info("pool holds %d bytes, above memory_budget=%d: dropping every graph to return it",
+                            held, budget)
+                for victim in self.entries():
+                    self._remove_entry(victim.key)
+                    self._stats.record_eviction(
+                        f"memory_budget={budget} bytes reached by the pool ({held} bytes with cached blocks): "
+                        f"all graphs dropped to return its memory"
+                    )
+                entry = self._capture(key, fn, args, kwargs, batched, copied, out_batched)
             return entry
+
+    def _capture(
+        self, key: GraphKey, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
+        batched: Sequence[int], copied: Sequence[int], out_batched: Any,
+    ) -> CUDAGraphEntry:
+        backend, padded = self.backend, key.descriptor.num_tokens
+        backend.order_after_last_use()
+        self.view_epoch.bump()  # warm-ups and the capture may write where view outputs point
+        arena = self._arenas.get(key.signature)
+        if arena is None:
+            arena = self._arenas[key.signature] = InputArena()
+        arena.state = None  # the buffers are rewritten below, padding included
+        call_args = list(args)
+        static_inputs = []
+        for index in batched:
+            src = args[index]
+            buf = arena.view(backend, index, (padded,) + tuple(src.shape[1:]), src.dtype)
+            backend.copy_rows(buf, src)
+            if src.shape[0] < padded:
+                backend.fill_rows(buf, src.shape[0], self.config.pad_value)
+            call_args[index] = buf
+            static_inputs.append(buf)
+        whole_inputs = []
+        for index in copied:
+            src = args[index]
+            buf = arena.view(backend, index, tuple(src.shape), src.dtype)
+            backend.copy_rows(buf, src)
+            call_args[index] = buf
+            whole_inputs.append(buf)
+        # What the copies held before the function ran: a function that writes into them would,
+        # under a graph, write into the static copy while the caller's array keeps its values.
+        watched = list(zip(list(batched) + list(copied), static_inputs + whole_inputs))
+        snapshots = [backend.copy_out(buf) for _, buf in watched]
+        start = time.perf_counter()
+        recording = None
+        try:
+            recording = backend.capture(
+                fn, call_args, kwargs,
+                num_warmups=self.config.num_warmups,
+                capture_mode=self.config.capture_mode,
+                gc_freeze=self.config.gc_freeze,
+                piecewise=key.mode is CUDAGraphMode.PIECEWISE,
+            )
+            seconds = time.perf_counter() - start
+            for (index, buf), before in zip(watched, snapshots):
+                if not _same_bytes(backend.xp, buf, before):
+                    raise CaptureError(
+                        f"{getattr(fn, '__name__', 'the function')}() writes into its argument {index} "
+                        f"({buf.dtype}{list(buf.shape[1:]) if index in batched else list(buf.shape)}"
+                        f"{' rows' if index in batched else ''}); under a graph that argument is a static "
+                        f"copy, so the caller's array would keep its old values. Write the result into a "
+                        f"new array instead"
+                    )
+            snapshots = []
+            entry = CUDAGraphEntry(
+                key, recording, backend, static_inputs,
+                tuple(backend.address(b) for b in static_inputs),
+                whole_inputs=whole_inputs, arena=arena,
+                pad_value=self.config.pad_value, output_mode=self.config.output_mode,
+                capture_time=seconds, out_batched=out_batched,
+            )
+        except BaseException as err:
+            self._stats.record_capture_failure()
+            if recording is not None:
+                recording.release()
+            if isinstance(err, CaptureError):
+                # Nobody reads the frames of a capture that fell back: let go of the static
+                # buffers and temporaries they hold, so the memory can go back below.
+                _drop_frame_locals(err)
+            del static_inputs, whole_inputs, call_args, watched, snapshots
+            recording = None
+            self._drop_unused_arena(key.signature)
+            self._release_if_empty()
+            raise
+        try:
+            self._insert(entry)
+        except CaptureError:
+            self._stats.record_capture_failure()
+            self._drop_unused_arena(key.signature)
+            raise
+        self._stats.record_capture(key.mode.name, seconds)
+        logger.debug("captured %s in %.2f ms (%d bytes)", key, 1e3 * seconds, entry.nbytes)
+        return entry
 
     def _insert(self, entry: CUDAGraphEntry) -> None:
         budget = self.config.memory_budget
@@ -389,17 +455,22 @@ class CUDAGraphRegistry:
             self._entries[entry.key] = entry
             limit = self.config.max_cached_graphs
             while limit is not None and len(self._entries) > limit:
-                self._evict_one(entry, f"max_cached_graphs={limit} reached")
+                if not self._evict_one(entry, f"max_cached_graphs={limit} reached"):
+                    break
+            # The new graph may keep a shared static buffer larger than itself alive, so the
+            # total can stay above the budget with nothing left to evict: stop there.
             while budget is not None and self.total_bytes() > budget:
-                self._evict_one(entry, f"memory_budget={budget} bytes reached")
+                if not self._evict_one(entry, f"memory_budget={budget} bytes reached"):
+                    break
 
-    def _evict_one(self, keep: CUDAGraphEntry, reason: str) -> None:
+    def _evict_one(self, keep: CUDAGraphEntry, reason: str) -> bool:
         victim = self.select_victim(exclude=keep)
         if victim is None:
-            return
+            return False
         self._remove_entry(victim.key)
         self._stats.record_eviction(reason)
         logger.debug("evicted %s (%d replays, %d bytes): %s", victim.key, victim.replay_count, victim.nbytes, reason)
+        return True
 
     def select_victim(self, exclude: Optional[CUDAGraphEntry] = None) -> Optional[CUDAGraphEntry]:
         """The entry eviction would take next under the configured policy."""
@@ -421,12 +492,30 @@ class CUDAGraphRegistry:
             entry = self._entries.pop(key, None)
             if entry is not None:
                 self.generation += 1
+                self.view_epoch.bump()
                 self._seen[key] += entry.replay_count  # keep its history for get_hot_shapes
         if entry is None:
             return False
         entry.release()
+        self._drop_unused_arena(key.signature)
         self._release_if_empty()
         return True
+
+    def _drop_unused_arena(self, signature: tuple) -> None:
+        """Let go of static buffers no held graph reads: a signature's whole arena when none of its
+        graphs is left (each new shape makes one), else a larger buffer whose graph was evicted."""
+        with self._lock:
+            arena = self._arenas.get(signature)
+            if arena is None:
+                return
+            used = {id(_base(buf)) for e in self._entries.values() if e.key.signature == signature
+                    for buf in e.static_inputs + e.whole_inputs}
+            if not used:
+                del self._arenas[signature]
+                return
+            for position, buf in list(arena.buffers.items()):
+                if id(buf) not in used:
+                    del arena.buffers[position]
 
     def _release_if_empty(self) -> None:
         with self._lock:
@@ -437,9 +526,17 @@ class CUDAGraphRegistry:
             self.backend.release_memory()
 
     def total_bytes(self) -> int:
-        """Bytes held by all entries (static buffers and recorded outputs/scratch)."""
+        """Bytes held by all entries: recorded outputs/scratch, and static buffers counted once
+        (graphs of one signature read views of one shared buffer, sized for the largest batch)."""
         with self._lock:
-            return sum(e.nbytes for e in self._entries.values())
+            statics: dict[int, int] = {}
+            total = 0
+            for entry in self._entries.values():
+                total += entry.cudagraph.nbytes
+                for buf in entry.static_inputs + entry.whole_inputs:
+                    base = _base(buf)
+                    statics[id(base)] = int(base.nbytes)
+            return total + sum(statics.values())
 
     def entries(self) -> list[CUDAGraphEntry]:
         with self._lock:
@@ -534,6 +631,7 @@ class CUDAGraphRegistry:
             self._entries.clear()
             self._arenas.clear()
             self.generation += 1
+            self.view_epoch.bump()
         for entry in entries:
             entry.release()
         self.backend.release_memory()

@@ -18,3 +18,12 @@ def _plugin_installed() -> bool:
 
 if not _plugin_installed():
     pytest_plugins = ("cupygraph.testing",)
+
+
+def pytest_addoption(parser) -> None:
+    # Registered here, not in tests/reliability/conftest.py: pytest only takes options from the
+    # conftest files it loads at start-up, and a run of `pytest tests --soak` does not load that one.
+    parser.addoption(
+        "--soak", action="store_true", default=False,
+        help="run the long variants of tests/reliability (minutes; the GPU session uses it)",
+    )

@@ -1,6 +1,7 @@
 """The known sharp edges of cupygraph, each stated with a test (run on the host backend).
 
-1. View outputs are overwritten by the next call of the same function.
+1. View outputs are overwritten by the next call of the same function; with debug=True,
+   ``cupygraph.check_fresh`` (and passing one back in) reports a read of an overwritten view.
 2. Constant arguments are captured by address: a new array is a new key (re-capture, counted),
    or an error with on_capture_error="raise".
 3. Outputs whose leading axis equals the padded batch are cut to the real batch, unless
@@ -9,6 +10,8 @@
 5. Sizes above the largest capture size run eagerly, counted with the reason.
 6. Ops that cannot be captured fall back to eager for that key, with the reason (or raise).
 7. Non-array arguments are static: part of the key, so hashable; 1, 1.0 and True differ.
+8. A function that writes into a copied (batched or unbatched) argument would write into the
+   graph's static copy: detected at capture (warm-up), the key runs eagerly with the reason.
 """
 
 from __future__ import annotations
@@ -30,6 +33,16 @@ def test_1_view_outputs_are_overwritten_by_the_next_call():
     kept = owned(np.ones((3, 2)))
     owned(np.full((3, 2), 5.0))
     assert kept.tolist() == [[2.0, 2.0]] * 3
+
+
+def test_1_debug_mode_reports_reads_of_overwritten_views():
+    f = cg.jit(lambda x: x * 2, config=dict(HOST, output_mode="view", debug=True))
+    first = f(np.ones((3, 2)))
+    f(np.full((3, 2), 5.0))
+    with pytest.raises(cg.StaleOutputError, match="valid until the next call"):
+        cg.check_fresh(first)
+    with pytest.raises(cg.StaleOutputError, match="argument 0"):
+        f(first)
 
 
 def test_2_constant_arguments_are_captured_by_address():
@@ -90,3 +103,15 @@ def test_7_non_array_arguments_are_static_and_typed():
     assert f.stats().captures == 2
     with pytest.raises(cg.InputMismatchError, match="unhashable"):
         f(x, [1, 2])
+
+
+def test_8_functions_writing_into_copied_arguments_run_eagerly():
+    def fn(x):
+        x *= 2  # eagerly this changes the caller's array; a graph would change its static copy
+        return x + 1
+
+    f = cg.jit(fn, config=HOST)
+    x = np.ones((3, 2))
+    assert f(x).tolist() == [[3.0, 3.0]] * 3 and x.tolist() == [[2.0, 2.0]] * 3
+    assert f.registry.num_graphs() == 0
+    assert any("writes into its argument 0" in r for r in f.stats().fallbacks_by_reason)

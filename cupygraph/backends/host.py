@@ -70,7 +70,10 @@ class HostBackend(Backend):
         return np.empty(shape, dtype=dtype)
 
     def copy_rows(self, dst: np.ndarray, src: np.ndarray, stream: Any = None) -> None:
-        dst[: src.shape[0]] = src
+        if src.ndim:
+            dst[: src.shape[0]] = src
+        else:  # a 0-d unbatched array argument: no rows, copied whole
+            dst[...] = src
 
     def fill_rows(self, dst: np.ndarray, start: int, value: Any, stream: Any = None) -> None:
         dst[start:] = value
