@@ -351,10 +351,10 @@ class CUDAGraphRegistry:
                 logger.info("pool holds %d bytes, above memory_budget=%d: dropping every graph to return it",
                             held, budget)
                 for victim in self.entries():
-                    self._remove_entry(victim.key)
-                    self._stats.record_eviction(
+                    self._remove_entry(
+                        victim.key,
                         f"memory_budget={budget} bytes reached by the pool ({held} bytes with cached blocks): "
-                        f"all graphs dropped to return its memory"
+                        f"all graphs dropped to return its memory",
                     )
                 entry = self._capture(key, fn, args, kwargs, batched, copied, out_batched)
             return entry
@@ -467,8 +467,7 @@ class CUDAGraphRegistry:
         victim = self.select_victim(exclude=keep)
         if victim is None:
             return False
-        self._remove_entry(victim.key)
-        self._stats.record_eviction(reason)
+        self._remove_entry(victim.key, reason)
         logger.debug("evicted %s (%d replays, %d bytes): %s", victim.key, victim.replay_count, victim.nbytes, reason)
         return True
 
@@ -487,10 +486,14 @@ class CUDAGraphRegistry:
             # last_used is stamped on every launch: the replay hot path never touches the registry.
             return min(candidates, key=lambda e: e.last_used)
 
-    def _remove_entry(self, key: GraphKey) -> bool:
+    def _remove_entry(self, key: GraphKey, reason: Optional[str] = None) -> bool:
+        """Drop the entry for ``key``; with ``reason``, count it as an eviction (stats stay whole:
+        captures - evictions == graphs held)."""
         with self._lock:
             entry = self._entries.pop(key, None)
             if entry is not None:
+                if reason is not None:
+                    self._stats.record_eviction(reason)
                 self.generation += 1
                 self.view_epoch.bump()
                 self._seen[key] += entry.replay_count  # keep its history for get_hot_shapes
@@ -592,7 +595,7 @@ class CUDAGraphRegistry:
                    for leaf, sliced in zip(leaves, entry._sliced)]
             want = [tuple(s)[1:] if len(s) and s[0] == batch_size else tuple(s) for s in output_shapes]
             if got != want:
-                self._remove_entry(key)
+                self._remove_entry(key, "capture_fn returned outputs of other shapes than expected")
                 raise CaptureError(f"capture_fn returned outputs of trailing shapes {got}, expected {want}")
         return entry
 
@@ -617,17 +620,19 @@ class CUDAGraphRegistry:
                signature: tuple = ()) -> bool:
         """Drop the graph a batch of this size would use; True when one was held."""
         key = self.make_key(batch_size, seq_len, mode, signature)
-        return key is not None and self._remove_entry(key)
+        return key is not None and self._remove_entry(key, "removed by remove()")
 
     def remove_key(self, key: GraphKey) -> bool:
-        return self._remove_entry(key)
+        return self._remove_entry(key, "removed by remove_key()")
 
     def clear(self) -> None:
-        """Drop every graph and return the pool's memory (statistics are kept)."""
+        """Drop every graph and return the pool's memory (statistics are kept; each dropped graph
+        counts as an eviction by ``clear()``)."""
         with self._lock:
             entries = list(self._entries.values())
             for entry in entries:
                 self._seen[entry.key] += entry.replay_count
+                self._stats.record_eviction("cleared by clear()")
             self._entries.clear()
             self._arenas.clear()
             self.generation += 1

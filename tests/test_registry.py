@@ -85,7 +85,23 @@ def test_clear_drops_graphs_keeps_stats():
     registry.clear()
     assert registry.num_graphs() == 0 and registry.total_bytes() == 0
     assert not registry.has(1) and not registry.has(2)
-    assert registry.stats().evictions == 1
+    # Graphs dropped by clear() count as evictions, so captures - evictions == graphs held.
+    assert registry.stats().evictions == 2
+    assert registry.stats().evictions_by_reason["cleared by clear()"] == 1
+    assert registry.stats().captures - registry.stats().evictions == registry.num_graphs()
+
+
+def test_every_graph_that_leaves_counts_as_an_eviction():
+    """Regression: clear() and remove()/remove_key() dropped graphs uncounted, breaking
+    captures - evictions == graphs held."""
+    registry = make_registry()
+    for rows in (1, 2, 4, 8):
+        capture(registry, rows)
+    assert registry.remove(2) and registry.remove_key(registry.get(4).key)
+    assert not registry.remove(2)  # nothing left to remove: nothing counted
+    stats = registry.stats()
+    assert stats.captures - stats.evictions == registry.num_graphs() == 2
+    assert stats.evictions_by_reason == {"removed by remove()": 1, "removed by remove_key()": 1}
 
 
 def test_capture_above_largest_size_raises():
