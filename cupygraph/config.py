@@ -19,6 +19,7 @@ from pydantic import (
     PrivateAttr,
     StrictInt,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -94,7 +95,9 @@ class CUDAGraphMode(enum.Enum):
                 return cls(tuple(value) if isinstance(value, list) else value)
             except (ValueError, TypeError):
                 pass
-        raise ValueError(f"unknown CUDA graph mode {value!r}; valid modes: {', '.join(cls.__members__)}")
+        raise ValueError(
+            f"unknown CUDA graph mode {_short_repr(value)}; valid modes: {', '.join(cls.__members__)}"
+        )
 
 
 _BYTE_UNITS = {
@@ -122,7 +125,7 @@ def parse_byte_size(value: Any) -> Optional[int]:
             if size > 0:
                 return size
         raise ValueError(
-            f"cannot read {value!r} as a byte size; write a positive number with one of the units "
+            f"cannot read {_short_repr(value)} as a byte size; write a positive number with one of the units "
             f"{', '.join(u if u == 'b' else u[0].upper() + u[1:-1] + 'B' for u in _BYTE_UNITS)} "
             f"(for example 2GiB or 512MB), or an integer number of bytes"
         )
@@ -139,6 +142,12 @@ def _choice(name: str, choices: tuple[str, ...]):
 
     return check
 
+
+MAX_WARMUPS = 1000
+"""Most eager warm-up runs before a capture (a larger count is a typo that would stall the capture)."""
+
+MAX_DEFAULT_CAPTURE_SIZE = 1 << 16
+"""Largest max_capture_size without explicit capture_sizes (the default list then has 4 080 sizes)."""
 
 # Strict: a YAML "8" or a bool is a mistake in a size, not something to coerce.
 PositiveInt = Annotated[StrictInt, Field(ge=1)]
@@ -170,7 +179,8 @@ class CUDAGraphConfig(BaseModel):
     max_capture_size: StrictInt = Field(
         512, ge=1,
         description="Largest batch size captured; larger batches run eagerly and count as fallbacks. "
-        "Defaults to the largest of capture_sizes when only those are given.",
+        "Defaults to the largest of capture_sizes when only those are given; at most 65536 when "
+        "capture_sizes is unset.",
     )
     max_num_reqs: Optional[StrictInt] = Field(
         None, ge=1, description="Largest number of requests in a batch; decode sizes above it are not captured."
@@ -183,7 +193,10 @@ class CUDAGraphConfig(BaseModel):
         description="Optional second key axis: a sequence length is padded up to the smallest bucket; "
         "longer sequences run eagerly.",
     )
-    num_warmups: StrictInt = Field(1, ge=0, description="Eager runs before each capture (compilation, plan caches, pools).")
+    num_warmups: StrictInt = Field(
+        1, ge=0, le=MAX_WARMUPS,
+        description=f"Eager runs before each capture (compilation, plan caches, pools); at most {MAX_WARMUPS}.",
+    )
     max_cached_graphs: Optional[StrictInt] = Field(
         None, ge=1, description="Most graphs held at once per function; None means unbounded."
     )
@@ -285,6 +298,9 @@ class CUDAGraphConfig(BaseModel):
             return None
         if not isinstance(value, (list, tuple)):
             raise ValueError(f"expected a list of positive integers, got {type(value).__name__}")
+        if not value:
+            # An empty list would silently run every batch eagerly.
+            raise ValueError("the list is empty; leave the field out for the defaults (or set mode: NONE)")
         return list(value)
 
     @field_validator("capture_sizes", "seq_len_buckets", mode="after")
@@ -296,7 +312,47 @@ class CUDAGraphConfig(BaseModel):
     @classmethod
     def _check_pad(cls, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"pad_value must be a number, got {value!r}")
+            raise ValueError(f"pad_value must be a number, got {_short_repr(value)}")
+        return value
+
+    # Rules across fields are checked on the later field where they can be, so a file's error
+    # names that field and its line; the model validator below keeps them for assignments.
+    @field_validator("max_capture_size", mode="after")
+    @classmethod
+    def _check_max_capture_size(cls, value: int, info: ValidationInfo) -> int:
+        sizes = info.data.get("capture_sizes")
+        if sizes and sizes[-1] > value:
+            raise ValueError(_above_max_message(sizes[-1], value))
+        if sizes is None and value > MAX_DEFAULT_CAPTURE_SIZE:
+            count = len(default_capture_sizes(MAX_DEFAULT_CAPTURE_SIZE)) + (value - MAX_DEFAULT_CAPTURE_SIZE) // 16
+            raise ValueError(
+                f"without capture_sizes, max_capture_size={value} means about {count} default capture sizes "
+                f"(a graph each); the defaults go up to {MAX_DEFAULT_CAPTURE_SIZE}: list capture_sizes for "
+                f"larger batches"
+            )
+        return value
+
+    @field_validator("min_tokens_for_graph", mode="after")
+    @classmethod
+    def _check_min_tokens(cls, value: int, info: ValidationInfo) -> int:
+        mode, sizes = info.data.get("mode"), info.data.get("capture_sizes")
+        largest = info.data.get("max_capture_size")
+        if mode is CUDAGraphMode.NONE or largest is None:
+            return value
+        largest = sizes[-1] if sizes else default_capture_sizes(largest)[-1]
+        if value > largest:
+            raise ValueError(
+                f"min_tokens_for_graph={value} is above the largest capture size {largest}: no batch would "
+                f"replay a graph; lower it (or set mode: NONE to run eagerly)"
+            )
+        return value
+
+    @field_validator("max_tokens_for_graph", mode="after")
+    @classmethod
+    def _check_max_tokens(cls, value: Optional[int], info: ValidationInfo) -> Optional[int]:
+        low = info.data.get("min_tokens_for_graph")
+        if value is not None and low is not None and value < low:
+            raise ValueError(_tokens_message(value, low))
         return value
 
     @model_validator(mode="after")
@@ -305,10 +361,7 @@ class CUDAGraphConfig(BaseModel):
         if sizes is not None:
             if "max_capture_size" in self.model_fields_set:
                 if sizes and sizes[-1] > self.max_capture_size:
-                    raise ValueError(
-                        f"capture_sizes has {sizes[-1]}, above max_capture_size={self.max_capture_size}; "
-                        f"raise max_capture_size or drop the larger sizes"
-                    )
+                    raise ValueError(_above_max_message(sizes[-1], self.max_capture_size))
             elif sizes:
                 # Only sizes given: they define the largest size, so keep the two fields consistent.
                 object.__setattr__(self, "max_capture_size", sizes[-1])
@@ -319,10 +372,7 @@ class CUDAGraphConfig(BaseModel):
         else:
             self._sizes = tuple(sizes)
         if self.max_tokens_for_graph is not None and self.max_tokens_for_graph < self.min_tokens_for_graph:
-            raise ValueError(
-                f"max_tokens_for_graph={self.max_tokens_for_graph} is below "
-                f"min_tokens_for_graph={self.min_tokens_for_graph}"
-            )
+            raise ValueError(_tokens_message(self.max_tokens_for_graph, self.min_tokens_for_graph))
         return self
 
     # -- derived values ------------------------------------------------------------------------
@@ -394,6 +444,17 @@ class CUDAGraphConfig(BaseModel):
         save_config(self, path)
 
 
+def _above_max_message(largest: int, max_capture_size: int) -> str:
+    return (
+        f"capture_sizes has {largest}, above max_capture_size={max_capture_size}; "
+        f"raise max_capture_size or drop the larger sizes"
+    )
+
+
+def _tokens_message(high: int, low: int) -> str:
+    return f"max_tokens_for_graph={high} is below min_tokens_for_graph={low}"
+
+
 def field_path(loc: tuple[Any, ...]) -> str:
     """``("capture_sizes", 3)`` -> ``capture_sizes[3]``."""
     path = ""
@@ -401,7 +462,10 @@ def field_path(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             path += f"[{part}]"
         else:
-            path += f".{part}" if path else str(part)
+            part = str(part)
+            if not part.isprintable() or len(part) > 80:
+                part = _short_repr(part)  # a key from a file: one line, bounded
+            path += f".{part}" if path else part
     return path or "<config>"
 
 

@@ -6,8 +6,10 @@ never a traceback from inside a parser.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
@@ -33,16 +35,70 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader that refuses anchors/aliases: a config never needs them, and alias bombs exist."""
+    """SafeLoader that refuses anchors/aliases (a config never needs them, and alias bombs exist)
+    and keys given twice (PyYAML would silently keep the last one)."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.YAMLError(
-                f"line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not allowed "
-                "in cupygraph config files; write the value out"
+            raise yaml.composer.ComposerError(
+                None, None,
+                f"YAML aliases (*{event.anchor}) are not allowed in cupygraph config files; write the value out",
+                event.start_mark,
             )
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # type: ignore[override]
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = key_node.value
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None,
+                    f"key {key!r} is given twice (first on line {seen[key]}); a config lists each field once",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise ValueError(f"key {key!r} is given twice; a config lists each field once")
+        data[key] = value
+    return data
+
+
+def _json_duplicate_place(path: Path, text: str, message: str) -> str:
+    """``path:line`` of the second occurrence of the duplicated key named in ``message``."""
+    key = re.search(r"key '(.*)' is given twice", message)
+    if key:
+        hits = list(re.finditer(rf'"{re.escape(key.group(1))}"\s*:', text))
+        if len(hits) > 1:
+            return f"{path}:{text.count(chr(10), 0, hits[1].start()) + 1}"
+    return str(path)
+
+
+def _text_line_finder(text: str, suffix: str) -> Callable[[tuple[Any, ...]], Optional[int]]:
+    """For JSON and TOML, the line where a top-level field is written (first occurrence)."""
+    lines = text.splitlines()
+
+    def line_of(loc: tuple[Any, ...]) -> Optional[int]:
+        if not loc or not isinstance(loc[0], str):
+            return None
+        name = re.escape(loc[0])
+        if suffix == ".json":
+            pattern = re.compile(rf'"{name}"\s*:')
+        else:
+            pattern = re.compile(rf'^\s*(?:{name}|"{name}"|\'{name}\')\s*=')
+        for number, line in enumerate(lines, 1):
+            if pattern.search(line):
+                return number
+        return None
+
+    return line_of
 
 
 def _yaml_line_finder(root: Optional[yaml.Node]) -> Callable[[tuple[Any, ...]], Optional[int]]:
@@ -54,7 +110,7 @@ def _yaml_line_finder(root: Optional[yaml.Node]) -> Callable[[tuple[Any, ...]], 
         for part in loc:
             if isinstance(node, yaml.MappingNode):
                 for key_node, value_node in node.value:
-                    if key_node.value == part:
+                    if key_node.value == part or key_node.value == str(part):
                         line = key_node.start_mark.line + 1
                         node = value_node
                         break
@@ -80,15 +136,30 @@ def _read_text(path: Path) -> str:
         raise ConfigError(
             f"{path}: file is {size} bytes; config files are limited to {MAX_CONFIG_BYTES} bytes"
         )
+    data = path.read_bytes()
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        raise ConfigError(
+            f"{path}: the file is UTF-16 or UTF-32 (it starts with a byte order mark); save it as UTF-8"
+        )
     try:
-        return path.read_bytes().decode("utf-8")
+        return data.decode("utf-8-sig")  # a UTF-8 byte order mark (some editors write one) is fine
     except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not valid UTF-8 text (byte {err.start}); save the file as UTF-8") from None
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ConfigError(
+            f"{path}:{line}: not valid UTF-8 text (byte {err.start}); save the file as UTF-8"
+        ) from None
 
 
 def _parse(path: Path, text: str) -> tuple[Any, Callable[[tuple[Any, ...]], Optional[int]]]:
+    try:
+        return _parse_format(path, text)
+    except RecursionError:
+        # The parsers recurse per nesting level; a config is two levels deep at most.
+        raise ConfigError(f"{path}: values are nested too deeply to be a config") from None
+
+
+def _parse_format(path: Path, text: str) -> tuple[Any, Callable[[tuple[Any, ...]], Optional[int]]]:
     suffix = path.suffix.lower()
-    no_lines: Callable[[tuple[Any, ...]], Optional[int]] = lambda loc: None
     if suffix in (".yaml", ".yml"):
         try:
             root = yaml.compose(text, Loader=_NoAliasLoader)
@@ -97,22 +168,42 @@ def _parse(path: Path, text: str) -> tuple[Any, Callable[[tuple[Any, ...]], Opti
             mark = err.problem_mark
             where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
             raise ConfigError(f"{where}: invalid YAML: {err.problem or err}") from None
+        except yaml.reader.ReaderError as err:  # a character YAML does not allow (NUL, ...)
+            line = text.count("\n", 0, err.position) + 1
+            code = err.character if isinstance(err.character, int) else ord(err.character)
+            raise ConfigError(
+                f"{path}:{line}: invalid YAML: character U+{code:04X} at position {err.position} is not "
+                f"allowed in YAML"
+            ) from None
         except yaml.YAMLError as err:
             raise ConfigError(f"{path}: invalid YAML: {err}") from None
         return data, _yaml_line_finder(root)
     if suffix == ".json":
         try:
-            return json.loads(text), no_lines
+            return json.loads(text, object_pairs_hook=_json_object), _text_line_finder(text, suffix)
         except json.JSONDecodeError as err:
             raise ConfigError(f"{path}:{err.lineno}: invalid JSON: {err.msg}") from None
+        except ValueError as err:  # a key given twice (from _json_object)
+            raise ConfigError(f"{_json_duplicate_place(path, text, str(err))}: invalid JSON: {err}") from None
     if suffix == ".toml":
         try:
-            return tomllib.loads(text), no_lines
+            return tomllib.loads(text), _text_line_finder(text, suffix)
         except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{path}: invalid TOML: {err}") from None
+            line = re.search(r"\(at line (\d+)", str(err))
+            if line is None and "end of document" in str(err):
+                line = re.match(r"(\d+)", str(len(text.splitlines()) or 1))
+            where = f"{path}:{line.group(1)}" if line else str(path)
+            raise ConfigError(f"{where}: invalid TOML: {err}") from None
     raise ConfigError(
         f"{path}: unknown config file extension {suffix or '(none)'!r}; use one of {', '.join(SUFFIXES)}"
     )
+
+
+def _first_content_line(text: str) -> int:
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip() and not line.lstrip().startswith("#"):
+            return number
+    return 1
 
 
 def load_config(path: PathLike) -> CUDAGraphConfig:
@@ -125,8 +216,9 @@ def load_config(path: PathLike) -> CUDAGraphConfig:
     if data is None:
         raise ConfigError(f"{path}: config file holds no settings (only comments or null)")
     if not isinstance(data, dict):
+        line = line_of(()) or _first_content_line(text)
         raise ConfigError(
-            f"{path}: the top level must be a mapping of field: value, got a {type(data).__name__}"
+            f"{path}:{line}: the top level must be a mapping of field: value, got a {type(data).__name__}"
         )
     try:
         return CUDAGraphConfig.model_validate(data)
