@@ -370,37 +370,45 @@ class CUDAGraphRegistry:
         if arena is None:
             arena = self._arenas[key.signature] = InputArena()
         arena.state = None  # the buffers are rewritten below, padding included
-        call_args = list(args)
-        static_inputs = []
-        for index in batched:
-            src = args[index]
-            buf = arena.view(backend, index, (padded,) + tuple(src.shape[1:]), src.dtype)
-            backend.copy_rows(buf, src)
-            if src.shape[0] < padded:
-                backend.fill_rows(buf, src.shape[0], self.config.pad_value)
-            call_args[index] = buf
-            static_inputs.append(buf)
-        whole_inputs = []
-        for index in copied:
-            src = args[index]
-            buf = arena.view(backend, index, tuple(src.shape), src.dtype)
-            backend.copy_rows(buf, src)
-            call_args[index] = buf
-            whole_inputs.append(buf)
-        # What the copies held before the function ran: a function that writes into them would,
-        # under a graph, write into the static copy while the caller's array keeps its values.
-        watched = list(zip(list(batched) + list(copied), static_inputs + whole_inputs))
-        snapshots = [backend.copy_out(buf) for _, buf in watched]
-        start = time.perf_counter()
+        call_args, static_inputs, whole_inputs = list(args), [], []
+        watched: list = []
+        snapshots: list = []
         recording = None
         try:
-            recording = backend.capture(
-                fn, call_args, kwargs,
-                num_warmups=self.config.num_warmups,
-                capture_mode=self.config.capture_mode,
-                gc_freeze=self.config.gc_freeze,
-                piecewise=key.mode is CUDAGraphMode.PIECEWISE,
-            )
+            try:
+                for index in batched:
+                    src = args[index]
+                    buf = arena.view(backend, index, (padded,) + tuple(src.shape[1:]), src.dtype)
+                    backend.copy_rows(buf, src)
+                    if src.shape[0] < padded:
+                        backend.fill_rows(buf, src.shape[0], self.config.pad_value)
+                    call_args[index] = buf
+                    static_inputs.append(buf)
+                for index in copied:
+                    src = args[index]
+                    buf = arena.view(backend, index, tuple(src.shape), src.dtype)
+                    backend.copy_rows(buf, src)
+                    call_args[index] = buf
+                    whole_inputs.append(buf)
+                # What the copies held before the function ran: a function that writes into them
+                # would, under a graph, write into the static copy while the caller's array keeps
+                # its values.
+                watched = list(zip(list(batched) + list(copied), static_inputs + whole_inputs))
+                snapshots = [backend.copy_out(buf) for _, buf in watched]
+                start = time.perf_counter()
+                recording = backend.capture(
+                    fn, call_args, kwargs,
+                    num_warmups=self.config.num_warmups,
+                    capture_mode=self.config.capture_mode,
+                    gc_freeze=self.config.gc_freeze,
+                    piecewise=key.mode is CUDAGraphMode.PIECEWISE,
+                )
+            except MemoryError as err:
+                # The family's pool (or the device) refused the static buffers or a warm-up
+                # allocation: like an allocation refused during capture, the key runs eagerly.
+                raise CaptureError(
+                    f"out of memory for the graph of {key.descriptor} (static buffers or warm-up): {err}"
+                ) from err
             seconds = time.perf_counter() - start
             for (index, buf), before in zip(watched, snapshots):
                 if not _same_bytes(backend.xp, buf, before):

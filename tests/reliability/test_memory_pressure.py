@@ -176,3 +176,41 @@ def test_pool_that_keeps_cached_blocks_is_brought_back_under_the_budget():
         check_stats(f, i + 1)
     assert backend.releases > 0
     assert any("by the pool" in reason for reason in f.stats().evictions_by_reason)
+
+
+class RefusingBackend(HostBackend):
+    """A host backend whose pool refuses static buffers above a size (like a pool with a limit)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def empty(self, shape, dtype):
+        if int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize > self.limit:
+            raise MemoryError(f"pool limit {self.limit} bytes")
+        return super().empty(shape, dtype)
+
+
+def test_refused_allocations_fall_back_with_the_reason():
+    """Regression: out-of-memory while allocating the static buffers or during the warm-up escaped
+    as a raw MemoryError (CuPy's OutOfMemoryError), although eager would have run; it now falls back
+    like an allocation refused during capture (or raises CaptureError under raise)."""
+    registry = CUDAGraphRegistry(cg.CUDAGraphConfig(backend="host", capture_sizes=[4, 64]),
+                                 backend=RefusingBackend(limit=4 * 8 * 8))
+    f = cg.GraphedFunction(lambda x: x + 1, registry=registry)
+    small, big = np.ones((3, 8)), np.ones((40, 8))
+    assert np.array_equal(f(small), small + 1) and np.array_equal(f(big), big + 1)
+    assert f.registry.num_graphs() == 1
+    assert any("out of memory" in r and "pool limit" in r for r in f.stats().fallbacks_by_reason)
+
+    def greedy(x):
+        if x.shape[0] == 8:  # only the padded warm-up asks for the impossible
+            np.empty((x.shape[0], 2**50), dtype=np.uint8)
+        return x * 2
+
+    g = cg.jit(greedy, config=dict(backend="host", capture_sizes=[8]))
+    x = np.ones((5, 3))
+    assert np.array_equal(g(x), x * 2)
+    assert g.stats().capture_failures == 1 and g.registry.num_graphs() == 0
+    strict = cg.jit(greedy, config=dict(backend="host", capture_sizes=[8], on_capture_error="raise"))
+    with pytest.raises(cg.CaptureError, match="out of memory"):
+        strict(x)
