@@ -135,6 +135,8 @@ class GraphedFunction:
         if not callable(fn):
             raise TypeError(f"jit needs a callable, got {type(fn).__name__}")
         functools.update_wrapper(self, fn)
+        if not hasattr(self, "__name__"):  # a callable object: messages name its class
+            self.__name__ = self.__qualname__ = type(fn).__name__
         self._fn = fn
         self.config = resolve_config(config) if registry is None else registry.config
         self.batch_argnums = _argnums(batch_argnums, "batch_argnums")
@@ -344,7 +346,9 @@ class GraphedFunction:
                     raise CaptureError(f"cannot capture {self.__name__}() for {padded}: {err}") from err
                 reason = f"capture failed: {err}"
                 self._failed[key] = reason
-                logger.warning("cupygraph: %s() for %s runs eagerly from now on: %s", self.__name__, padded, err)
+                # The text, not the exception: a handler that keeps records (pytest, MemoryHandler)
+                # would keep its traceback's frames and the static buffers they reference.
+                logger.warning("cupygraph: %s() for %s runs eagerly from now on: %s", self.__name__, padded, str(err))
                 return None, reason, False
             captured = True
             self.registry.note_seen(key, -1)  # this sighting is counted as the graph's first replay

@@ -83,6 +83,7 @@ class CUDAGraphEntry:
         output_mode: str = "copy",
         capture_time: float = 0.0,
         out_batched: Any = None,
+        written: Sequence[int] = (),
     ):
         self.key = key
         self.cudagraph = recording
@@ -117,6 +118,11 @@ class CUDAGraphEntry:
                 self._sliced[i] = bool(flag)
         self._single = self._spec is None
         self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
+        self.written = tuple(written)
+        """Inputs the function writes into (positions in static_inputs + whole_inputs), found at capture."""
+        if self.written:
+            # Only such entries pay for it: the class's run stays the hot path of all others.
+            self.__class__ = _WritingBackEntry
 
     @property
     def batch_descriptor(self) -> BatchDescriptor:
@@ -233,6 +239,24 @@ class CUDAGraphEntry:
             f"CUDAGraphEntry({self.key.descriptor}, mode={self.key.mode.name}, backend={self.backend.name}, "
             f"replays={self.replay_count}, nbytes={self.nbytes})"
         )
+
+
+class _WritingBackEntry(CUDAGraphEntry):
+    """An entry whose function writes into its copied arguments (found at capture)."""
+
+    def run(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
+        """Rewrite the padding rows the function wrote, and copy the rows it wrote back into the
+        caller's arrays, as the eager call would have left them."""
+        self._arena.state = None
+        stream = self.load_inputs(inputs, rows, whole)
+        self.launch()
+        count = len(self.static_inputs)
+        for k in self.written:
+            if k < count:
+                inputs[k][...] = self.static_inputs[k][:rows]
+            else:
+                whole[k - count][...] = self.whole_inputs[k - count]
+        return self.outputs(rows, stream)
 
 
 GraphEntry = CUDAGraphEntry
@@ -410,22 +434,21 @@ class CUDAGraphRegistry:
                     f"out of memory for the graph of {key.descriptor} (static buffers or warm-up): {err}"
                 ) from err
             seconds = time.perf_counter() - start
-            for (index, buf), before in zip(watched, snapshots):
-                if not _same_bytes(backend.xp, buf, before):
-                    raise CaptureError(
-                        f"{getattr(fn, '__name__', 'the function')}() writes into its argument {index} "
-                        f"({buf.dtype}{list(buf.shape[1:]) if index in batched else list(buf.shape)}"
-                        f"{' rows' if index in batched else ''}); under a graph that argument is a static "
-                        f"copy, so the caller's array would keep its old values. Write the result into a "
-                        f"new array instead"
-                    )
+            written = [k for k, ((_, buf), before) in enumerate(zip(watched, snapshots))
+                       if not _same_bytes(backend.xp, buf, before)]
             snapshots = []
+            if written:
+                logger.info(
+                    "%s() writes into its argument(s) %s: each replay copies them back into the caller's "
+                    "arrays, as the eager call would have changed them", getattr(fn, "__name__", "the function"),
+                    [watched[k][0] for k in written],
+                )
             entry = CUDAGraphEntry(
                 key, recording, backend, static_inputs,
                 tuple(backend.address(b) for b in static_inputs),
                 whole_inputs=whole_inputs, arena=arena,
                 pad_value=self.config.pad_value, output_mode=self.config.output_mode,
-                capture_time=seconds, out_batched=out_batched,
+                capture_time=seconds, out_batched=out_batched, written=written,
             )
         except BaseException as err:
             self._stats.record_capture_failure()
@@ -435,8 +458,9 @@ class CUDAGraphRegistry:
                 # Nobody reads the frames of a capture that fell back: let go of the static
                 # buffers and temporaries they hold, so the memory can go back below.
                 _drop_frame_locals(err)
+            # This frame stays referenced by the exception's traceback: drop what holds buffers.
             del static_inputs, whole_inputs, call_args, watched, snapshots
-            recording = None
+            recording = arena = buf = src = None
             self._drop_unused_arena(key.signature)
             self._release_if_empty()
             raise

@@ -133,7 +133,7 @@ def make_pipeline(names: list[str], mutate: Optional[str] = None) -> Callable[..
 
     def pipeline(x, w, bias, scale):
         if mutate == "x":  # writes into a batched argument: the caller must see it, as eagerly
-            x += 1
+            x *= 2  # zero-preserving: a later sum over the batch must still see zero padding rows
         elif mutate == "bias":  # into an unbatched (copied) argument
             bias *= 2
         y = x * scale  # zero-preserving, so a later sum over the batch sees zero padding rows

@@ -214,3 +214,38 @@ def test_refused_allocations_fall_back_with_the_reason():
     strict = cg.jit(greedy, config=dict(backend="host", capture_sizes=[8], on_capture_error="raise"))
     with pytest.raises(cg.CaptureError, match="out of memory"):
         strict(x)
+
+
+def test_a_failed_capture_lets_go_of_its_static_buffers_even_when_logs_keep_records():
+    """Regression (found on the GPU: the family's pool kept 8 KiB per failed capture): the fallback
+    warning logged the exception object, so a handler that keeps records (pytest's, a
+    MemoryHandler) kept its traceback, whose frames held the static buffers."""
+    import gc
+    import logging
+
+    kept: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(record)
+
+    def fn(x):
+        if x.shape[0] == 1024:  # only the padded static buffer: the capture fails, eager runs
+            raise cg.CaptureError("op not capturable")
+        return x * 2
+
+    handler = Keep(level=logging.WARNING)
+    logging.getLogger("cupygraph").addHandler(handler)
+    tracemalloc.start()
+    try:
+        f = cg.jit(fn, config=dict(backend="host", capture_sizes=[1024], num_warmups=0))
+        x = np.ones((3, 1000))
+        base = numpy_bytes()
+        assert np.array_equal(f(x), x * 2)
+        gc.collect()
+        held = numpy_bytes() - base
+    finally:
+        tracemalloc.stop()
+        logging.getLogger("cupygraph").removeHandler(handler)
+    assert kept and "runs eagerly" in kept[0].getMessage()
+    assert held < 1024 * 1000 * 8 // 4, held  # the 8 MB static buffer is gone
