@@ -371,15 +371,12 @@ class CUDAGraphRegistry:
                 # The pool still holds the blocks of evicted graphs: graphs of a family share
                 # blocks, so none can be handed back while another graph lives. Drop them all,
                 # return the memory, and record this key again on its own.
-                held = self.backend.pool_bytes()
                 logger.info("pool holds %d bytes, above memory_budget=%d: dropping every graph to return it",
-                            held, budget)
+                            self.backend.pool_bytes(), budget)
+                # One reason string (no byte count in it): the counter of reasons stays small.
+                reason = f"memory_budget={budget} bytes reached by the pool with cached blocks: all graphs dropped"
                 for victim in self.entries():
-                    self._remove_entry(
-                        victim.key,
-                        f"memory_budget={budget} bytes reached by the pool ({held} bytes with cached blocks): "
-                        f"all graphs dropped to return its memory",
-                    )
+                    self._remove_entry(victim.key, reason)
                 entry = self._capture(key, fn, args, kwargs, batched, copied, out_batched)
             return entry
 

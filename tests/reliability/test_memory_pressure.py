@@ -175,7 +175,9 @@ def test_pool_that_keeps_cached_blocks_is_brought_back_under_the_budget():
         assert backend.pool_bytes() <= budget, (i, backend.pool_bytes())
         check_stats(f, i + 1)
     assert backend.releases > 0
-    assert any("by the pool" in reason for reason in f.stats().evictions_by_reason)
+    reasons = f.stats().evictions_by_reason
+    assert any("by the pool" in reason for reason in reasons)
+    assert len(reasons) <= 3, reasons  # fixed strings: a long run does not grow the counter
 
 
 class RefusingBackend(HostBackend):
