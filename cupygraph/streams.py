@@ -50,11 +50,12 @@ class StreamDispatcher(CudagraphDispatcher):
         else:
             self.streams = [None] * num_streams
         self._round_robin = itertools.count()
-        self._lock = threading.Lock()
+        # Not ``_lock``: that is the dispatcher's re-entrant lock, which its own methods re-acquire.
+        self._stream_lock = threading.Lock()
 
     def _select_stream(self, key: Any = None) -> int:
         """Stream index for a request: round robin, so consecutive independent calls overlap."""
-        with self._lock:
+        with self._stream_lock:
             return next(self._round_robin) % self.num_streams
 
     def run_batch(self, requests: Sequence[Sequence[Any]]) -> list[Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -133,3 +135,17 @@ def test_stream_dispatcher_on_host_runs_every_request_with_own_runners():
     assert len(dispatcher.stats()["streams"]) == 3
     with pytest.raises(ValueError, match="num_streams"):
         cg.StreamDispatcher(lambda x: x, num_streams=0)
+
+
+def test_stream_dispatcher_keeps_the_dispatchers_reentrant_lock():
+    # Regression: the round-robin lock once replaced the dispatcher's RLock, so enable_mode
+    # (which re-enters it through initialize_cudagraph_keys) deadlocked.
+    dispatcher = cg.StreamDispatcher(lambda x: x * 3, num_streams=2, config=dict(HOST, max_capture_size=8))
+    dispatcher.disable_mode(cg.CUDAGraphMode.FULL)
+    assert dispatcher.dispatch(cg.BatchDescriptor(3))[0] is cg.CUDAGraphMode.NONE
+    # In a thread, so a regression fails here instead of hanging the suite.
+    worker = threading.Thread(target=dispatcher.enable_mode, args=(cg.CUDAGraphMode.FULL,), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "enable_mode deadlocked on the dispatcher's lock"
+    assert dispatcher.dispatch(cg.BatchDescriptor(3))[0] is cg.CUDAGraphMode.FULL
