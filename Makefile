@@ -18,8 +18,13 @@ $(STAMP):
 demo: $(STAMP)
 	$(PY) -m cupygraph demo
 
-test: $(STAMP)
+# Lint first: a type or lint error fails `make test` (and so CI) before the suite runs.
+test: $(STAMP) lint
 	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check cupygraph tests tools examples
+	$(PY) -m mypy cupygraph
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -18,6 +18,7 @@ from .errors import (
     InputMismatchError,
     StaleOutputError,
 )
+from .explain import configure_logging as _configure_logging
 from .freshness import check_fresh
 from .jit import GraphedFunction, jit
 from .manager import CUDAGraphManager
@@ -28,8 +29,6 @@ from .sizes import default_capture_sizes
 from .stats import CUDAGraphStats, DispatchStats
 from .streams import StreamDispatcher
 from .wrapper import AdaptiveCUDAGraphWrapper, CUDAGraphOptions, CUDAGraphWrapper
-
-from .explain import configure_logging as _configure_logging
 
 _configure_logging()  # honours CUPYGRAPH_LOG
 
@@ -66,9 +65,9 @@ __all__ = [
     "InputMismatchError",
     "StaleOutputError",
     "StreamDispatcher",
-    "create_dispatch_key",
     "check_fresh",
     "cond",
+    "create_dispatch_key",
     "cudagraph_context",
     "default_capture_sizes",
     "get_cudagraph_sizes",

@@ -10,7 +10,8 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
 
 import yaml
 
@@ -234,7 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     workload_options(dot)
     dot.add_argument("--size", type=_positive_int, default=None, help="batch size (default: the largest held)")
-    dot.add_argument("-o", "--output", default=None, metavar="FILE", help=".dot, .svg, .png or .pdf (default: print DOT)")
+    dot.add_argument("-o", "--output", default=None, metavar="FILE",
+                     help=".dot, .svg, .png or .pdf (default: print DOT)")
     dot.set_defaults(handler=_cmd_dot)
 
     bench = commands.add_parser(
@@ -260,8 +262,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        return args.handler(args)
+        return handler(args)
     except CupyGraphError as err:
         print(f"cupygraph {args.command}: {err}" if not isinstance(err, ConfigError) else str(err),
               file=sys.stderr)

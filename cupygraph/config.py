@@ -10,6 +10,7 @@ import enum
 import logging
 import os
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (
@@ -49,21 +50,21 @@ class CUDAGraphMode(enum.Enum):
         """True when uniform-decode and mixed batches use different modes."""
         return isinstance(self.value, tuple)
 
-    def decode_mode(self) -> "CUDAGraphMode":
+    def decode_mode(self) -> CUDAGraphMode:
         """The mode used for uniform-decode batches."""
         return CUDAGraphMode(self.value[0]) if self.separate_routine() else self
 
-    def mixed_mode(self) -> "CUDAGraphMode":
+    def mixed_mode(self) -> CUDAGraphMode:
         """The mode used for mixed (prefill or non-uniform) batches."""
         return CUDAGraphMode(self.value[1]) if self.separate_routine() else self
 
-    def has_mode(self, mode: "CUDAGraphMode") -> bool:
+    def has_mode(self, mode: CUDAGraphMode) -> bool:
         """True when ``mode`` is used for some kind of batch under this mode."""
         if self.separate_routine():
             return mode in (self.decode_mode(), self.mixed_mode())
         return self is mode
 
-    def max_cudagraph_mode(self) -> "CUDAGraphMode":
+    def max_cudagraph_mode(self) -> CUDAGraphMode:
         """The strongest runtime mode this mode may use (FULL > PIECEWISE > NONE)."""
         return CUDAGraphMode(max(self.value)) if self.separate_routine() else self
 
@@ -82,7 +83,7 @@ class CUDAGraphMode(enum.Enum):
         return self in (CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
 
     @classmethod
-    def parse(cls, value: Any) -> "CUDAGraphMode":
+    def parse(cls, value: Any) -> CUDAGraphMode:
         """Accept a member, its name in any case (``"full_and_piecewise"``) or its value."""
         if isinstance(value, cls):
             return value
@@ -132,7 +133,7 @@ def parse_byte_size(value: Any) -> Optional[int]:
     raise ValueError(f"expected a byte size such as 2GiB or an integer number of bytes, got {type(value).__name__}")
 
 
-def _choice(name: str, choices: tuple[str, ...]):
+def _choice(name: str, choices: tuple[str, ...]) -> Callable[[Any], Any]:
     """A before-validator that accepts the choices in any case and lists them on error."""
 
     def check(value: Any) -> Any:
@@ -263,7 +264,7 @@ class CUDAGraphConfig(BaseModel):
 
     # Without this pydantic routes model_validate through __init__, whose ConfigError would come back
     # wrapped as one model-level error: file names and YAML line numbers of load_config get lost.
-    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]  # pydantic's flag on the function
 
     def __setattr__(self, name: str, value: Any) -> None:
         try:
@@ -356,7 +357,7 @@ class CUDAGraphConfig(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _resolve_sizes(self) -> "CUDAGraphConfig":
+    def _resolve_sizes(self) -> CUDAGraphConfig:
         sizes = self.capture_sizes
         if sizes is not None:
             if "max_capture_size" in self.model_fields_set:
@@ -415,7 +416,7 @@ class CUDAGraphConfig(BaseModel):
         return data
 
     @classmethod
-    def from_dict(cls, data: Any, *, source: Optional[str] = None) -> "CUDAGraphConfig":
+    def from_dict(cls, data: Any, *, source: Optional[str] = None) -> CUDAGraphConfig:
         """Validate a mapping; errors raise ``ConfigError`` naming the field (and ``source``)."""
         if not isinstance(data, dict):
             where = f"{source}: " if source else ""
@@ -426,12 +427,12 @@ class CUDAGraphConfig(BaseModel):
             raise ConfigError(format_validation_error(err, source=source)) from None
 
     @classmethod
-    def disabled(cls) -> "CUDAGraphConfig":
+    def disabled(cls) -> CUDAGraphConfig:
         """A config under which every front door runs eagerly."""
         return cls(mode=CUDAGraphMode.NONE)
 
     @classmethod
-    def from_file(cls, path: Union[str, os.PathLike[str]]) -> "CUDAGraphConfig":
+    def from_file(cls, path: Union[str, os.PathLike[str]]) -> CUDAGraphConfig:
         """Load a ``.yaml``/``.yml``/``.json``/``.toml`` file (see ``load_config``)."""
         from .config_files import load_config
 

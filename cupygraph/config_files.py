@@ -11,8 +11,9 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional, Union
 
 import yaml
 from pydantic import ValidationError
@@ -38,9 +39,9 @@ class _NoAliasLoader(yaml.SafeLoader):
     """SafeLoader that refuses anchors/aliases (a config never needs them, and alias bombs exist)
     and keys given twice (PyYAML would silently keep the last one)."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+    def compose_node(self, parent: Optional[yaml.Node], index: int) -> Optional[yaml.Node]:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]  # PyYAML's stubs leave it unannotated
             raise yaml.composer.ComposerError(
                 None, None,
                 f"YAML aliases (*{event.anchor}) are not allowed in cupygraph config files; write the value out",
@@ -48,7 +49,7 @@ class _NoAliasLoader(yaml.SafeLoader):
             )
         return super().compose_node(parent, index)
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # type: ignore[override]
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             key = key_node.value
@@ -189,10 +190,10 @@ def _parse_format(path: Path, text: str) -> tuple[Any, Callable[[tuple[Any, ...]
         try:
             return tomllib.loads(text), _text_line_finder(text, suffix)
         except tomllib.TOMLDecodeError as err:
-            line = re.search(r"\(at line (\d+)", str(err))
-            if line is None and "end of document" in str(err):
-                line = re.match(r"(\d+)", str(len(text.splitlines()) or 1))
-            where = f"{path}:{line.group(1)}" if line else str(path)
+            found = re.search(r"\(at line (\d+)", str(err))
+            if found is None and "end of document" in str(err):
+                found = re.match(r"(\d+)", str(len(text.splitlines()) or 1))
+            where = f"{path}:{found.group(1)}" if found else str(path)
             raise ConfigError(f"{where}: invalid TOML: {err}") from None
     raise ConfigError(
         f"{path}: unknown config file extension {suffix or '(none)'!r}; use one of {', '.join(SUFFIXES)}"

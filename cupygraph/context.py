@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Optional
 
 from .config import CUDAGraphMode
 from .descriptor import BatchDescriptor

@@ -30,14 +30,15 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Optional
 
 import numpy as np
 
 from .errors import CaptureError
 
-__all__ = ["while_loop", "cond", "conditional_nodes_unavailable_reason"]
+__all__ = ["cond", "conditional_nodes_unavailable_reason", "while_loop"]
 
 _MIN_CUDA = 12040  # conditional nodes and device-side cudaGraphSetConditional
 _EMPTY_BODY_FIXED = 12080  # older drivers hang on a conditional node with an empty body graph
@@ -198,7 +199,7 @@ class _Cuda:
         rest = parts[1:]
         return rest[0] if len(rest) == 1 else (rest or None)
 
-    def capture_info(self, stream: Any) -> tuple[Any, list, Any]:
+    def capture_info(self, stream: Any) -> tuple[Any, list[Any], Any]:
         info = self.check("cudaStreamGetCaptureInfo", self.rt.cudaStreamGetCaptureInfo(stream))
         if len(info) >= 6:  # status, id, graph, deps, edge data, count
             status, _, graph, deps, edges, count = info[:6]
@@ -216,7 +217,7 @@ class _Cuda:
         return self.check("cudaGraphConditionalHandleCreate",
                           self.rt.cudaGraphConditionalHandleCreate(graph, 0, int(assign)))
 
-    def add_conditional(self, graph: Any, deps: list, edges: Any, handle: Any, kind: Any) -> tuple[Any, Any]:
+    def add_conditional(self, graph: Any, deps: list[Any], edges: Any, handle: Any, kind: Any) -> tuple[Any, Any]:
         rt = self.rt
         params = rt.cudaGraphNodeParams()  # zero-filled, as cudaGraphAddNode requires
         params.type = rt.cudaGraphNodeType.cudaGraphNodeTypeConditional
@@ -230,7 +231,7 @@ class _Cuda:
         node = self.check("cudaGraphAddNode", result)
         return node, params.conditional.phGraph_out[0]
 
-    def set_dependencies(self, stream: Any, nodes: list) -> None:
+    def set_dependencies(self, stream: Any, nodes: list[Any]) -> None:
         flag = int(self.rt.cudaStreamUpdateCaptureDependenciesFlags.cudaStreamSetCaptureDependencies)
         if self.edge_data:
             result = self.rt.cudaStreamUpdateCaptureDependencies(stream, nodes, None, len(nodes), flag)
@@ -238,7 +239,7 @@ class _Cuda:
             result = self.rt.cudaStreamUpdateCaptureDependencies(stream, nodes, len(nodes), flag)
         self.check("cudaStreamUpdateCaptureDependencies", result)
 
-    def begin_capture_to(self, stream: Any, graph: Any, deps: list, what: str) -> None:
+    def begin_capture_to(self, stream: Any, graph: Any, deps: list[Any], what: str) -> None:
         self.check(f"cudaStreamBeginCaptureToGraph ({what})",
                    self.rt.cudaStreamBeginCaptureToGraph(stream, graph, deps or None, None, len(deps), self.relaxed))
 
@@ -250,7 +251,7 @@ class _Cuda:
             self.check("cudaGraphAddEmptyNode", self.rt.cudaGraphAddEmptyNode(graph, None, 0))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe() -> tuple[Optional[_Cuda], Optional[str]]:
     try:
         import cuda.bindings
@@ -266,11 +267,11 @@ def _probe() -> tuple[Optional[_Cuda], Optional[str]]:
         return None, f"cuda-bindings {version} lacks {', '.join(missing)}; conditional nodes need 12.4 or newer"
     for what, call in (("driver", rt.cudaDriverGetVersion), ("runtime", rt.cudaRuntimeGetVersion)):
         try:
-            err, found = call()
+            status, found = call()
         except Exception as exc:
             return None, f"cannot query the CUDA {what} version ({type(exc).__name__}: {exc})"
-        if err != rt.cudaError_t.cudaSuccess:
-            return None, f"cannot query the CUDA {what} version ({getattr(err, 'name', err)})"
+        if status != rt.cudaError_t.cudaSuccess:
+            return None, f"cannot query the CUDA {what} version ({getattr(status, 'name', status)})"
         if found == 0:
             return None, f"no CUDA {what} found"
         if found < _MIN_CUDA:
@@ -287,7 +288,7 @@ def _cuda_or_raise(what: str) -> _Cuda:
     return cuda
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _kernel_on(name: str, device_id: int) -> Any:
     from .kernels import get_kernel
 
@@ -329,7 +330,8 @@ def _device_flag(value: Any, what: str) -> tuple[Any, np.int32]:
     if value.size != 1:
         raise ValueError(f"{what} must hold exactly one element, got {_describe(value)}")
     if value.device.id != cupy.cuda.Device().id:
-        raise CaptureError(f"{what} is on device {value.device.id} but the capture runs on device {cupy.cuda.Device().id}")
+        raise CaptureError(
+            f"{what} is on device {value.device.id} but the capture runs on device {cupy.cuda.Device().id}")
     kind = _flag_kind(value.dtype)
     if kind is None:  # float16, complex: compare on the device first
         value, kind = value != 0, 1
@@ -344,7 +346,7 @@ class _RefuseBreaks:
     def __init__(self, what: str):
         self.what = what
 
-    def break_at(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    def break_at(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         name = getattr(fn, "__qualname__", repr(fn))
         raise CaptureError(f"graph_break {name}() inside a {self.what} body: a conditional body cannot run "
                            "ops eagerly between pieces; move it out of the loop or use FULL mode")

@@ -10,7 +10,8 @@ import argparse
 import dataclasses
 import statistics
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import numpy as np
 
@@ -99,7 +100,7 @@ def build_workload(backend: str = "auto", config_path: Optional[str] = None, cal
     else:
         eager = heat_numpy
         inputs = [rng.random((n, GRID, GRID), dtype=np.float32) for n in sizes]
-        sync = lambda: None  # noqa: E731
+        sync = lambda: None
         banner = (f"No GPU here ({reason}): running the NumPy pipeline on the host backend; "
                   "timings are host timings, not GPU timings.")
     return Workload(eager, jit(eager, config=config), inputs, sync, banner)
@@ -126,7 +127,7 @@ def main(args: Optional[argparse.Namespace] = None) -> int:
     sizes = [x.shape[0] for x in xs]
     rows = [
         ("backend", graphed.backend.name),
-        ("calls (batch 1..%d)" % max(sizes), str(len(xs))),
+        (f"calls (batch 1..{max(sizes)})", str(len(xs))),
         ("eager per call (median)", f"{eager_t * 1e6:.1f} us"),
         ("graphed per call (median)", f"{graph_t * 1e6:.1f} us"),
         ("speedup", f"{eager_t / graph_t:.2f}x"),

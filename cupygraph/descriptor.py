@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 from .config import CUDAGraphMode
 from .sizes import check_positive_int, default_capture_sizes, normalise_sizes
@@ -34,7 +35,7 @@ class BatchDescriptor:
         if not isinstance(self.uniform_decode, bool):
             raise TypeError(f"uniform_decode must be a bool, got {self.uniform_decode!r}")
 
-    def relaxed(self) -> "BatchDescriptor":
+    def relaxed(self) -> BatchDescriptor:
         """The same batch without the request count and uniformity: the key a general graph serves."""
         return dataclasses.replace(self, num_reqs=None, uniform_decode=False)
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from typing import Any, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 from .config import CUDAGraphConfig, CUDAGraphMode
 from .descriptor import BatchDescriptor
 from .policy import DefaultDispatchPolicy, DispatchPolicy
 from .stats import CUDAGraphStats, DispatchStats
+
+if TYPE_CHECKING:
+    from .registry import CUDAGraphRegistry
 
 logger = logging.getLogger("cupygraph")
 
@@ -25,7 +29,7 @@ class RegisteredGraph:
     """A graph handed to ``register_graph``: the executable and the input addresses it reads."""
 
     graph: Any
-    input_ptrs: tuple
+    input_ptrs: tuple[int, ...]
 
 
 class CudagraphDispatcher:
@@ -51,7 +55,7 @@ class CudagraphDispatcher:
         self,
         config: Optional[CUDAGraphConfig] = None,
         policy: Optional[DispatchPolicy] = None,
-        registry: Any = None,
+        registry: Optional[CUDAGraphRegistry] = None,
     ):
         self.config = config if config is not None else CUDAGraphConfig()
         self.policy = policy if policy is not None else DefaultDispatchPolicy.from_config(self.config)
@@ -72,7 +76,7 @@ class CudagraphDispatcher:
     # -- keys ----------------------------------------------------------------------------------
 
     @property
-    def registry(self):
+    def registry(self) -> CUDAGraphRegistry:
         """The ``CUDAGraphRegistry`` (created from the config on first use)."""
         with self._lock:
             if self._registry is None:
@@ -90,7 +94,7 @@ class CudagraphDispatcher:
 
     def _seq_axes(self) -> list[Optional[int]]:
         buckets = self.config.seq_len_buckets
-        return [None] + list(buckets) if buckets else [None]
+        return [None, *buckets] if buckets else [None]
 
     def initialize_cudagraph_keys(self, cudagraph_mode: CUDAGraphMode, uniform_decode_query_len: int) -> None:
         """Add the keys ``cudagraph_mode`` captures, for every capture size (and seq_len bucket).
@@ -249,7 +253,7 @@ class CudagraphDispatcher:
             registered = self._graphs.get(key)
             return registered.graph if registered is not None else self._registry_entry(key)
 
-    def get_input_ptrs(self, key: BatchDescriptor) -> Optional[tuple]:
+    def get_input_ptrs(self, key: BatchDescriptor) -> Optional[tuple[int, ...]]:
         with self._lock:
             registered = self._graphs.get(key)
             return None if registered is None else registered.input_ptrs
@@ -308,7 +312,7 @@ class CompositeDecision:
     dispatcher_name: Optional[str]
     asked: tuple[str, ...] = ()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter((self.mode, self.descriptor, self.dispatcher_name))
 
 

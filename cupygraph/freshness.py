@@ -19,10 +19,12 @@ not a stale read on the host side). Copy-mode outputs are owned by the caller an
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from .errors import StaleOutputError
 from .pytree import flatten, unflatten
@@ -41,7 +43,7 @@ class ViewEpoch:
 
 
 class _Issued:
-    __slots__ = ("ref", "epoch", "written", "label")
+    __slots__ = ("epoch", "label", "ref", "written")
 
     def __init__(self, ref: Any, epoch: ViewEpoch, written: int, label: str):
         self.ref, self.epoch, self.written, self.label = ref, epoch, written, label
@@ -52,7 +54,7 @@ class _Issued:
 # references are held strongly in a bounded table instead (the oldest are forgotten: unknown,
 # never reported stale).
 _issued: dict[int, _Issued] = {}
-_strong: "OrderedDict[int, Any]" = OrderedDict()
+_strong: OrderedDict[int, Any] = OrderedDict()
 _STRONG_LIMIT = 4096
 _lock = threading.Lock()
 
@@ -73,8 +75,9 @@ def issue(outputs: Any, epoch: ViewEpoch, is_array: Callable[[Any], bool], name:
             leaf = leaf.view()
             key = id(leaf)
             label = f"output {i} of {name}()" if len(leaves) > 1 else f"the output of {name}()"
+            ref: Optional[weakref.ref[Any]]
             try:
-                ref = weakref.ref(leaf, lambda r, key=key: _forget(key, r))
+                ref = weakref.ref(leaf, functools.partial(_forget, key))
             except TypeError:
                 ref = None
             with _lock:

@@ -18,7 +18,7 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def describe(graphed: "GraphedFunction") -> str:
+def describe(graphed: GraphedFunction) -> str:
     """Graphs held per mode and size (bytes, replays), hit rate and fallbacks by reason."""
     stats = graphed.stats()
     entries = sorted(graphed.registry.entries(), key=lambda e: (e.key.mode.name, e.key.descriptor.num_tokens))
@@ -49,7 +49,7 @@ def describe(graphed: "GraphedFunction") -> str:
     return "\n".join(parts)
 
 
-def to_dot(graphed: "GraphedFunction", size: Optional[int] = None) -> str:
+def to_dot(graphed: GraphedFunction, size: Optional[int] = None) -> str:
     """The captured graph for the batch ``size`` (padded; default: the largest held) as DOT text."""
     entries = graphed.registry.entries()
     if not entries:

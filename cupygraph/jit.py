@@ -4,27 +4,27 @@ from __future__ import annotations
 
 import functools
 import logging
-
-import numpy as np
 import os
 import sys
-import threading
 import weakref
-from typing import Any, Callable, Optional, Sequence, TypeVar, Union, overload
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, TypeVar, Union, overload
+
+import numpy as np
 
 from .config import CUDAGraphConfig, CUDAGraphMode, default_config, graphs_disabled_by_env
 from .descriptor import BatchDescriptor
 from .dispatcher import CudagraphDispatcher
 from .errors import CaptureError, InputMismatchError, StaleOutputError
-from .freshness import issue, stale_reason
 from .explain import configure_logging, explain_new_key
+from .freshness import issue, stale_reason
 from .registry import CUDAGraphEntry, CUDAGraphRegistry, GraphKey
 from .stats import CUDAGraphStats
 
 logger = logging.getLogger("cupygraph")
 
 F = TypeVar("F", bound=Callable[..., Any])
-ConfigLike = Union[CUDAGraphConfig, dict, str, "os.PathLike[str]", None]
+ConfigLike = Union[CUDAGraphConfig, dict[str, Any], str, "os.PathLike[str]", None]
 
 
 def resolve_config(config: ConfigLike) -> CUDAGraphConfig:
@@ -61,18 +61,18 @@ def _describe(value: Any) -> str:
     return f"{dtype}{list(shape)} of type {kind}" if shape is not None and dtype is not None else kind
 
 
-_LIVE: "weakref.WeakSet[GraphedFunction]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[GraphedFunction] = weakref.WeakSet()
 
 
-_CREATION_HOOKS: list[Callable[["GraphedFunction"], None]] = []
+_CREATION_HOOKS: list[Callable[[GraphedFunction], None]] = []
 
 
-def live_functions() -> list["GraphedFunction"]:
+def live_functions() -> list[GraphedFunction]:
     """Every jitted function alive in this process (for inspection, the pytest plugin and the CLI)."""
     return list(_LIVE)
 
 
-def on_creation(hook: Callable[["GraphedFunction"], None]) -> Callable[[], None]:
+def on_creation(hook: Callable[[GraphedFunction], None]) -> Callable[[], None]:
     """Call ``hook(fn)`` for every jitted function created from now on; returns an unsubscribe."""
     _CREATION_HOOKS.append(hook)
     return lambda: _CREATION_HOOKS.remove(hook)
@@ -81,16 +81,16 @@ def on_creation(hook: Callable[["GraphedFunction"], None]) -> Callable[[], None]
 class _ArraySpec:
     """Shape and dtype of an argument seen earlier (``warmup`` makes a placeholder from it)."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("dtype", "shape")
 
-    def __init__(self, shape: tuple, dtype: Any):
+    def __init__(self, shape: tuple[int, ...], dtype: Any):
         self.shape, self.dtype = tuple(shape), dtype
 
 
 class _Plan:
     """How a call signature maps onto an entry: which arguments are copied in and how."""
 
-    __slots__ = ("entry", "mode_name", "batched", "whole")
+    __slots__ = ("batched", "entry", "mode_name", "whole")
 
     def __init__(self, entry: CUDAGraphEntry, mode_name: str, batched: tuple[int, ...], whole: tuple[int, ...]):
         self.entry, self.mode_name, self.batched, self.whole = entry, mode_name, batched, whole
@@ -130,7 +130,7 @@ class GraphedFunction:
         out_batched: Any = None,
         registry: Optional[CUDAGraphRegistry] = None,
         dispatcher: Optional[CudagraphDispatcher] = None,
-        namespace: tuple = (),
+        namespace: tuple[Any, ...] = (),
     ):
         if not callable(fn):
             raise TypeError(f"jit needs a callable, got {type(fn).__name__}")
@@ -159,11 +159,11 @@ class GraphedFunction:
         self._namespace = namespace
         self._array_type = self.backend.array_type
         self._const = frozenset(self.constant_argnums)
-        self._fast: dict[tuple, _Plan] = {}
+        self._fast: dict[tuple[Any, ...], _Plan] = {}
         self._generation = self.registry.generation
         self._failed: dict[GraphKey, str] = {}
-        self._constants_seen: dict[tuple, tuple] = {}
-        self._template: Optional[tuple[tuple, dict]] = None
+        self._constants_seen: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._template: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = None
         if self.config.debug:
             configure_logging("debug")
         _LIVE.add(self)
@@ -172,7 +172,7 @@ class GraphedFunction:
 
     # -- the hot path ------------------------------------------------------------------------------
 
-    def _fast_key(self, args: tuple) -> tuple:
+    def _fast_key(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         if len(args) == 1 and not self._const:
             (a,) = args  # the common case, kept cheap: one batched array
             return ((a.shape, a.dtype),) if isinstance(a, self._array_type) else ((type(a), a),)
@@ -186,7 +186,7 @@ class GraphedFunction:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        fast_key: Optional[tuple] = None
+        fast_key: Optional[tuple[Any, ...]] = None
         if not kwargs:
             try:
                 fast_key = self._fast_key(args)
@@ -206,7 +206,9 @@ class GraphedFunction:
 
     # -- everything else ---------------------------------------------------------------------------
 
-    def _classify(self, args: tuple, kwargs: dict) -> tuple[tuple[int, ...], tuple[int, ...], tuple]:
+    def _classify(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[Any, ...]]:
         """Check every argument; return (batched, copied-whole, signature)."""
         backend = self.backend
         for i in self.batch_argnums + self.constant_argnums:
@@ -215,7 +217,8 @@ class GraphedFunction:
                     f"{self.__name__}() got {len(args)} positional arguments but argument {i} is declared "
                     f"in batch_argnums/constant_argnums"
                 )
-        whole, signature = [], []
+        whole: list[int] = []
+        signature: list[tuple[Any, ...]] = []
         for i, arg in enumerate(args):
             if backend.is_array(arg):
                 if i in self.static_argnums:
@@ -274,7 +277,7 @@ class GraphedFunction:
             signature.append(("kwargs", tuple(sorted((k, type(v), v) for k, v in kwargs.items()))))
         return self.batch_argnums, tuple(whole), self._namespace + tuple(signature)
 
-    def _rows(self, args: tuple, batched: tuple[int, ...]) -> int:
+    def _rows(self, args: tuple[Any, ...], batched: tuple[int, ...]) -> int:
         rows = None
         for i in batched:
             n = args[i].shape[0]
@@ -287,7 +290,7 @@ class GraphedFunction:
                 )
         return 0 if rows is None else rows
 
-    def _descriptor(self, args: tuple, rows: int) -> BatchDescriptor:
+    def _descriptor(self, args: tuple[Any, ...], rows: int) -> BatchDescriptor:
         if self.descriptor_fn is None:
             return BatchDescriptor(rows)
         desc = self.descriptor_fn(*args)
@@ -301,13 +304,14 @@ class GraphedFunction:
             )
         return desc
 
-    def _eager(self, args: tuple, kwargs: dict, reason: str, mode: str = "NONE") -> Any:
+    def _eager(self, args: tuple[Any, ...], kwargs: dict[str, Any], reason: str, mode: str = "NONE") -> Any:
         self.registry.stats().record_fallback(reason, mode)
         logger.debug("%s runs eagerly: %s", self.__name__, reason)
         return self._fn(*args, **kwargs)
 
     def _resolve(
-        self, args: tuple, kwargs: dict, *, force: bool = False, descriptor: Optional[BatchDescriptor] = None
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], *, force: bool = False,
+        descriptor: Optional[BatchDescriptor] = None,
     ) -> tuple[Optional[_Plan], str, bool]:
         """Find or capture the entry for this call; (None, reason, False) when it must run eagerly."""
         batched, whole, signature = self._classify(args, kwargs)
@@ -372,7 +376,8 @@ class GraphedFunction:
         self._constants_seen[rest] = consts
 
     def _call_slow(
-        self, args: tuple, kwargs: dict, fast_key: Optional[tuple], descriptor: Optional[BatchDescriptor] = None
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], fast_key: Optional[tuple[Any, ...]],
+        descriptor: Optional[BatchDescriptor] = None,
     ) -> Any:
         registry = self.registry
         debug = self.config.debug
@@ -403,14 +408,14 @@ class GraphedFunction:
                 return out
         return self._eager(args, kwargs, reason)
 
-    def _check_arguments_fresh(self, args: tuple) -> None:
+    def _check_arguments_fresh(self, args: tuple[Any, ...]) -> None:
         """Debug mode: an argument that is a view output rewritten since it was returned is an error."""
         for i, arg in enumerate(args):
             reason = stale_reason(arg)
             if reason is not None:
                 raise StaleOutputError(f"argument {i} of {self.__name__}(): {reason}")
 
-    def _remember(self, args: tuple, plan: _Plan) -> tuple:
+    def _remember(self, args: tuple[Any, ...], plan: _Plan) -> tuple[Any, ...]:
         """The call's arguments for a later ``warmup()``, without holding the caller's data:
         copied arrays become (shape, dtype) specs; constants (captured by address) are kept."""
         copied = set(plan.batched) | set(plan.whole)
@@ -424,6 +429,7 @@ class GraphedFunction:
         The arrays in ``example_args`` (or, when none are given, the last call's) give the
         signature; their batched arguments are resized to each capture size.
         """
+        template_kwargs: dict[str, Any]
         if example_args:
             template_args, template_kwargs = example_args, {}
         elif self._template is not None:
@@ -440,7 +446,7 @@ class GraphedFunction:
                         for a in template_args]
                 for i in self.batch_argnums:
                     like = template_args[i]
-                    args[i] = xp.full((size,) + tuple(like.shape[1:]), self.config.pad_value, dtype=like.dtype)
+                    args[i] = xp.full((size, *like.shape[1:]), self.config.pad_value, dtype=like.dtype)
                 plan, reason, captured = self._resolve(tuple(args), template_kwargs, force=True)
                 count += captured
                 if plan is None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
 
-from .config import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
+from .config import CUDAGraphMode, graphs_disabled_by_env
 from .descriptor import BatchDescriptor
 from .dispatcher import CudagraphDispatcher
 from .errors import CupyGraphError, InputMismatchError
@@ -130,7 +131,8 @@ class CUDAGraphManager:
             outs = result if isinstance(result, (tuple, list)) else (result,)
             got = [tuple(o.shape) for o in outs]
             if got != [tuple(s) for s in output_shapes]:
-                raise InputMismatchError(f"execute_fn returned shapes {got}, expected {list(map(tuple, output_shapes))}")
+                raise InputMismatchError(
+                    f"execute_fn returned shapes {got}, expected {list(map(tuple, output_shapes))}")
         return result
 
     def _graphed(self, fn: Callable[..., Any], n_inputs: int) -> GraphedFunction:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Callable, Optional, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any, Optional, Protocol, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -20,7 +21,7 @@ _local = threading.local()
 class BreakRecorder(Protocol):
     """What a backend's PIECEWISE capture installs while it records (one per capturing thread)."""
 
-    def break_at(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    def break_at(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """End the current piece, record ``fn`` as an eager step, start the next piece."""
 
 
@@ -61,5 +62,7 @@ def graph_break(fn: F) -> F:
             return fn(*args, **kwargs)
         return recorder.break_at(fn, args, kwargs)
 
+    # A marker attribute on a function object, and functools.wraps keeps fn's signature: neither is
+    # expressible to the type checker.
     wrapper.__cupygraph_graph_break__ = True  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]

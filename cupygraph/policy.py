@@ -13,7 +13,8 @@ import statistics
 import threading
 from abc import ABC, abstractmethod
 from collections import deque
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any, Optional
 
 from .config import CUDAGraphConfig, CUDAGraphMode
 from .descriptor import BatchDescriptor
@@ -66,7 +67,7 @@ class DefaultDispatchPolicy(DispatchPolicy):
         self.prefer_piecewise = bool(prefer_piecewise)
 
     @classmethod
-    def from_config(cls, config: CUDAGraphConfig, **kwargs: Any) -> "DefaultDispatchPolicy":
+    def from_config(cls, config: CUDAGraphConfig, **kwargs: Any) -> DefaultDispatchPolicy:
         """The policy the config's ``min/max_tokens_for_graph`` and ``prefer_piecewise`` describe."""
         return cls(
             min_tokens_for_graph=config.min_tokens_for_graph,
@@ -132,7 +133,7 @@ class AdaptiveDispatchPolicy(DefaultDispatchPolicy):
         self.min_samples = check_positive_int(min_samples, "min_samples")
         if min_samples > history_size:
             raise ValueError(f"min_samples={min_samples} can never be reached with history_size={history_size}")
-        self._history: dict[BatchDescriptor, dict[CUDAGraphMode, deque]] = {}
+        self._history: dict[BatchDescriptor, dict[CUDAGraphMode, deque[float]]] = {}
         self._lock = threading.Lock()
 
     def record(self, key: BatchDescriptor, mode: CUDAGraphMode, latency: float) -> None:

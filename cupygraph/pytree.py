@@ -6,7 +6,8 @@ leaves (device arrays) alive until the garbage collector runs.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 
 def _walk(node: Any, is_leaf: Callable[[Any], bool], leaves: list[Any]) -> Any:

@@ -8,7 +8,8 @@ import threading
 import time
 import traceback
 from collections import Counter, OrderedDict
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
 
 from .backends import select_backend
 from .backends.base import Backend, Recording
@@ -32,7 +33,7 @@ class GraphKey:
 
     descriptor: BatchDescriptor
     mode: CUDAGraphMode = CUDAGraphMode.FULL
-    signature: tuple = ()
+    signature: tuple[Any, ...] = ()
 
 
 class InputArena:
@@ -147,7 +148,7 @@ class CUDAGraphEntry:
             raise InputMismatchError(
                 f"graph for {self.key.descriptor} takes {len(self.static_inputs)} batched inputs, got {len(inputs)}"
             )
-        rows = None
+        rows: Optional[int] = None
         for i, (buf, src) in enumerate(zip(self.static_inputs, inputs)):
             if not self.backend.is_array(src):
                 raise InputMismatchError(
@@ -272,7 +273,7 @@ def _same_bytes(xp: Any, a: Any, b: Any) -> bool:
     return bool(xp.array_equal(a.reshape(-1).view(xp.uint8), b.reshape(-1).view(xp.uint8)))
 
 
-def _drop_frame_locals(err: BaseException) -> None:
+def _drop_frame_locals(err: Optional[BaseException]) -> None:
     """Clear the locals of the finished frames in ``err``'s tracebacks (and its causes')."""
     seen: set[int] = set()
     while err is not None and id(err) not in seen:
@@ -308,13 +309,13 @@ class CUDAGraphRegistry:
     def __init__(self, config: Optional[CUDAGraphConfig] = None, backend: Optional[Backend] = None):
         self.config = config if config is not None else CUDAGraphConfig()
         self.backend = backend if backend is not None else select_backend(self.config.backend)
-        self._entries: "OrderedDict[GraphKey, CUDAGraphEntry]" = OrderedDict()
-        self._seen: Counter = Counter()
+        self._entries: OrderedDict[GraphKey, CUDAGraphEntry] = OrderedDict()
+        self._seen: Counter[GraphKey] = Counter()
         self._lock = threading.RLock()
         self.exec_lock = threading.RLock()
         """Held while a graph of this family is loaded and launched, or captured: the family's
         graphs share static inputs and pool scratch, so their host-side sequences must not interleave."""
-        self._arenas: dict[tuple, InputArena] = {}
+        self._arenas: dict[tuple[Any, ...], InputArena] = {}
         self._stats = CUDAGraphStats()
         self.generation = 0
         """Bumped whenever an entry leaves, so front doors know their cached lookups went stale."""
@@ -392,14 +393,14 @@ class CUDAGraphRegistry:
             arena = self._arenas[key.signature] = InputArena()
         arena.state = None  # the buffers are rewritten below, padding included
         call_args, static_inputs, whole_inputs = list(args), [], []
-        watched: list = []
-        snapshots: list = []
+        watched: list[tuple[int, Any]] = []
+        snapshots: list[Any] = []
         recording = None
         try:
             try:
                 for index in batched:
                     src = args[index]
-                    buf = arena.view(backend, index, (padded,) + tuple(src.shape[1:]), src.dtype)
+                    buf = arena.view(backend, index, (padded, *src.shape[1:]), src.dtype)
                     backend.copy_rows(buf, src)
                     if src.shape[0] < padded:
                         backend.fill_rows(buf, src.shape[0], self.config.pad_value)
@@ -533,7 +534,7 @@ class CUDAGraphRegistry:
         self._release_if_empty()
         return True
 
-    def _drop_unused_arena(self, signature: tuple) -> None:
+    def _drop_unused_arena(self, signature: tuple[Any, ...]) -> None:
         """Let go of static buffers no held graph reads: a signature's whole arena when none of its
         graphs is left (each new shape makes one), else a larger buffer whose graph was evicted."""
         with self._lock:
@@ -578,7 +579,7 @@ class CUDAGraphRegistry:
 
     def make_key(
         self, batch_size: int, seq_len: Optional[int] = None, mode: CUDAGraphMode = CUDAGraphMode.FULL,
-        signature: tuple = (),
+        signature: tuple[Any, ...] = (),
     ) -> Optional[GraphKey]:
         """The key a batch of this size lands on after padding, or None when it would run eagerly."""
         padded = self.config.get_padded_batch_size(batch_size)
@@ -598,7 +599,7 @@ class CUDAGraphRegistry:
         inputs: Optional[Sequence[Any]] = None,
         dtype: Any = "float32",
         mode: CUDAGraphMode = CUDAGraphMode.FULL,
-        signature: tuple = (),
+        signature: tuple[Any, ...] = (),
     ) -> CUDAGraphEntry:
         """Capture ``capture_fn(*inputs)`` for a batch of ``batch_size`` rows.
 
@@ -629,12 +630,12 @@ class CUDAGraphRegistry:
         return entry
 
     def get(self, batch_size: int, seq_len: Optional[int] = None, *, mode: CUDAGraphMode = CUDAGraphMode.FULL,
-            signature: tuple = ()) -> Optional[CUDAGraphEntry]:
+            signature: tuple[Any, ...] = ()) -> Optional[CUDAGraphEntry]:
         key = self.make_key(batch_size, seq_len, mode, signature)
         return None if key is None else self.lookup(key)
 
     def has(self, batch_size: int, seq_len: Optional[int] = None, *, mode: CUDAGraphMode = CUDAGraphMode.FULL,
-            signature: tuple = ()) -> bool:
+            signature: tuple[Any, ...] = ()) -> bool:
         """Whether a graph for this batch is held (a query: it does not count as a use)."""
         key = self.make_key(batch_size, seq_len, mode, signature)
         with self._lock:
@@ -646,7 +647,7 @@ class CUDAGraphRegistry:
             return any(k.descriptor == descriptor and k.mode is mode for k in self._entries)
 
     def remove(self, batch_size: int, seq_len: Optional[int] = None, *, mode: CUDAGraphMode = CUDAGraphMode.FULL,
-               signature: tuple = ()) -> bool:
+               signature: tuple[Any, ...] = ()) -> bool:
         """Drop the graph a batch of this size would use; True when one was held."""
         key = self.make_key(batch_size, seq_len, mode, signature)
         return key is not None and self._remove_entry(key, "removed by remove()")
@@ -683,7 +684,7 @@ class CUDAGraphRegistry:
     def get_hot_shapes(self, top_k: int = 10) -> list[tuple[BatchDescriptor, int]]:
         """The ``top_k`` most used descriptors: eager sightings plus replays (evicted ones too)."""
         with self._lock:
-            merged: Counter = Counter()
+            merged: Counter[BatchDescriptor] = Counter()
             for key, count in self._seen.items():
                 merged[key.descriptor] += count
             for key, entry in self._entries.items():

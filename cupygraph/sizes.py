@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import bisect
-from typing import Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Optional
 
 
 def check_positive_int(value: Any, name: str) -> int:
@@ -22,7 +23,7 @@ def default_capture_sizes(max_capture_size: int) -> list[int]:
     batch by a few rows costs little.
     """
     check_positive_int(max_capture_size, "max_capture_size")
-    sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, max_capture_size + 1, 16))
+    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, max_capture_size + 1, 16)]
     return [s for s in sizes if s <= max_capture_size]
 
 

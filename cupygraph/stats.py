@@ -23,12 +23,12 @@ class CUDAGraphStats:
     evictions: int = 0
     capture_failures: int = 0
     capture_time_s: float = 0.0
-    evictions_by_reason: Counter = dataclasses.field(default_factory=Counter)
-    fallbacks_by_reason: Counter = dataclasses.field(default_factory=Counter)
-    captures_by_mode: Counter = dataclasses.field(default_factory=Counter)
-    replays_by_mode: Counter = dataclasses.field(default_factory=Counter)
-    fallbacks_by_mode: Counter = dataclasses.field(default_factory=Counter)
-    recaptures_by_reason: Counter = dataclasses.field(default_factory=Counter)
+    evictions_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
+    fallbacks_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
+    captures_by_mode: Counter[str] = dataclasses.field(default_factory=Counter)
+    replays_by_mode: Counter[str] = dataclasses.field(default_factory=Counter)
+    fallbacks_by_mode: Counter[str] = dataclasses.field(default_factory=Counter)
+    recaptures_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -91,7 +91,8 @@ class CUDAGraphStats:
         with self._lock:
             for field in dataclasses.fields(self):
                 if field.name != "_lock":
-                    default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default  # type: ignore[misc]
+                    factory = field.default_factory
+                    default = factory() if factory is not dataclasses.MISSING else field.default
                     setattr(self, field.name, default)
 
     def to_dict(self) -> dict[str, Any]:

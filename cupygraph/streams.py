@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
 
 from .config import CUDAGraphConfig
 from .dispatcher import CudagraphDispatcher
@@ -81,7 +82,7 @@ class StreamDispatcher(CudagraphDispatcher):
     def __call__(self, *args: Any) -> Any:
         return self.run_batch([args])[0]
 
-    def stats(self) -> dict[str, Any]:  # type: ignore[override]
+    def stats(self) -> dict[str, Any]:
         merged = super().stats()
         merged["streams"] = [runner.stats().to_dict() for runner in self.runners]
         return merged

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import gc
 import os
-from typing import Any, Callable, Iterator, Optional, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Optional
 
 import numpy as np
 import pytest
@@ -77,7 +78,7 @@ def _xp_of(array: Any) -> Any:
 
 def _random_like(array: Any, rows: Optional[int], rng: np.random.Generator) -> Any:
     """Fresh random data (never zeros) shaped like ``array``, with ``rows`` rows when given."""
-    shape = tuple(array.shape) if rows is None else (rows,) + tuple(array.shape[1:])
+    shape = tuple(array.shape) if rows is None else (rows, *array.shape[1:])
     dtype = np.dtype(array.dtype)
     if dtype.kind == "f" or dtype.kind == "c":
         host = rng.standard_normal(shape).astype(dtype)
@@ -146,13 +147,14 @@ def assert_graph_matches_eager(
     for size in chosen:
         for attempt in ("capture", "replay"):
             call = [
-                _random_like(a, size if i in batch_argnums else None, rng) if hasattr(a, "shape") and hasattr(a, "dtype")
-                else a
+                _random_like(a, size if i in batch_argnums else None, rng)
+                if hasattr(a, "shape") and hasattr(a, "dtype") else a
                 for i, a in enumerate(args)
             ]
             if attempt == "replay":
                 _poison(graphed)
-            _compare(graphed(*call), fn(*call), rtol, atol, f"{getattr(fn, '__name__', 'fn')} at batch {size} ({attempt})")
+            where = f"{getattr(fn, '__name__', 'fn')} at batch {size} ({attempt})"
+            _compare(graphed(*call), fn(*call), rtol, atol, where)
     reasons = graphed.stats().fallbacks_by_reason
     if reasons:
         pytest.fail(f"{getattr(fn, '__name__', 'fn')} ran eagerly instead of replaying: {dict(reasons)}")
@@ -250,4 +252,4 @@ def cupygraph_leak_check() -> Iterator[None]:
         pytest.fail(f"cupygraph leak check: CuPy's default pool holds {grown} more bytes than before the test")
 
 
-__all__ = ["assert_capturable", "assert_graph_matches_eager", "cupygraph_leak_check", "graph_stats", "GraphStats"]
+__all__ = ["GraphStats", "assert_capturable", "assert_graph_matches_eager", "cupygraph_leak_check", "graph_stats"]

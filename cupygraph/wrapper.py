@@ -7,7 +7,8 @@ import logging
 import threading
 import time
 from collections import Counter, OrderedDict
-from typing import Any, Callable, Iterable, Optional, Union
+from collections.abc import Callable, Iterable
+from typing import Any, Optional, Union
 
 from .backends import Backend, select_backend
 from .config import CUDAGraphMode
@@ -68,7 +69,7 @@ class CUDAGraphWrapper:
         self.options = options or CUDAGraphOptions()
         self.max_cached_graphs = max_cached_graphs
         self.backend = backend or select_backend("auto")
-        self._entries: "OrderedDict[BatchDescriptor, CUDAGraphEntry]" = OrderedDict()
+        self._entries: OrderedDict[BatchDescriptor, CUDAGraphEntry] = OrderedDict()
         self._stats = CUDAGraphStats()
         self._lock = threading.RLock()
 
@@ -99,7 +100,7 @@ class CUDAGraphWrapper:
     def _log(self, message: str, *args: Any) -> None:
         logger.log(logging.INFO if self.options.debug_log_enable else logging.DEBUG, message, *args)
 
-    def _capture(self, descriptor: BatchDescriptor, args: tuple, kwargs: dict) -> Any:
+    def _capture(self, descriptor: BatchDescriptor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         start = time.perf_counter()
         recording = self.backend.capture(
             self.runnable, args, kwargs, num_warmups=0, capture_mode="relaxed", gc_freeze=self.options.gc_disable,
@@ -136,10 +137,10 @@ class CUDAGraphWrapper:
         if not self._entries:
             self.backend.release_memory()
 
-    def _get_input_addresses(self, args: tuple) -> tuple[int, ...]:
+    def _get_input_addresses(self, args: tuple[Any, ...]) -> tuple[int, ...]:
         return tuple(self.backend.address(a) for a in args if self.backend.is_array(a))
 
-    def _check_addresses(self, entry: CUDAGraphEntry, args: tuple) -> None:
+    def _check_addresses(self, entry: CUDAGraphEntry, args: tuple[Any, ...]) -> None:
         actual = self._get_input_addresses(args)
         if actual != entry.input_addresses:
             raise InputMismatchError(
@@ -191,7 +192,7 @@ class AdaptiveCUDAGraphWrapper(CUDAGraphWrapper):
         self.min_replays_to_keep = min_replays_to_keep
         self.capture_after = capture_after
         self.memory_budget = memory_budget
-        self._seen: Counter = Counter()
+        self._seen: Counter[BatchDescriptor] = Counter()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         context = get_forward_context()

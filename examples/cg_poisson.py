@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -135,7 +135,7 @@ def _parts(total: int) -> int:
 class CupyCG:
     """The CG steps as RawKernels on one n x n grid; every scalar is a device array."""
 
-    _kernels: dict[int, dict[str, Any]] = {}  # per device: compiled once, looked up without the driver
+    _kernels: ClassVar[dict[int, dict[str, Any]]] = {}  # per device: compiled once, looked up without the driver
 
     def __init__(self, n: int):
         import cupy

@@ -9,7 +9,8 @@ runs on the host backend (same padding, same statistics; the timings are not GPU
 from __future__ import annotations
 
 import argparse
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Optional
 
 import numpy as np
 

@@ -10,7 +10,8 @@ mixed steps replay the PIECEWISE sequence, whose matmul runs eagerly between two
 from __future__ import annotations
 
 import argparse
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Optional
 
 import numpy as np
 

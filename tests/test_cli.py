@@ -69,7 +69,7 @@ def test_validate_every_bad_corpus_file_fails_cleanly(capsys):
 
 
 def test_validate_needs_a_file(capsys):
-    code, out, err = run(capsys, "validate")
+    code, _out, err = run(capsys, "validate")
     assert code == 2 and "FILE" in err
 
 
@@ -96,7 +96,7 @@ def test_show_yaml(capsys):
 
 
 def test_show_json_of_defaults(capsys):
-    code, out, err = run(capsys, "show", "--json")
+    code, out, _err = run(capsys, "show", "--json")
     assert code == 0
     view = json.loads(out)
     assert view["source"] == "<defaults>"

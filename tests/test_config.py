@@ -21,7 +21,7 @@ from cupygraph.errors import ConfigError
 
 M = CUDAGraphMode
 
-VLLM_512 = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))
+VLLM_512 = [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
 
 
 # -- defaults and capture sizes --------------------------------------------------------------------

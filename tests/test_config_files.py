@@ -58,7 +58,9 @@ def test_config_error_is_catchable_as_value_error_and_base():
 def test_multi_error_lines_point_at_each_field():
     # Regression: pydantic used to route model_validate through CUDAGraphConfig.__init__, which
     # collapsed every problem into one error at the first line of the file.
-    message = str(pytest.raises(ConfigError, load_config, BAD / "many_errors.yaml").value)
+    with pytest.raises(ConfigError) as info:
+        load_config(BAD / "many_errors.yaml")
+    message = str(info.value)
     lines = {line.split(": field ")[1].split(":")[0]: line.split(": field ")[0] for line in message.splitlines()}
     assert lines == {
         "'num_warmups'": f"{BAD / 'many_errors.yaml'}:2",

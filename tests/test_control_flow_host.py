@@ -14,8 +14,9 @@ import enum
 import importlib.util
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 import pytest
@@ -192,7 +193,7 @@ def test_cg_converges_on_numpy_and_matches_the_host_loop():
     solver = example.make_solver(config=dict(backend="host"))
     for seed in (3, 4):
         b = example.poisson_rhs(np, 48, seed=seed)
-        xj, itj, rrj = solver(b, tol, 2000)
+        xj, itj, _rrj = solver(b, tol, 2000)
         x_ref, iters_ref, _ = example.cg_host_loop(b, tol, 2000)
         assert int(itj) == iters_ref
         np.testing.assert_array_equal(xj, x_ref)
@@ -239,7 +240,8 @@ class SimRuntime(types.SimpleNamespace):
     def __init__(self):
         super().__init__(
             cudaError_t=Err,
-            cudaStreamCaptureStatus=enum.IntEnum("S", "cudaStreamCaptureStatusNone cudaStreamCaptureStatusActive", start=0),
+            cudaStreamCaptureStatus=enum.IntEnum(
+                "S", "cudaStreamCaptureStatusNone cudaStreamCaptureStatusActive", start=0),
             cudaStreamCaptureMode=enum.IntEnum("M", "cudaStreamCaptureModeRelaxed", start=2),
             cudaGraphConditionalHandleFlags=enum.IntEnum("F", "cudaGraphCondAssignDefault"),
             cudaGraphConditionalNodeType=enum.IntEnum("T", "cudaGraphCondTypeIf cudaGraphCondTypeWhile", start=0),
@@ -256,7 +258,7 @@ class SimRuntime(types.SimpleNamespace):
         self.calls.append(name)
         if name in self.fail:
             return (self.fail[name],) + (None,) * len(values)
-        return (Err.cudaSuccess,) + values
+        return (Err.cudaSuccess, *values)
 
     def cudaStream_t(self, ptr: int) -> int:
         return int(ptr)
@@ -553,7 +555,7 @@ def test_unavailable_conditional_nodes_raise_capture_error(monkeypatch):
     sim = Sim(monkeypatch)
     monkeypatch.setattr(cf, "_probe", lambda: (None, "the CUDA driver is 12.2; conditional graph nodes need 12.4"))
     sim.rt.captures[sim.s] = [Graph("top"), [], False]
-    with pytest.raises(CaptureError, match="while_loop cannot be recorded.*12.4"):
+    with pytest.raises(CaptureError, match=r"while_loop cannot be recorded.*12\.4"):
         cg.while_loop(lambda: sim.flag(lambda: True), lambda: None)
     with pytest.raises(CaptureError, match="cond cannot be recorded"):
         cg.cond(sim.flag(lambda: True), lambda: None)

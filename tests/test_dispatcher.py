@@ -377,7 +377,7 @@ def test_composite_asks_by_descending_priority():
     decision = composite.dispatch(BatchDescriptor(3))
     assert isinstance(decision, CompositeDecision)
     assert (decision.mode, decision.descriptor, decision.dispatcher_name) == (FULL, BatchDescriptor(4), "full")
-    mode, descriptor, name = decision
+    _mode, _descriptor, name = decision
     assert name == "full" and decision.asked == ("full",)
 
 

@@ -62,14 +62,14 @@ def test_2_constant_arguments_are_captured_by_address():
 
 
 def test_3_leading_axis_equal_to_the_padded_batch_means_batched():
-    fn = lambda x: (x.sum(axis=0), x + 1)  # noqa: E731
+    fn = lambda x: (x.sum(axis=0), x + 1)
     x = np.ones((5, 8))  # padded to 8: the column sums are 8 long too
     assert cg.jit(fn, config=HOST)(x)[0].shape == (5,)  # wrongly cut
     assert cg.jit(fn, config=HOST, out_batched=(False, True))(x)[0].shape == (8,)
 
 
 def test_4_padding_rows_take_part_in_row_mixing():
-    fn = lambda x: x - x.mean(axis=0)  # noqa: E731 - the mean sees the padding rows
+    fn = lambda x: x - x.mean(axis=0)  # the mean sees the padding rows
     x = np.arange(6.0).reshape(3, 2)
     graphed = cg.jit(fn, config=dict(HOST, pad_value=0))(x)
     assert not np.allclose(graphed, fn(x))  # padded to 4 rows: the mean divides by 4

@@ -227,7 +227,7 @@ def test_keyword_arguments():
 
 def test_array_in_static_argnums_is_an_error():
     f = jit(lambda x, w: x * w, config=host(), static_argnums=(1,))
-    with pytest.raises(InputMismatchError, match="argument 1 .* is an array but is in static_argnums"):
+    with pytest.raises(InputMismatchError, match=r"argument 1 .* is an array but is in static_argnums"):
         f(rand(3), rand(1)[0])
 
 
@@ -551,7 +551,7 @@ def test_four_threads_different_sizes():
                 got = f(x)
                 if not np.array_equal(got, mix_rows(x)):
                     raise AssertionError(f"thread {t} call {i}: wrong result for {n} rows")
-        except BaseException as err:  # noqa: BLE001 - reported below
+        except BaseException as err:  # reported below
             errors.append(err)
 
     threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]

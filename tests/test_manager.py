@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import cupygraph.config
-
 from cupygraph import CUDAGraphManager, CUDAGraphMode, CupyGraphError, InputMismatchError
 
 SIZES = [1, 2, 4, 8, 16]

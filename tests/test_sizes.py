@@ -66,7 +66,7 @@ def test_default_sizes_shape(max_size):
 
 
 def test_default_sizes_for_512():
-    assert default_capture_sizes(512) == [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))
+    assert default_capture_sizes(512) == [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
     assert len(default_capture_sizes(512)) == 51
 
 

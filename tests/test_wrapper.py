@@ -68,7 +68,7 @@ def test_other_mode_calls_directly(context_mode):
 
 
 def test_full_context_captures_then_replays_persistent_buffers():
-    wrapper, runnable = make()
+    wrapper, _runnable = make()
     x, y = rand(4), rand(4, 1)
     desc = BatchDescriptor(4)
     with cudagraph_context(FULL, desc):
@@ -158,7 +158,7 @@ def test_unwrap_and_attribute_pass_through():
     assert wrapper.hidden_size == 128
     assert wrapper.runtime_mode is FULL  # the wrapper's own attributes win
     with pytest.raises(AttributeError):
-        wrapper.no_such_attribute
+        _ = wrapper.no_such_attribute
 
 
 @pytest.mark.parametrize("mode", [NONE, CUDAGraphMode.FULL_AND_PIECEWISE, "full_decode_only"])
@@ -168,7 +168,7 @@ def test_runtime_mode_must_be_a_graph_runtime_mode(mode):
 
 
 def test_clear_drops_graphs():
-    wrapper, runnable = make()
+    wrapper, _runnable = make()
     x, y = rand(2), rand(2, 1)
     with cudagraph_context(FULL, BatchDescriptor(2)):
         wrapper(x, y)

@@ -23,8 +23,9 @@ import shlex
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -33,15 +34,22 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools import bench_report  # noqa: E402
-from tools.bench_peers import COMPETITORS, Competitor, Frameworks, peer_builders  # noqa: E402
-from tools.bench_workloads import (  # noqa: E402
-    GRID, HEAT_STEPS, SERVING_MAX_BATCH, WORKLOADS, Workload, chain_fn, piecewise_unavailable, random_inputs,
+from tools import bench_report
+from tools.bench_peers import COMPETITORS, Competitor, Frameworks, peer_builders
+from tools.bench_workloads import (
+    GRID,
+    HEAT_STEPS,
+    SERVING_MAX_BATCH,
+    WORKLOADS,
+    Workload,
+    chain_fn,
+    piecewise_unavailable,
+    random_inputs,
     serving_sizes,
 )
 
 # chain_fn is re-exported for tools/profile_hot_path.py.
-__all__ = ["BareGraph", "BarePiecewise", "Case", "chain_fn", "measure", "main"]
+__all__ = ["BareGraph", "BarePiecewise", "Case", "chain_fn", "main", "measure"]
 
 WORKLOAD_NAMES = ("chain", "stencil", "serving", "mlp", "piecewise", "capture")
 SERVING_COMPETITORS = ("cupy", "jit-copy", "jit-view", "torch", "torch-compile")
@@ -417,7 +425,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="reduced sizes and repetitions (about 2 minutes)")
     parser.add_argument("--out", type=Path, help="write every row, the environment and the settings as JSON here")
     parser.add_argument("--markdown", type=Path, help="write the Markdown tables here")
-    parser.add_argument("--plots", type=Path, metavar="DIR", help=f"write {bench_report.PLOT_FILE} (latency vs size) here")
+    parser.add_argument("--plots", type=Path, metavar="DIR",
+                        help=f"write {bench_report.PLOT_FILE} (latency vs size) here")
     parser.add_argument("--workloads", default=",".join(WORKLOAD_NAMES),
                         help=f"comma-separated subset of {','.join(WORKLOAD_NAMES)} (default: all)")
     parser.add_argument("--skip", default="", help=f"competitors to leave out, of {','.join(list(COMPETITORS)[1:])}")
@@ -431,7 +440,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
             parser.error(f"unknown workload {w!r}; choose from {', '.join(WORKLOAD_NAMES)}")
     for k in args.skip_list:
         if k not in COMPETITORS or k == "cupy":
-            parser.error(f"cannot skip {k!r}; choose from {', '.join(list(COMPETITORS)[1:])} (eager CuPy is the reference)")
+            parser.error(f"cannot skip {k!r}; choose from {', '.join(list(COMPETITORS)[1:])} "
+                         "(eager CuPy is the reference)")
     return args
 
 
@@ -447,7 +457,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"bench.py needs CuPy and a GPU: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
     env = frameworks.environment()
-    command = " ".join(["python tools/bench.py"] + [shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])])
+    cli_args = argv if argv is not None else sys.argv[1:]
+    command = " ".join(["python tools/bench.py", *(shlex.quote(a) for a in cli_args)])
     print(bench_report.header(env), flush=True)
     keys = [k for k in COMPETITORS if k not in args.skip_list]
     rows: list[dict] = []
@@ -466,7 +477,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         rows += new
         print(f"[{name}: {time.perf_counter() - start:.1f} s]", flush=True)
         for workload_name in bench_report.ordered(r["workload"] for r in new):
-            print(f"\n## {workload_name}\n" + bench_report.workload_table([r for r in new if r["workload"] == workload_name]))
+            table = bench_report.workload_table([r for r in new if r["workload"] == workload_name])
+            print(f"\n## {workload_name}\n" + table)
         if new_capture is not None:
             print("\n## capture\n" + bench_report.capture_table(new_capture))
         if not new and new_capture is None:  # skipped or failed: say why
@@ -477,8 +489,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"total {settings['total_s']:.1f} s")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(dict(environment=env, command=command, settings=settings, method=bench_report.METHOD,
-                                            results=rows, capture=capture, notes=notes), indent=2, default=str))
+        args.out.write_text(json.dumps(dict(environment=env, command=command, settings=settings,
+                                            method=bench_report.METHOD, results=rows, capture=capture, notes=notes),
+                                       indent=2, default=str))
     if args.markdown:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text(bench_report.markdown(env, rows, notes, capture, command))

@@ -25,8 +25,9 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -142,8 +143,8 @@ def run(sizes: list[int], tol: float, repeats: int) -> tuple[list[dict], dict]:
         b = ex.poisson_rhs(xp, n)
         solver = ex.make_solver(config=dict(on_capture_error="raise"))
         variants: dict[str, Callable[[], int]] = {
-            "graph_while": lambda: int(solver(b, tol, max_iters)[1]),
-            "eager": lambda: ex.cg_host_loop(b, tol, max_iters)[1],
+            "graph_while": lambda solver=solver, b=b, max_iters=max_iters: int(solver(b, tol, max_iters)[1]),
+            "eager": lambda b=b, max_iters=max_iters: ex.cg_host_loop(b, tol, max_iters)[1],
             "graph_body": _graph_body_solver(b, tol, max_iters),
         }
         b_host = b.get() if hasattr(b, "get") else b

@@ -9,8 +9,9 @@ from __future__ import annotations
 import platform
 import subprocess
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -94,14 +95,15 @@ def workload_table(rows: list[dict]) -> str:
             continue
         graph_mib = r["graph_bytes"] / 2**20 if r.get("graph_bytes") is not None else None
         lines.append(
-            f"| {size} | {r['competitor']} | {_num(r.get('latency_us'), '.1f')} | {_num(r.get('latency_iqr_us'), '.1f')} "
+            f"| {size} | {r['competitor']} | {_num(r.get('latency_us'), '.1f')} "
+            f"| {_num(r.get('latency_iqr_us'), '.1f')} "
             f"| {_num(r.get('host_issue_us'), '.1f')} | {_num(r.get('gpu_us'), '.1f')} "
             f"| {_num(r.get('ratio_to_bare_graph'), '.3f')} | {_num(r.get('speedup_over_eager'), '.2f')} "
             f"| {_num(r.get('setup_s'), '.2f')} | {_num(graph_mib, '.1f')} | {_num(r.get('max_abs_err'), '.2g')} |"
         )
     noted = [f"- {r['competitor']} at {r.get('axis', '')}={r.get('size')}: {_cell(r['note'], 400)}"
              for r in rows if r.get("note") and not r.get("error")]
-    return "\n".join(lines + ([""] + noted if noted else []))
+    return "\n".join(lines + (["", *noted] if noted else []))
 
 
 def capture_table(cap: dict) -> str:
@@ -114,7 +116,8 @@ def capture_table(cap: dict) -> str:
         f"| {cap['graphs']} | {cap['capture_all_s']:.3f} | {1e3 * cap['capture_all_s'] / max(1, cap['graphs']):.2f} "
         f"| {cap['capture_largest_s']:.3f} | {cap['pool_bytes_all'] / 2**20:.1f} "
         f"| {cap['pool_bytes_largest'] / 2**20:.1f} | {cap['memory_ratio']:.3f} "
-        f"| {'met' if cap['capture_all_s'] < 1.0 else 'missed'} / {'met' if cap['memory_ratio'] <= 1.25 else 'missed'} |",
+        f"| {'met' if cap['capture_all_s'] < 1.0 else 'missed'} "
+        f"/ {'met' if cap['memory_ratio'] <= 1.25 else 'missed'} |",
     ])
 
 

@@ -12,7 +12,8 @@ tuple. Nothing here imports CuPy, PyTorch or JAX at module level.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
@@ -88,7 +89,7 @@ class Workload:
     fusion_note = ""
     peer_rtol = 1e-5  # tolerance of PyTorch and JAX against eager CuPy (np.allclose)
     peer_atol = 1e-5
-    jit_config: dict = {}  # extra cupygraph config for this workload
+    jit_config: ClassVar[dict[str, Any]] = {}  # extra cupygraph config for this workload
 
     def sizes(self, quick: bool) -> list[int]:
         raise NotImplementedError
@@ -263,7 +264,7 @@ class Piecewise(Workload):
 
     name, axis = "piecewise", "batch"
     peer_rtol, peer_atol = 1e-3, 1e-4
-    jit_config = {"mode": "PIECEWISE"}
+    jit_config: ClassVar[dict[str, Any]] = {"mode": "PIECEWISE"}
     fusion_note = ("cupygraph replays two graphs around an eager cupy.matmul (graph_break); torch.compile "
                    "and XLA fuse each 50-kernel chain and call cuBLAS inside one graph.")
 

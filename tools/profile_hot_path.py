@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import cupy  # noqa: E402
+import cupy
 
-import cupygraph as cg  # noqa: E402
-from tools.bench import BareGraph, chain_fn  # noqa: E402
+import cupygraph as cg
+from tools.bench import BareGraph, chain_fn
 
 
 def per_op(label: str, fn, reps: int = 20000) -> None:

@@ -94,11 +94,13 @@ def _worst(values: list[int]) -> int:
 def table(figures: list[dict[str, Any]], junit: dict[str, dict[str, int]], backend: Optional[str]) -> list[dict]:
     rows = []
     for category in CATEGORIES:
-        mine = [f for f in figures if f.get("category") == category and (backend is None or f.get("backend") == backend)]
+        mine = [f for f in figures
+                if f.get("category") == category and (backend is None or f.get("backend") == backend)]
         tests = junit.get(category, {"passed": 0, "failed": 0, "skipped": 0})
         if not mine and not any(tests.values()):
             continue
-        drift = {key: _worst([int(f["drift"][key]) for f in mine if key in f.get("drift", {})]) for key, *_ in DRIFT_KEYS}
+        drift = {key: _worst([int(f["drift"][key]) for f in mine if key in f.get("drift", {})])
+                 for key, *_ in DRIFT_KEYS}
         rows.append({
             "category": category,
             # Tests that record no figure count one case each.
@@ -150,12 +152,13 @@ def device_name() -> str:
         name = props["name"]
         name = name.decode() if isinstance(name, bytes) else name
         return f"{name} (CuPy {cupy.__version__}, CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()})"
-    except Exception as err:  # noqa: BLE001 - the table still prints
+    except Exception as err:  # the table still prints
         return f"no GPU ({type(err).__name__}: {err})"
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--soak", action="store_true", help="run the long variants")
     parser.add_argument("--host", action="store_true", help="run the host variants too (not only -m gpu)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")

@@ -13,7 +13,7 @@ from .host import HostBackend
 logger = logging.getLogger("cupygraph")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gpu_unavailable_reason() -> Optional[str]:
     """None when CuPy can run kernels on a GPU here; otherwise why not, in words."""
     try:
@@ -51,9 +51,9 @@ def select_backend(name: str = "auto") -> Backend:
     return HostBackend()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _log_host_choice(reason: str) -> None:
     logger.info("backend='auto' uses the NumPy host backend: %s", reason)
 
 
-__all__ = ["Backend", "Recording", "HostBackend", "select_backend", "gpu_available", "gpu_unavailable_reason"]
+__all__ = ["Backend", "HostBackend", "Recording", "gpu_available", "gpu_unavailable_reason", "select_backend"]

@@ -7,7 +7,8 @@ memory pool, so evicting the family's last graph can hand the memory back.
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
 class Recording(abc.ABC):
@@ -39,7 +40,7 @@ class Backend(abc.ABC):
     xp: Any
     """The array module (numpy or cupy) for this backend's arrays."""
 
-    array_type: type
+    array_type: type[Any]
     """The array class this backend copies and captures (numpy.ndarray or cupy.ndarray)."""
 
     @abc.abstractmethod
@@ -91,8 +92,8 @@ class Backend(abc.ABC):
         """Bytes this family's pool holds from the device, in use or cached."""
         return 0
 
-    def release_memory(self) -> None:
+    def release_memory(self) -> None:  # noqa: B027 (optional hook: nothing to release by default)
         """Return cached pool memory; called when the family holds no graph."""
 
-    def synchronize(self) -> None:
+    def synchronize(self) -> None:  # noqa: B027 (optional hook: a synchronous backend has nothing to wait for)
         """Wait for all work this backend enqueued (tests and timing only; never on the hot path)."""

@@ -10,8 +10,9 @@ import gc
 import linecache
 import threading
 import traceback
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Optional
 
 import cupy
 
@@ -103,7 +104,7 @@ def describe_capture_failure(err: BaseException) -> Optional[str]:
 class _EagerStep:
     """A graph-break op replayed eagerly; its results land in the buffers later pieces read."""
 
-    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, static: Any):
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], static: Any):
         # Holding the arguments keeps their pool blocks from being reused while the graph lives.
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.static = static
@@ -129,10 +130,10 @@ def _shape_of(value: Any) -> str:
 class _PiecewiseRecorder:
     """Installed while a PIECEWISE capture runs: each graph break ends a piece and starts the next."""
 
-    def __init__(self, stream: Any, mode: int, steps: list):
+    def __init__(self, stream: Any, mode: int, steps: list[Any]):
         self.stream, self.mode, self.steps = stream, mode, steps
 
-    def break_at(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    def break_at(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self.steps.append(self.stream.end_capture())
         # Run the op once, uncaptured, to get results of the right shape at fixed addresses. Its
         # inputs hold no real values yet (the piece before it was only recorded): only the shapes
@@ -159,10 +160,11 @@ def _is_capturing(stream: Any) -> bool:
 class CupyRecording(Recording):
     """One graph (FULL) or a sequence of graph pieces and eager steps (PIECEWISE)."""
 
-    def __init__(self, steps: list, outputs: Any, nbytes: int):
+    def __init__(self, steps: list[Any], outputs: Any, nbytes: int):
         self.steps = steps
         self.outputs = outputs
         self.nbytes = nbytes
+        # Per instance: a single graph launches directly, without the loop over steps.
         self.launch = steps[0].launch if len(steps) == 1 else self._launch_steps  # type: ignore[method-assign]
 
     def _launch_steps(self) -> None:
@@ -183,7 +185,7 @@ class CupyRecording(Recording):
     def release(self) -> None:
         self.steps = []
         self.outputs = None
-        self.launch = self._launch_steps  # type: ignore[method-assign]
+        self.launch = self._launch_steps  # type: ignore[method-assign]  # undo __init__'s per-instance launch
 
     def to_dot(self) -> str:
         # Verbose: kernel nodes then carry their function names and launch parameters.
@@ -262,7 +264,7 @@ class CupyBackend(Backend):
         with cupy.cuda.Device(self.device_id), cupy.cuda.using_allocator(self.pool.malloc):
             return cupy.empty(shape, dtype=dtype)
 
-    def order_after_last_use(self) -> int:
+    def order_after_last_use(self) -> Any:
         stream = cupy.cuda.get_current_stream()
         last = self._last_stream
         if last is not stream:
@@ -301,7 +303,10 @@ class CupyBackend(Backend):
             return out
         return array.copy()
 
-    def capture(self, fn, args, kwargs, *, num_warmups, capture_mode, gc_freeze, piecewise=False):  # type: ignore[override]
+    def capture(
+        self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
+        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False,
+    ) -> CupyRecording:
         mode = _CAPTURE_MODES[capture_mode]
         caller = cupy.cuda.get_current_stream()
         stream = self._capture_stream
@@ -343,9 +348,9 @@ class CupyBackend(Backend):
         return unflatten(spec, detached)
 
     def _record(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
-                stream: Any, mode: int, gc_freeze: bool, piecewise: bool) -> tuple[list, Any]:
+                stream: Any, mode: int, gc_freeze: bool, piecewise: bool) -> tuple[list[Any], Any]:
         error: Optional[BaseException] = None
-        steps: list = []
+        steps: list[Any] = []
         outputs = None
         breaks = recording_breaks(_PiecewiseRecorder(stream, mode, steps)) if piecewise else nullcontext()
         with _frozen_gc(gc_freeze), breaks:

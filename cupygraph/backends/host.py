@@ -8,7 +8,8 @@ claims to have captured a CUDA graph (``name == "host"``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +50,7 @@ class HostRecording(Recording):
             np.copyto(static, new)
 
     def release(self) -> None:
+        # None, not a Callable: a released recording is never launched again.
         self._fn, self._args, self._kwargs, self._leaves, self.outputs = None, [], {}, [], None  # type: ignore[assignment]
 
     def to_dot(self) -> str:
@@ -81,7 +83,10 @@ class HostBackend(Backend):
     def copy_out(self, array: np.ndarray, stream: Any = None) -> np.ndarray:
         return array.copy()
 
-    def capture(self, fn, args, kwargs, *, num_warmups, capture_mode, gc_freeze, piecewise=False):  # type: ignore[override]
+    def capture(
+        self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
+        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False,
+    ) -> HostRecording:
         for _ in range(num_warmups):
             fn(*args, **kwargs)
         outputs = fn(*args, **kwargs)

@@ -16,7 +16,7 @@ def kernel_source(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module(name: str, device_id: int) -> Any:
     import cupy
 

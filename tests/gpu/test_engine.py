@@ -64,7 +64,7 @@ def test_backend_is_cupy_and_replays_bit_for_bit_across_padding():
     fn = affine_chain()
     graphed = cg.jit(fn, config=dict(max_capture_size=64))
     assert graphed.backend.name == "cupy"
-    sizes = rng.integers(1, 65, size=60).tolist() + [1, 2, 3, 4, 5, 8, 9, 63, 64]
+    sizes = [*rng.integers(1, 65, size=60).tolist(), 1, 2, 3, 4, 5, 8, 9, 63, 64]
     rng.shuffle(sizes)
     for n in sizes:
         x = rand(rng, n, 37)
@@ -101,7 +101,7 @@ def test_multiple_inputs_outputs_constants_and_statics():
 
 def test_view_mode_returns_views_overwritten_by_next_call_and_copy_mode_does_not():
     rng = np.random.default_rng(3)
-    fn = lambda x: x * 3 + 1  # noqa: E731
+    fn = lambda x: x * 3 + 1
     view = cg.jit(fn, config=dict(max_capture_size=8, output_mode="view"))
     copy = cg.jit(fn, config=dict(max_capture_size=8))
     x1, x2 = rand(rng, 4, 5), rand(rng, 4, 5)
@@ -235,7 +235,7 @@ def test_four_threads_share_one_function():
                     want = fn(x)
                     stream.synchronize()
                     np.testing.assert_array_equal(cupy.asnumpy(got), cupy.asnumpy(want))
-        except BaseException as err:  # noqa: BLE001 - reported below
+        except BaseException as err:  # reported below
             errors.append(err)
 
     threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
@@ -291,7 +291,7 @@ def test_wrapper_with_forward_context_and_manager_on_gpu():
 
 def test_non_contiguous_and_sliced_inputs_are_copied_correctly():
     rng = np.random.default_rng(11)
-    fn = lambda x: cupy.sin(x) * 2  # noqa: E731
+    fn = lambda x: cupy.sin(x) * 2
     graphed = cg.jit(fn, config=dict(max_capture_size=16))
     base = rand(rng, 12, 20)
     for x in (base[:, ::2], base.T[:7].copy().T.T, base[3:9], cupy.asfortranarray(base[:5])):

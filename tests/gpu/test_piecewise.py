@@ -46,7 +46,7 @@ def rand(rng, *shape):
 
 
 def padded(x, rows):
-    out = cupy.zeros((rows,) + x.shape[1:], x.dtype)
+    out = cupy.zeros((rows, *x.shape[1:]), x.dtype)
     out[: x.shape[0]] = x
     return out
 

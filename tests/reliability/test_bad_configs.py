@@ -21,11 +21,11 @@ import yaml
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from reliability_helpers import record  # noqa: E402
 
 from cupygraph.config import CUDAGraphConfig  # noqa: E402
 from cupygraph.config_files import load_config  # noqa: E402
 from cupygraph.errors import ConfigError  # noqa: E402
-from reliability_helpers import record  # noqa: E402
 
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad_configs"
 EXPECTED = yaml.safe_load((BAD / "expected.yaml").read_text(encoding="utf-8"))
@@ -171,7 +171,8 @@ FIELDS = list(CUDAGraphConfig.model_fields)
 values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
               st.text(max_size=30), st.sampled_from(["FULL", "lru", "copy", "2GiB", "host", "1e9", ""])),
-    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=8), children, max_size=3)),
+    lambda children: st.one_of(st.lists(children, max_size=4),
+                               st.dictionaries(st.text(max_size=8), children, max_size=3)),
     max_leaves=8,
 )
 

@@ -19,9 +19,10 @@ import pytest
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 
-import cupygraph as cg  # noqa: E402
 from reliability_gpu import assert_same, drift, memory_figures, rand, stream_usable  # noqa: E402
 from reliability_helpers import record  # noqa: E402
+
+import cupygraph as cg  # noqa: E402
 
 ROWS, WIDTH = 6, 256
 POOL_LIMIT = 2 * 2**20  # fits the static buffers (8 x 256 float32), not the greedy temporaries
@@ -110,7 +111,7 @@ def test_fault_ends_capture_leaks_nothing_and_engine_recovers(kind, soak):
     fault = Fault(kind)
     f = cg.jit(fault, config=dict(capture_sizes=[8], num_warmups=warmups))
     backend = f.registry.backend
-    other_fn = lambda x: cupy.tanh(x) * 3  # noqa: E731
+    other_fn = lambda x: cupy.tanh(x) * 3
     other = cg.jit(other_fn, config=dict(capture_sizes=[8]))
     if kind.startswith("oom"):
         backend.pool.set_limit(size=POOL_LIMIT)
@@ -151,7 +152,7 @@ def test_fault_ends_capture_leaks_nothing_and_engine_recovers(kind, soak):
 
 @pytest.mark.parametrize("kind", ["d2h", "cublas", "curand", "oom_capture", "oom_warmup"])
 def test_fault_under_raise_names_the_op_and_leaves_the_stream_usable(kind):
-    outcome, words, warmups = KINDS[kind]
+    _outcome, words, warmups = KINDS[kind]
     fault = Fault(kind)
     f = cg.jit(fault, config=dict(capture_sizes=[8], num_warmups=warmups, on_capture_error="raise"))
     if kind.startswith("oom"):
@@ -177,7 +178,7 @@ def test_fault_while_other_graphs_of_the_family_are_held():
     assert_same(f(small), fault(small))  # the 8-row graph, captured without the fault and held
     backend = f.registry.backend
     sizes = []
-    for i in range(20):
+    for _ in range(20):
         fault.active = True
         f._failed.clear()  # internal: retry the 16-row capture each time (it fails: a host read)
         big = rand(rng, 12, WIDTH)

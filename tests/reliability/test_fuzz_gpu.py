@@ -14,9 +14,9 @@ hypothesis = pytest.importorskip("hypothesis")
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from reliability_helpers import check_stats, record  # noqa: E402
 
 import cupygraph as cg  # noqa: E402
-from reliability_helpers import check_stats, record  # noqa: E402
 
 _AFFINE = r'''
 extern "C" __global__ void affine(const float* x, float* y, long long n, float a, float b) {
@@ -97,7 +97,8 @@ def test_random_gpu_pipelines_equal_eager(soak):
         f = cg.jit(fn, config=config)
         for n, (rows, dtype, trailing, seed) in enumerate(calls, 1):
             rng = np.random.default_rng(seed)
-            host = rng.integers(-9, 10, size=(rows,) + trailing) if dtype == "int32" else rng.standard_normal((rows,) + trailing)
+            shape = (rows, *trailing)
+            host = rng.integers(-9, 10, size=shape) if dtype == "int32" else rng.standard_normal(shape)
             x = cupy.asarray(host.astype(dtype))
             got, want = cupy.asnumpy(f(x)), cupy.asnumpy(fn(x))
             assert got.shape == want.shape and got.dtype == want.dtype

@@ -18,7 +18,8 @@ graphs held, and the limits (``max_cached_graphs``, ``memory_budget``) hold. Res
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import numpy as np
 import pytest
@@ -26,9 +27,9 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from reliability_helpers import check_stats, record  # noqa: E402
 
 import cupygraph as cg  # noqa: E402
-from reliability_helpers import check_stats, record  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +79,7 @@ def pipelines(draw) -> tuple[list[str], bool]:
     while prefix < len(names) and OPS_BY_NAME[names[prefix]].zero_preserving:
         prefix += 1
     at = draw(st.integers(0, prefix))
-    return names[:at] + ["plus_colsum"] + names[at:], True
+    return [*names[:at], "plus_colsum", *names[at:]], True
 
 
 @st.composite
@@ -180,7 +181,7 @@ def run_sequence(names: list[str], sums: bool, config: dict, calls: list[Call],
             elif call.weight == "transpose" and w.ndim == 2 and w.shape[0] == w.shape[1]:
                 # Same address, shape and dtype when square: only the strides differ.
                 w = weights[key] = w.T
-            x = sample(rng, (call.rows,) + call.trailing, call.dtype)
+            x = sample(rng, (call.rows, *call.trailing), call.dtype)
             bias = sample(rng, call.trailing, call.dtype)  # 0-d for 1-D batches
             x_eager, bias_eager = x.copy(), bias.copy()
             want = pipeline(x_eager, w.copy(), bias_eager, call.scale)

@@ -15,11 +15,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from reliability_helpers import check_stats, record
 
 import cupygraph as cg
 from cupygraph.backends.host import HostBackend
 from cupygraph.registry import CUDAGraphRegistry
-from reliability_helpers import check_stats, record
 
 ROWS = (1, 5, 17, 40)
 

@@ -14,9 +14,9 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from reliability_helpers import check_stats, record
 
 import cupygraph as cg
-from reliability_helpers import check_stats, record
 
 
 def small(x):

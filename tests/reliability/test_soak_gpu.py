@@ -10,9 +10,10 @@ import pytest
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 
-import cupygraph as cg  # noqa: E402
 from reliability_gpu import assert_same, drift, memory_figures, rand  # noqa: E402
 from reliability_helpers import check_stats, record  # noqa: E402
+
+import cupygraph as cg  # noqa: E402
 
 _STEP = r'''
 extern "C" __global__ void step(const float* u, float* v, long long n, float a) {

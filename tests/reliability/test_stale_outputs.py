@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reliability_helpers import check_stats
 
 import cupygraph as cg
-from reliability_helpers import check_stats
 
 DEBUG_VIEW = dict(backend="host", capture_sizes=[2, 4, 8], output_mode="view", debug=True)
 
@@ -139,7 +139,7 @@ def test_tracking_does_not_keep_views_alive_or_grow():
 
 
 def test_debug_mode_results_and_stats_match_non_debug():
-    fn = lambda x: np.cumsum(x, axis=0) * 3  # noqa: E731
+    fn = lambda x: np.cumsum(x, axis=0) * 3
     on = cg.jit(fn, config=DEBUG_VIEW)
     off = cg.jit(fn, config=dict(DEBUG_VIEW, debug=False))
     for i, n in enumerate([3, 3, 8, 1, 5, 3]):

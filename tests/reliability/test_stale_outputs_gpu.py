@@ -9,9 +9,10 @@ import pytest
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 
-import cupygraph as cg  # noqa: E402
 from reliability_gpu import assert_same, rand  # noqa: E402
 from reliability_helpers import record  # noqa: E402
+
+import cupygraph as cg  # noqa: E402
 
 DEBUG_VIEW = dict(capture_sizes=[4, 8], output_mode="view", debug=True)
 
@@ -58,7 +59,7 @@ def test_views_read_after_a_replay_are_reported_on_the_gpu():
 
 def test_fresh_views_fed_back_are_read_before_the_replay_rewrites_them():
     rng = np.random.default_rng(1)
-    fn = lambda x: x * 2 - 1  # noqa: E731
+    fn = lambda x: x * 2 - 1
     f = cg.jit(fn, config=DEBUG_VIEW)
     y = f(rand(rng, 4, 32))
     want = fn(y.copy())

@@ -13,9 +13,9 @@ import threading
 import time
 
 import numpy as np
+from reliability_helpers import check_stats, record
 
 import cupygraph as cg
-from reliability_helpers import check_stats, record
 
 THREADS = 8
 TIMEOUT_S = 120
@@ -37,7 +37,7 @@ def run_threads(target, count: int = THREADS) -> list[BaseException]:
         try:
             barrier.wait(timeout=30)
             target(t)
-        except BaseException as err:  # noqa: BLE001 - reported by the caller
+        except BaseException as err:  # reported by the caller
             errors.append(err)
 
     threads = [threading.Thread(target=wrapped, args=(t,), daemon=True) for t in range(count)]

@@ -14,9 +14,10 @@ import pytest
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 
-import cupygraph as cg  # noqa: E402
-from reliability_gpu import memory_figures, drift  # noqa: E402
+from reliability_gpu import drift, memory_figures  # noqa: E402
 from reliability_helpers import check_stats, record  # noqa: E402
+
+import cupygraph as cg  # noqa: E402
 
 THREADS = 8
 TIMEOUT_S = 300
@@ -65,7 +66,7 @@ def test_eight_threads_on_their_own_streams(soak):
                             f.clear()
                         if t == 1 and i % 40 == 10:
                             f.warmup(x, sizes=[16, 8], progress=False)
-            except BaseException as err:  # noqa: BLE001 - reported below
+            except BaseException as err:  # reported below
                 errors.append(err)
 
         threads = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(THREADS)]
