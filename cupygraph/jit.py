@@ -61,6 +61,8 @@ def _describe(value: Any) -> str:
     return f"{dtype}{list(shape)} of type {kind}" if shape is not None and dtype is not None else kind
 
 
+_FAST_PLANS_LIMIT = 4096
+
 _LIVE: weakref.WeakSet[GraphedFunction] = weakref.WeakSet()
 
 
@@ -90,10 +92,12 @@ class _ArraySpec:
 class _Plan:
     """How a call signature maps onto an entry: which arguments are copied in and how."""
 
-    __slots__ = ("batched", "entry", "mode_name", "whole")
+    __slots__ = ("batched", "constants", "entry", "mode_name", "whole")
 
     def __init__(self, entry: CUDAGraphEntry, mode_name: str, batched: tuple[int, ...], whole: tuple[int, ...]):
         self.entry, self.mode_name, self.batched, self.whole = entry, mode_name, batched, whole
+        self.constants: tuple[tuple[int, Any], ...] = ()
+        """(position, weak reference) of each constant argument the plan was resolved with."""
 
 
 class GraphedFunction:
@@ -176,11 +180,13 @@ class GraphedFunction:
         if len(args) == 1 and not self._const:
             (a,) = args  # the common case, kept cheap: one batched array
             return ((a.shape, a.dtype),) if isinstance(a, self._array_type) else ((type(a), a),)
-        array_type, const, address = self._array_type, self._const, self.backend.address
+        array_type, const = self._array_type, self._const
         # Static values carry their type: 1, 1.0 and True are equal but trace different graphs.
-        # A constant is read in place, so its layout is part of the key: w and w.T share an address.
+        # A constant is keyed by identity here (cheap); the plan holds a weak reference to the very
+        # object it was resolved for, so an id reused by another array is caught on the hit path.
+        # The slow path keys constants by address, shape, strides and dtype (w and w.T differ).
         return tuple(
-            ((address(a), a.shape, a.strides, a.dtype) if i in const else (a.shape, a.dtype))
+            ((id(a), a.shape, a.dtype) if i in const else (a.shape, a.dtype))
             if isinstance(a, array_type) else (type(a), a)
             for i, a in enumerate(args)
         )
@@ -193,7 +199,7 @@ class GraphedFunction:
                 plan = self._fast.get(fast_key)
             except TypeError:  # an unhashable argument: the slow path explains what is wrong
                 fast_key, plan = None, None
-            if plan is not None:
+            if plan is not None and all(ref() is args[i] for i, ref in plan.constants):
                 batched = [args[i] for i in plan.batched]
                 registry = self.registry
                 with registry.exec_lock:
@@ -401,6 +407,12 @@ class GraphedFunction:
                     registry.stats().record_hit(plan.mode_name)
                 # Debug mode checks every call, so it never takes the fast path.
                 if fast_key is not None and batched and not debug:
+                    if len(self._fast) >= _FAST_PLANS_LIMIT:
+                        self._fast.clear()  # bounded: callers passing fresh constant objects every call
+                    plan.constants = tuple(
+                        (i, weakref.ref(args[i])) for i in sorted(self._const)
+                        if i < len(args) and isinstance(args[i], self._array_type)
+                    )
                     self._fast[fast_key] = plan
                 self._template = (self._remember(args, plan), kwargs)
                 if debug and self.config.output_mode == "view":

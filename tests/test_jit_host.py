@@ -618,3 +618,15 @@ def test_capture_error_fallback_and_raise():
     g = jit(fn, config=host(num_warmups=0, on_capture_error="raise"))
     with pytest.raises(CaptureError, match="op not capturable"):
         g(x)
+
+
+def test_constant_identity_reused_by_another_array_is_not_trusted():
+    """The fast path keys constants by id(); a dead constant whose id is reused must not replay."""
+    f = jit(lambda x, w: x * w, config=host(), constant_argnums=(1,))
+    x = np.ones((3, 2))
+    results = []
+    for value in range(1, 30):  # CPython reuses ids of freed arrays: some iterations collide
+        w = np.full(2, float(value))
+        results.append(f(x, w)[0, 0])
+        del w
+    assert results == [float(v) for v in range(1, 30)]
