@@ -113,15 +113,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _run_script_or_demo(args: argparse.Namespace) -> list[Any]:
     """Jitted functions to look at: those a user script made, or the demo's after its calls."""
-    from .jit import live_functions
+    from .jit import on_creation
 
     if getattr(args, "script", None):
         import runpy
 
-        runpy.run_path(args.script, run_name="__main__")
-        functions = live_functions()
+        functions: list[Any] = []
+        unsubscribe = on_creation(functions.append)  # only what the script creates, kept alive
+        try:
+            runpy.run_path(args.script, run_name="__main__")
+        finally:
+            unsubscribe()
         if not functions:
-            raise CupyGraphError(f"{args.script} created no cupygraph.jit functions (or none is alive at its end)")
+            raise CupyGraphError(f"{args.script} created no cupygraph.jit functions")
         return functions
     from .demo import build_workload
 
