@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import os
 import sys
 import weakref
@@ -92,12 +93,10 @@ class _ArraySpec:
 class _Plan:
     """How a call signature maps onto an entry: which arguments are copied in and how."""
 
-    __slots__ = ("batched", "constants", "entry", "mode_name", "whole")
+    __slots__ = ("batched", "entry", "mode_name", "whole")
 
     def __init__(self, entry: CUDAGraphEntry, mode_name: str, batched: tuple[int, ...], whole: tuple[int, ...]):
         self.entry, self.mode_name, self.batched, self.whole = entry, mode_name, batched, whole
-        self.constants: tuple[tuple[int, Any], ...] = ()
-        """(position, weak reference) of each constant argument the plan was resolved with."""
 
 
 class GraphedFunction:
@@ -163,6 +162,8 @@ class GraphedFunction:
         self._namespace = namespace
         self._array_type = self.backend.array_type
         self._const = frozenset(self.constant_argnums)
+        self._const_positions = tuple(sorted(self._const))
+        self._constants_now: Optional[tuple[Any, ...]] = None
         self._fast: dict[tuple[Any, ...], _Plan] = {}
         self._generation = self.registry.generation
         self._failed: dict[GraphKey, str] = {}
@@ -176,30 +177,45 @@ class GraphedFunction:
 
     # -- the hot path ------------------------------------------------------------------------------
 
-    def _fast_key(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _plan_key(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """What a cached plan is found by: shapes and dtypes of the arrays, typed static values.
+
+        Constant arguments are not part of it: a plan is only looked up while the constants are the
+        very objects of the current constant set (``_fast_key``), which identity checks cheaply.
+        """
+        array_type = self._array_type
         if len(args) == 1 and not self._const:
             (a,) = args  # the common case, kept cheap: one batched array
-            return ((a.shape, a.dtype),) if isinstance(a, self._array_type) else ((type(a), a),)
-        array_type, const = self._array_type, self._const
+            return ((a.shape, a.dtype),) if isinstance(a, array_type) else ((type(a), a),)
         # Static values carry their type: 1, 1.0 and True are equal but trace different graphs.
-        # A constant is keyed by identity here (cheap); the plan holds a weak reference to the very
-        # object it was resolved for, so an id reused by another array is caught on the hit path.
-        # The slow path keys constants by address, shape, strides and dtype (w and w.T differ).
-        return tuple(
-            ((id(a), a.shape, a.dtype) if i in const else (a.shape, a.dtype))
-            if isinstance(a, array_type) else (type(a), a)
-            for i, a in enumerate(args)
-        )
+        if not self._const:
+            return tuple((a.shape, a.dtype) if isinstance(a, array_type) else (type(a), a) for a in args)
+        const = self._const
+        return (len(args), *(
+            (a.shape, a.dtype) if isinstance(a, array_type) else (type(a), a)
+            for i, a in enumerate(args) if i not in const
+        ))
+
+    def _fast_key(self, args: tuple[Any, ...]) -> Optional[tuple[Any, ...]]:
+        """The plan key, or None when the constants are not the current constant set."""
+        positions = self._const_positions
+        if positions:
+            current = self._constants_now
+            # Identity, not equality: the slow path keys constants by address, shape, strides and
+            # dtype; the same objects cannot have changed any of those.
+            if (current is None or len(args) <= positions[-1]
+                    or not all(map(operator.is_, map(args.__getitem__, positions), current))):
+                return None
+        return self._plan_key(args)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        fast_key: Optional[tuple[Any, ...]] = None
         if not kwargs:
             try:
                 fast_key = self._fast_key(args)
-                plan = self._fast.get(fast_key)
+                plan = None if fast_key is None else self._fast.get(fast_key)
             except TypeError:  # an unhashable argument: the slow path explains what is wrong
-                fast_key, plan = None, None
-            if plan is not None and all(ref() is args[i] for i, ref in plan.constants):
+                plan = None
+            if plan is not None:
                 batched = [args[i] for i in plan.batched]
                 registry = self.registry
                 with registry.exec_lock:
@@ -208,7 +224,7 @@ class GraphedFunction:
                         out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
                         registry.stats().record_hit(plan.mode_name)
                         return out
-        return self._call_slow(args, kwargs, fast_key)
+        return self._call_slow(args, kwargs, not kwargs)
 
     # -- everything else ---------------------------------------------------------------------------
 
@@ -382,7 +398,7 @@ class GraphedFunction:
         self._constants_seen[rest] = consts
 
     def _call_slow(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], fast_key: Optional[tuple[Any, ...]],
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool,
         descriptor: Optional[BatchDescriptor] = None,
     ) -> Any:
         registry = self.registry
@@ -406,14 +422,8 @@ class GraphedFunction:
                 else:
                     registry.stats().record_hit(plan.mode_name)
                 # Debug mode checks every call, so it never takes the fast path.
-                if fast_key is not None and batched and not debug:
-                    if len(self._fast) >= _FAST_PLANS_LIMIT:
-                        self._fast.clear()  # bounded: callers passing fresh constant objects every call
-                    plan.constants = tuple(
-                        (i, weakref.ref(args[i])) for i in sorted(self._const)
-                        if i < len(args) and isinstance(args[i], self._array_type)
-                    )
-                    self._fast[fast_key] = plan
+                if cacheable and batched and not debug:
+                    self._cache_plan(args, plan)
                 self._template = (self._remember(args, plan), kwargs)
                 if debug and self.config.output_mode == "view":
                     out = issue(out, registry.view_epoch, self.backend.is_array, self.__name__)
@@ -426,6 +436,24 @@ class GraphedFunction:
             reason = stale_reason(arg)
             if reason is not None:
                 raise StaleOutputError(f"argument {i} of {self.__name__}(): {reason}")
+
+    def _cache_plan(self, args: tuple[Any, ...], plan: _Plan) -> None:
+        """Keep ``plan`` for the fast path under this call's plan key and constant set."""
+        positions = self._const_positions
+        if positions:
+            constants = tuple(args[i] for i in positions)
+            current = self._constants_now
+            if current is None or not all(map(operator.is_, constants, current)):
+                # A new constant set (new weights): plans of the old set no longer apply. The set is
+                # held strongly so its identity stays meaningful; it is replaced by the next one.
+                self._fast.clear()
+                self._constants_now = constants
+        if len(self._fast) >= _FAST_PLANS_LIMIT:
+            self._fast.clear()  # bounded, whatever callers pass
+        try:
+            self._fast[self._plan_key(args)] = plan
+        except TypeError:
+            pass  # an unhashable static value: this call stays on the slow path
 
     def _remember(self, args: tuple[Any, ...], plan: _Plan) -> tuple[Any, ...]:
         """The call's arguments for a later ``warmup()``, without holding the caller's data:
@@ -472,7 +500,7 @@ class GraphedFunction:
 
     def call_with_descriptor(self, descriptor: BatchDescriptor, *args: Any, **kwargs: Any) -> Any:
         """Call with an explicit batch descriptor (request count, uniform decode, sequence length)."""
-        return self._call_slow(args, kwargs, None, descriptor)
+        return self._call_slow(args, kwargs, False, descriptor)
 
     def stats(self) -> CUDAGraphStats:
         return self.registry.stats()
@@ -494,6 +522,7 @@ class GraphedFunction:
         with self.registry.exec_lock:
             self.registry.clear()
             self._fast.clear()
+            self._constants_now = None
             self._failed.clear()
             self._constants_seen.clear()
             self._template = None

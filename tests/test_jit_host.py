@@ -630,3 +630,19 @@ def test_constant_identity_reused_by_another_array_is_not_trusted():
         results.append(f(x, w)[0, 0])
         del w
     assert results == [float(v) for v in range(1, 30)]
+
+
+def test_constants_take_the_fast_path_and_alternating_sets_stay_correct(monkeypatch):
+    f = jit(lambda x, w, b: x * w + b, config=host(), constant_argnums=(1, 2))
+    w1, b1, w2, b2 = np.full(2, 2.0), np.full(2, 1.0), np.full(2, 3.0), np.full(2, -1.0)
+    x = np.ones((3, 2))
+    f(x, w1, b1)
+    slow_calls = []
+    original = f._call_slow
+    monkeypatch.setattr(f, "_call_slow", lambda *a, **k: slow_calls.append(1) or original(*a, **k))
+    for _ in range(5):
+        assert f(x, w1, b1)[0, 0] == 3.0
+    assert slow_calls == []  # same constant objects: every call replays on the fast path
+    for w, b, want in [(w2, b2, 2.0), (w1, b1, 3.0), (w2, b2, 2.0), (w1, b2, 1.0)]:
+        assert f(x, w, b)[0, 0] == want
+    assert f.stats().fallbacks == 0
