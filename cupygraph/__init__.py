@@ -22,6 +22,7 @@ from .explain import configure_logging as _configure_logging
 from .freshness import check_fresh
 from .jit import GraphedFunction, jit
 from .manager import CUDAGraphManager
+from .mock import MockCUDAGraph
 from .piecewise import graph_break
 from .policy import AdaptiveDispatchPolicy, DefaultDispatchPolicy, DispatchPolicy
 from .registry import CUDAGraphEntry, CUDAGraphRegistry, GraphEntry, GraphKey
@@ -63,6 +64,7 @@ __all__ = [
     "GraphedFunction",
     "HostBackend",
     "InputMismatchError",
+    "MockCUDAGraph",
     "StaleOutputError",
     "StreamDispatcher",
     "check_fresh",

@@ -243,6 +243,20 @@ class CudagraphDispatcher:
                 return entry
         return None
 
+    def _replay_graph(self, entry: Any) -> None:
+        """Launch a FULL graph: a registry entry, or a registered graph object (``launch``/``replay``)."""
+        launch = getattr(entry, "launch", None) or getattr(entry, "replay", None)
+        if launch is None:
+            raise TypeError(f"cannot replay {type(entry).__name__}: it has neither launch() nor replay()")
+        launch()
+
+    def _replay_piecewise(self, entry: Any) -> None:
+        """Launch a PIECEWISE entry: its graph pieces and eager steps run in order on this stream."""
+        mode = getattr(getattr(entry, "key", None), "mode", None)
+        if mode is not CUDAGraphMode.PIECEWISE:
+            raise ValueError(f"_replay_piecewise needs a PIECEWISE registry entry, got one of mode {mode}")
+        entry.launch()
+
     def has_graph(self, key: BatchDescriptor) -> bool:
         with self._lock:
             return key in self._graphs or self._registry_entry(key) is not None
