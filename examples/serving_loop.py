@@ -1,8 +1,9 @@
 """A serving-style loop: variable batches of requests, FULL_AND_PIECEWISE, like vLLM's runner.
 
-Decode steps (every request adds one token: a uniform batch) replay one FULL graph; prefill and
-mixed steps replay the PIECEWISE sequence, whose matmul runs eagerly between two graph pieces
-(cuBLAS cannot be captured by CuPy). The descriptor says which kind of batch a step is.
+Decode steps (every request adds one token: a uniform batch) replay one FULL graph, their layer a
+custom RawKernel; prefill and mixed steps replay the PIECEWISE sequence, whose cuBLAS matmul runs
+eagerly between two graph pieces (CuPy cannot capture cuBLAS). The descriptor says which kind of
+batch a step is.
 
     python examples/serving_loop.py --steps 300
 """
@@ -10,7 +11,7 @@ mixed steps replay the PIECEWISE sequence, whose matmul runs eagerly between two
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import numpy as np
@@ -20,17 +21,46 @@ import cupygraph
 HIDDEN = 64
 
 
-def make_model(xp: Any, seed: int = 0) -> tuple[Any, Any]:
+def gelu(xp: Any, v: Any) -> Any:
+    return 0.5 * v * (1.0 + xp.tanh(np.float32(0.7978845608028654) * (v + np.float32(0.044715) * v * v * v)))
+
+
+def make_linear_gelu(xp: Any) -> Callable[[Any, Any, Any], Any]:
+    """gelu(x @ w + b) as one custom kernel: capturable, so decode steps get one FULL graph."""
+    if xp is np:
+        return lambda x, w, b: gelu(np, x @ w + b)
+    from cupygraph.kernels import get_kernel
+
+    kernel = get_kernel("mlp.cu", "linear_gelu")
+
+    def linear_gelu(x: Any, w: Any, b: Any) -> Any:
+        m, (k, n) = x.shape[0], w.shape
+        y = xp.empty((m, n), dtype=np.float32)
+        kernel(((n + 31) // 32, (m + 31) // 32), (32, 32), (x, w, b, y, np.int32(m), np.int32(n), np.int32(k)))
+        return y
+
+    return linear_gelu
+
+
+def make_model(xp: Any, seed: int = 0) -> tuple[Callable[..., Any], Any, Any]:
+    """A step with two routines, as serving engines have: decode batches use a custom kernel
+    (captured whole: FULL), prefill batches use cuBLAS for the larger GEMM, which CuPy cannot
+    capture, so it is a graph break between the PIECEWISE pieces."""
     rng = np.random.default_rng(seed)
     weight = xp.asarray(rng.standard_normal((HIDDEN, HIDDEN)).astype(np.float32) / np.sqrt(HIDDEN))
+    bias = xp.asarray((0.1 * rng.standard_normal(HIDDEN)).astype(np.float32))
     matmul = cupygraph.graph_break(xp.matmul)
+    linear_gelu = make_linear_gelu(xp)
 
-    def step(tokens: Any, weight: Any, decode: bool) -> Any:
-        h = xp.tanh(tokens * 0.5 + 0.1)   # captured in every mode
-        h = matmul(h, weight)              # eager between pieces in PIECEWISE mode
-        return h / (1.0 + xp.abs(h))       # captured
+    def step(tokens: Any, weight: Any, bias: Any, decode: bool) -> Any:
+        h = xp.tanh(tokens * np.float32(0.5) + np.float32(0.1))   # captured in every mode
+        if decode:
+            h = linear_gelu(h, weight, bias)                        # captured into the FULL graph
+        else:
+            h = gelu(xp, matmul(h, weight) + bias)                  # eager matmul between two pieces
+        return h / (1.0 + xp.abs(h))                                # captured
 
-    return step, weight
+    return step, weight, bias
 
 
 def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
@@ -45,11 +75,11 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     else:
         xp = np
         print("no GPU: running on the host backend")
-    step, weight = make_model(xp)
+    step, weight, bias = make_model(xp)
     config: Any = args.config or {"mode": "FULL_AND_PIECEWISE", "max_capture_size": 128, "max_num_reqs": 128}
     serve = cupygraph.jit(
-        step, config=config, constant_argnums=(1,),
-        descriptor_fn=lambda tokens, weight, decode: cupygraph.BatchDescriptor(
+        step, config=config, constant_argnums=(1, 2),
+        descriptor_fn=lambda tokens, weight, bias, decode: cupygraph.BatchDescriptor(
             tokens.shape[0], num_reqs=tokens.shape[0] if decode else None, uniform_decode=decode),
     )
     rng = np.random.default_rng(1)
@@ -58,7 +88,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         decode = bool(rng.random() < 0.7)
         n = int(rng.integers(1, 129))
         tokens = xp.asarray(rng.standard_normal((n, HIDDEN)).astype(np.float32))
-        got, want = serve(tokens, weight, decode), step(tokens, weight, decode)
+        got, want = serve(tokens, weight, bias, decode), step(tokens, weight, bias, decode)
         worst = max(worst, float(abs(got - want).max()))
     stats = serve.stats()
     print(serve.describe())
