@@ -14,6 +14,9 @@
    static copy: the capture detects it (warm-up; on the host the run itself) and each replay copies
    the written rows back into the caller's arrays. Undetected on the GPU with num_warmups=0, or
    when the writes depend on the data and the warm-up's data did not trigger them.
+9. A graph break is captured in FULL mode: a cuBLAS op there makes the FULL keys fall back. Only
+   the GPU shows it (the host backend re-executes everything): tests/gpu/test_piecewise.py,
+   ``test_without_break_falls_back_with_cublas_reason_and_full_mode_falls_back_with_break``.
 """
 
 from __future__ import annotations
