@@ -46,9 +46,17 @@ def select_backend(name: str = "auto") -> Backend:
     if reason is None:
         from .cupy import CupyBackend
 
-        return CupyBackend()
+        backend = CupyBackend()
+        if name == "auto":
+            _log_gpu_choice(backend.device_id)
+        return backend
     _log_host_choice(reason)
     return HostBackend()
+
+
+@functools.cache
+def _log_gpu_choice(device_id: int) -> None:
+    logger.info("backend='auto' uses CuPy stream capture on device %d", device_id)
 
 
 @functools.cache
