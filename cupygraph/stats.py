@@ -87,6 +87,18 @@ class CUDAGraphStats:
             self.evictions += 1
             self.evictions_by_reason[reason] += 1
 
+    def merge(self, other: CUDAGraphStats) -> None:
+        """Add ``other``'s counters to these (totals over several functions)."""
+        with self._lock:
+            for field in dataclasses.fields(self):
+                if field.name == "_lock":
+                    continue
+                mine, theirs = getattr(self, field.name), getattr(other, field.name)
+                if isinstance(mine, Counter):
+                    mine.update(theirs)
+                else:
+                    setattr(self, field.name, mine + theirs)
+
     def reset(self) -> None:
         with self._lock:
             for field in dataclasses.fields(self):

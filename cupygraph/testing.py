@@ -196,13 +196,7 @@ class GraphStats:
         """All counters of this test's functions, summed."""
         total = CUDAGraphStats()
         for f in self.functions():
-            s = f.stats()
-            for name in ("hits", "misses", "captures", "replays", "evictions", "capture_failures"):
-                setattr(total, name, getattr(total, name) + getattr(s, name))
-            total.capture_time_s += s.capture_time_s
-            for name in ("evictions_by_reason", "fallbacks_by_reason", "captures_by_mode", "replays_by_mode",
-                         "fallbacks_by_mode", "recaptures_by_reason"):
-                getattr(total, name).update(getattr(s, name))
+            total.merge(f.stats())
         return total
 
 

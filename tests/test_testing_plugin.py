@@ -90,3 +90,15 @@ def test_gpu_marker_skips_with_reason_and_options_work(pytester):
         result.stdout.fnmatch_lines(["*needs a CUDA GPU: *"])
     result = pytester.runpytest(*load, "-s", "--cupygraph-disable")
     result.stdout.fnmatch_lines(["*MODE NONE*DISABLED 1*"])
+
+
+def test_stats_merge_adds_every_counter():
+    a, b = cg.CUDAGraphStats(), cg.CUDAGraphStats()
+    a.record_hit("FULL")
+    b.record_hit("FULL")
+    b.record_fallback("cold key", "NONE")
+    b.record_capture("PIECEWISE", 0.5)
+    a.merge(b)
+    assert (a.hits, a.misses, a.captures, a.capture_time_s) == (2, 1, 1, 0.5)
+    assert a.replays_by_mode == {"FULL": 2} and a.fallbacks_by_reason == {"cold key": 1}
+    assert a.captures_by_mode == {"PIECEWISE": 1}
