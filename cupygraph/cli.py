@@ -23,6 +23,7 @@ from .script import ScriptError, run_script
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # as a shell reports a process ended by Ctrl-C (128 + SIGINT)
 DEMO_CALLS = 200
 """Calls of the demo workload that inspect, dot and bench-config make unless told otherwise."""
 
@@ -309,6 +310,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"cupygraph {args.command}: {err}" if not isinstance(err, ConfigError) else str(err),
               file=sys.stderr)
         return EXIT_INVALID
+    except KeyboardInterrupt:
+        print(f"cupygraph {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader (e.g. `| head`) went away: stop quietly, and keep the exit-time flush quiet too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -15,8 +15,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .backends import gpu_unavailable_reason
+from . import backends
 from .config import CUDAGraphConfig
+from .errors import BackendUnavailableError
 from .jit import GraphedFunction, jit, resolve_config
 
 GRID = 64
@@ -82,7 +83,12 @@ class Workload:
 def build_workload(backend: str = "auto", config_path: Optional[str] = None, calls: int = 300,
                    seed: int = 0) -> Workload:
     """The heat-equation pipeline under a config, with ``calls`` inputs of serving-like batch sizes."""
-    reason = gpu_unavailable_reason()
+    if backend not in ("auto", "cupy", "host"):
+        raise ValueError(f"backend must be auto, cupy or host, got {backend!r}")
+    reason = backends.gpu_unavailable_reason()  # looked up at call time, so a test can stand in for the probe
+    if backend == "cupy" and reason is not None:
+        raise BackendUnavailableError(f"the cupy backend was asked for, but {reason}; use the host backend "
+                                      f"(--backend host) or auto")
     use_gpu = backend == "cupy" or (backend == "auto" and reason is None)
     base = resolve_config(config_path) if config_path else CUDAGraphConfig(max_capture_size=64)
     config = CUDAGraphConfig(**{**base.to_dict(), "backend": "cupy" if use_gpu else "host"})
