@@ -124,7 +124,7 @@ def _run_script_or_demo(args: argparse.Namespace) -> list[Any]:
         return run_script(args.script, args.script_args)
     from .demo import build_workload
 
-    work = build_workload(args.backend or "auto", args.config, args.calls or DEMO_CALLS)
+    work = build_workload(args.backend, args.config, args.calls or DEMO_CALLS)
     print(work.banner)
     for x in work.inputs:
         work.graphed(x)
@@ -158,7 +158,7 @@ def _cmd_dot(args: argparse.Namespace) -> int:
 def _cmd_bench_config(args: argparse.Namespace) -> int:
     from .demo import build_workload, per_size_timings
 
-    work = build_workload(args.backend or "auto", args.file, args.calls or DEMO_CALLS)
+    work = build_workload(args.backend, args.file, args.calls or DEMO_CALLS)
     print(work.banner)
     print(f"{'batch':>6} {'padded':>7} {'eager us':>10} {'graphed us':>11} {'speedup':>8}")
     for n, padded, eager_t, graph_t in per_size_timings(work, reps=args.reps):
@@ -207,8 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     schema.set_defaults(handler=_cmd_schema)
 
     demo = commands.add_parser("demo", help="run a small pipeline eagerly and with graphs, and compare")
-    demo.add_argument("--backend", choices=("auto", "cupy", "host"), default="auto",
-                      help="auto: CuPy where a GPU is usable, else the NumPy host backend")
+    demo.add_argument("--backend", choices=("auto", "cupy", "host"), default=None,
+                      help="auto: CuPy where a GPU is usable, else the NumPy host backend (default: the "
+                      "config's backend, auto unless it says otherwise)")
     demo.add_argument("--config", metavar="FILE", default=None, help="config file to run the demo with")
     demo.add_argument("--calls", type=_positive_int, default=None, metavar="N", help="calls to time")
     demo.set_defaults(handler=_cmd_demo)
@@ -216,7 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     def workload_options(sub: argparse.ArgumentParser, script: bool = True) -> None:
         # Defaults are None so that a demo option given together with --script can be refused.
         sub.add_argument("--backend", choices=("auto", "cupy", "host"), default=None,
-                         help="auto (default): CuPy where a GPU is usable, else the NumPy host backend")
+                         help="auto: CuPy where a GPU is usable, else the NumPy host backend (default: the "
+                         "config's backend, auto unless it says otherwise)")
         sub.add_argument("--calls", type=_positive_int, default=None, metavar="N",
                          help=f"demo calls to make (default {DEMO_CALLS})")
         if script:

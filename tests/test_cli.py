@@ -200,9 +200,22 @@ def test_backend_cupy_without_cupy_is_one_clear_line(capsys, no_gpu, argv):
     code, out, err = run(capsys, *argv)
     assert code == 1 and out == ""
     assert err.splitlines() == [
-        f"cupygraph {argv[0]}: the cupy backend was asked for, but CuPy is not importable "
-        f"(ModuleNotFoundError: No module named 'cupy'); use the host backend (--backend host) or auto"
+        f"cupygraph {argv[0]}: the cupy backend was asked for (--backend cupy), but CuPy is not importable "
+        f"(ModuleNotFoundError: No module named 'cupy'); use --backend host, or auto"
     ]
+
+
+@pytest.mark.parametrize("command", ["demo", "inspect", "bench-config"])
+def test_a_config_asking_for_cupy_is_not_silently_run_on_the_host(capsys, tmp_path, no_gpu, command):
+    config = tmp_path / "gpu.yaml"
+    config.write_text("backend: cupy\nmax_capture_size: 8\n")
+    argv = [command, str(config)] if command == "bench-config" else [command, "--config", str(config)]
+    code, out, err = run(capsys, *argv, "--calls", "2")
+    assert code == 1 and out == ""
+    assert err.startswith(f"cupygraph {command}: the cupy backend was asked for ({config}: field 'backend'), but ")
+    # --backend overrides the config's field
+    code, out, err = run(capsys, *argv, "--calls", "2", "--backend", "host")
+    assert code == 0 and "host backend" in out, err
 
 
 SIZES_SCRIPT = """\
@@ -244,7 +257,7 @@ def test_python_dash_m_backend_cupy_without_cupy_has_no_traceback():
         cwd=REPO, capture_output=True, text=True,
     )
     assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr.startswith("cupygraph inspect: the cupy backend was asked for, but ")
+    assert result.stderr.startswith("cupygraph inspect: the cupy backend was asked for (--backend cupy), but ")
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
 
 
