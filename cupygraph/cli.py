@@ -18,10 +18,17 @@ import yaml
 from .config import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
 from .config_files import load_config
 from .errors import ConfigError, CupyGraphError
+from .script import ScriptError, run_script
 
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # as a shell reports a process ended by Ctrl-C (128 + SIGINT)
+DEMO_CALLS = 200
+"""Calls of the demo workload that inspect, dot and bench-config make unless told otherwise."""
+
+# Commands that run a user script; after their `--`, every argument is the script's own.
+SCRIPT_COMMANDS = ("inspect", "dot")
 
 
 def _mode_properties(mode: CUDAGraphMode) -> dict[str, Any]:
@@ -113,23 +120,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _run_script_or_demo(args: argparse.Namespace) -> list[Any]:
     """Jitted functions to look at: those a user script made, or the demo's after its calls."""
-    from .jit import on_creation
-
-    if getattr(args, "script", None):
-        import runpy
-
-        functions: list[Any] = []
-        unsubscribe = on_creation(functions.append)  # only what the script creates, kept alive
-        try:
-            runpy.run_path(args.script, run_name="__main__")
-        finally:
-            unsubscribe()
-        if not functions:
-            raise CupyGraphError(f"{args.script} created no cupygraph.jit functions")
-        return functions
+    if args.script is not None:
+        return run_script(args.script, args.script_args)
     from .demo import build_workload
 
-    work = build_workload(args.backend, args.config, args.calls)
+    work = build_workload(args.backend, args.config, args.calls or DEMO_CALLS)
     print(work.banner)
     for x in work.inputs:
         work.graphed(x)
@@ -163,7 +158,7 @@ def _cmd_dot(args: argparse.Namespace) -> int:
 def _cmd_bench_config(args: argparse.Namespace) -> int:
     from .demo import build_workload, per_size_timings
 
-    work = build_workload(args.backend, args.file, args.calls)
+    work = build_workload(args.backend, args.file, args.calls or DEMO_CALLS)
     print(work.banner)
     print(f"{'batch':>6} {'padded':>7} {'eager us':>10} {'graphed us':>11} {'speedup':>8}")
     for n, padded, eager_t, graph_t in per_size_timings(work, reps=args.reps):
@@ -212,19 +207,26 @@ def build_parser() -> argparse.ArgumentParser:
     schema.set_defaults(handler=_cmd_schema)
 
     demo = commands.add_parser("demo", help="run a small pipeline eagerly and with graphs, and compare")
-    demo.add_argument("--backend", choices=("auto", "cupy", "host"), default="auto",
-                      help="auto: CuPy where a GPU is usable, else the NumPy host backend")
+    demo.add_argument("--backend", choices=("auto", "cupy", "host"), default=None,
+                      help="auto: CuPy where a GPU is usable, else the NumPy host backend (default: the "
+                      "config's backend, auto unless it says otherwise)")
     demo.add_argument("--config", metavar="FILE", default=None, help="config file to run the demo with")
     demo.add_argument("--calls", type=_positive_int, default=None, metavar="N", help="calls to time")
     demo.set_defaults(handler=_cmd_demo)
 
     def workload_options(sub: argparse.ArgumentParser, script: bool = True) -> None:
-        sub.add_argument("--backend", choices=("auto", "cupy", "host"), default="auto")
-        sub.add_argument("--calls", type=_positive_int, default=200, metavar="N", help="demo calls to make")
+        # Defaults are None so that a demo option given together with --script can be refused.
+        sub.add_argument("--backend", choices=("auto", "cupy", "host"), default=None,
+                         help="auto: CuPy where a GPU is usable, else the NumPy host backend (default: the "
+                         "config's backend, auto unless it says otherwise)")
+        sub.add_argument("--calls", type=_positive_int, default=None, metavar="N",
+                         help=f"demo calls to make (default {DEMO_CALLS})")
         if script:
             sub.add_argument("--config", metavar="FILE", default=None, help="config file for the demo workload")
             sub.add_argument("--script", metavar="FILE", default=None,
-                             help="run this Python script instead of the demo and look at its jitted functions")
+                             help="run this Python script instead of the demo and look at its jitted functions; "
+                             "arguments after '--' are the script's own (its sys.argv[1:])")
+            sub.set_defaults(subparser=sub, script_args=[])
 
     inspect = commands.add_parser(
         "inspect", help="table of graphs held per mode and size, hit rate, fallbacks by reason",
@@ -255,24 +257,64 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _split_script_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """cupygraph's own arguments, and those after the first ``--`` of inspect/dot (the script's)."""
+    if argv and argv[0] in SCRIPT_COMMANDS and "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1:]
+    return argv, []
+
+
+def _script_usage_problem(args: argparse.Namespace) -> Optional[str]:
+    """Why the options given do not go together (demo options with --script), or None."""
+    if args.script is None:
+        if args.script_args:
+            return f"arguments after '--' ({' '.join(args.script_args)}) are for a --script, and none was given"
+        return None
+    demo_only = [f"--{name}" for name in ("backend", "calls", "config") if getattr(args, name, None) is not None]
+    if demo_only:
+        verb = "applies" if len(demo_only) == 1 else "apply"
+        return (f"{', '.join(demo_only)} {verb} to the demo workload, not to a --script; pass the script's "
+                f"own options after '--'")
+    return None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the command line; returns the exit status instead of exiting (argparse errors included)."""
+    """Run the command line; returns the exit status instead of exiting (argparse errors included).
+
+    Every expected failure is one message on stderr and a nonzero status: usage errors 2, the rest 1.
+    """
     parser = build_parser()
+    own, script_args = _split_script_argv(list(sys.argv[1:] if argv is None else argv))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(own)
     except SystemExit as exit_:
         # --help exits 0, usage errors 2; returned so in-process callers need not catch SystemExit.
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if hasattr(args, "script_args"):
+        args.script_args = script_args
+        problem = _script_usage_problem(args)
+        if problem is not None:
+            args.subparser.print_usage(sys.stderr)
+            print(f"cupygraph {args.command}: error: {problem}", file=sys.stderr)
+            return EXIT_USAGE
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)
+    except ScriptError as err:
+        sys.stderr.write(err.details)
+        print(f"cupygraph {args.command}: {err}", file=sys.stderr)
+        return err.status
     except CupyGraphError as err:
         print(f"cupygraph {args.command}: {err}" if not isinstance(err, ConfigError) else str(err),
               file=sys.stderr)
         return EXIT_INVALID
+    except KeyboardInterrupt:
+        print(f"cupygraph {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader (e.g. `| head`) went away: stop quietly, and keep the exit-time flush quiet too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

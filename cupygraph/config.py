@@ -508,15 +508,17 @@ _DISABLE_LOGGED = False
 _DEFAULT_CONFIG: Optional[CUDAGraphConfig] = None
 
 
-def set_default_config(config: Optional[CUDAGraphConfig]) -> None:
+def set_default_config(config: Optional[CUDAGraphConfig]) -> Optional[CUDAGraphConfig]:
     """Make ``config`` what front doors use when given none (``None`` restores the defaults).
 
-    The pytest plugin's ``--cupygraph-config`` uses this to run a whole suite under a config.
+    Returns the previous default (None: the built-in one), so a caller can put it back. The pytest
+    plugin's ``--cupygraph-config`` uses this to run a whole suite under a config.
     """
     global _DEFAULT_CONFIG
     if config is not None and not isinstance(config, CUDAGraphConfig):
         raise TypeError(f"set_default_config needs a CUDAGraphConfig or None, got {type(config).__name__}")
-    _DEFAULT_CONFIG = config
+    previous, _DEFAULT_CONFIG = _DEFAULT_CONFIG, config
+    return previous
 
 
 def default_config() -> CUDAGraphConfig:

@@ -15,8 +15,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .backends import gpu_unavailable_reason
+from . import backends
 from .config import CUDAGraphConfig
+from .errors import BackendUnavailableError
 from .jit import GraphedFunction, jit, resolve_config
 
 GRID = 64
@@ -79,12 +80,22 @@ class Workload:
     banner: str
 
 
-def build_workload(backend: str = "auto", config_path: Optional[str] = None, calls: int = 300,
+def build_workload(backend: Optional[str] = None, config_path: Optional[str] = None, calls: int = 300,
                    seed: int = 0) -> Workload:
-    """The heat-equation pipeline under a config, with ``calls`` inputs of serving-like batch sizes."""
-    reason = gpu_unavailable_reason()
-    use_gpu = backend == "cupy" or (backend == "auto" and reason is None)
+    """The heat-equation pipeline under a config, with ``calls`` inputs of serving-like batch sizes.
+
+    ``backend`` (auto, cupy or host) overrides the config's ``backend`` field; None keeps it.
+    """
     base = resolve_config(config_path) if config_path else CUDAGraphConfig(max_capture_size=64)
+    asked_by = "--backend cupy" if backend else f"{config_path}: field 'backend'"
+    backend = backend or base.backend
+    if backend not in ("auto", "cupy", "host"):
+        raise ValueError(f"backend must be auto, cupy or host, got {backend!r}")
+    reason = backends.gpu_unavailable_reason()  # looked up at call time, so a test can stand in for the probe
+    if backend == "cupy" and reason is not None:
+        raise BackendUnavailableError(f"the cupy backend was asked for ({asked_by}), but {reason}; "
+                                      f"use --backend host, or auto")
+    use_gpu = backend == "cupy" or (backend == "auto" and reason is None)
     config = CUDAGraphConfig(**{**base.to_dict(), "backend": "cupy" if use_gpu else "host"})
     rng = np.random.default_rng(seed)
     largest = config.largest_capture_size or 64
@@ -107,7 +118,7 @@ def build_workload(backend: str = "auto", config_path: Optional[str] = None, cal
 
 
 def main(args: Optional[argparse.Namespace] = None) -> int:
-    work = build_workload(getattr(args, "backend", "auto") or "auto", getattr(args, "config", None),
+    work = build_workload(getattr(args, "backend", None), getattr(args, "config", None),
                           int(getattr(args, "calls", 300) or 300))
     eager, graphed, xs, sync = work.eager, work.graphed, work.inputs, work.sync
     print(work.banner)

@@ -7,6 +7,9 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
+from .config import graphs_disabled_by_env
+from .errors import CupyGraphError
+
 if TYPE_CHECKING:
     from .jit import GraphedFunction
 
@@ -49,19 +52,31 @@ def describe(graphed: GraphedFunction) -> str:
     return "\n".join(parts)
 
 
+class GraphNotHeldError(CupyGraphError, LookupError):
+    """``to_dot`` was asked for a graph the function does not hold; the message lists what it holds."""
+
+
 def to_dot(graphed: GraphedFunction, size: Optional[int] = None) -> str:
     """The captured graph for the batch ``size`` (padded; default: the largest held) as DOT text."""
     entries = graphed.registry.entries()
+    name = graphed.__name__
     if not entries:
-        raise LookupError(f"{graphed.__name__} holds no graphs yet: call it (or warmup()) first")
+        if not graphed.config.mode.has_graphs():
+            why = "CUPYGRAPH_DISABLE is set" if graphs_disabled_by_env() else "its config has mode NONE"
+            raise GraphNotHeldError(f"{name} holds no graphs: it runs eagerly ({why})")
+        raise GraphNotHeldError(f"{name} holds no graphs yet: call it (or warmup()) first")
+    held = sorted({e.key.descriptor.num_tokens for e in entries})
     if size is None:
         entry = max(entries, key=lambda e: e.key.descriptor.num_tokens)
     else:
         padded = graphed.config.get_padded_batch_size(size)
+        if padded is None:
+            raise GraphNotHeldError(
+                f"batch {size} is above the largest capture size {graphed.config.largest_capture_size}: it runs "
+                f"eagerly, without a graph; held sizes: {held}")
         matching = [e for e in entries if e.key.descriptor.num_tokens == padded]
         if not matching:
-            held = sorted({e.key.descriptor.num_tokens for e in entries})
-            raise LookupError(f"no graph held for batch {size} (padded to {padded}); held sizes: {held}")
+            raise GraphNotHeldError(f"no graph held for batch {size} (padded to {padded}); held sizes: {held}")
         entry = matching[0]
     return entry.cudagraph.to_dot()
 

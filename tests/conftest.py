@@ -1,4 +1,5 @@
-"""The project's tests use cupygraph's own pytest plugin (gpu marker, fixtures, options).
+"""The project's tests use cupygraph's own pytest plugin (gpu marker, fixtures, options), and every
+test is checked to leave the process as it found it.
 
 Installed, the plugin comes through its ``pytest11`` entry point; run from a plain checkout (the
 GPU machine puts the project on PYTHONPATH), it is loaded here instead.
@@ -6,7 +7,16 @@ GPU machine puts the project on PYTHONPATH), it is loaded here instead.
 
 from __future__ import annotations
 
+import logging
+import os
 from importlib.metadata import entry_points
+
+import pytest
+
+from cupygraph.config import set_default_config
+
+# Set and changed by pytest itself around every test phase.
+_PYTEST_OWNED_ENV = frozenset({"PYTEST_CURRENT_TEST"})
 
 
 def _plugin_installed() -> bool:
@@ -27,3 +37,37 @@ def pytest_addoption(parser) -> None:
         "--soak", action="store_true", default=False,
         help="run the long variants of tests/reliability (minutes; the GPU session uses it)",
     )
+
+
+@pytest.fixture(autouse=True)
+def _process_left_as_found():
+    """Every test leaves the process as it found it, so the suite passes in any order.
+
+    A test that leaves an environment variable or cupygraph's default config changed fails here,
+    naming what it left (which is put back, so later tests do not inherit it). The cupygraph logger
+    is put back without failing: ``jit(debug=True)`` turns on debug logging for the whole process
+    by design, and a test of debug mode cannot avoid that.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in _PYTEST_OWNED_ENV}
+    default = set_default_config(None)
+    set_default_config(default)
+    logger = logging.getLogger("cupygraph")
+    level, handlers = logger.level, list(logger.handlers)
+    yield
+    logger.setLevel(level)
+    for handler in [h for h in logger.handlers if h not in handlers]:
+        logger.removeHandler(handler)
+    left = []
+    now = {k: v for k, v in os.environ.items() if k not in _PYTEST_OWNED_ENV}
+    for name in sorted(set(env) | set(now)):
+        if env.get(name) != now.get(name):
+            left.append(f"environment variable {name}={now.get(name)!r} (was {env.get(name)!r})")
+            if name in env:
+                os.environ[name] = env[name]
+            else:
+                del os.environ[name]
+    current = set_default_config(default)
+    if current is not default:
+        left.append(f"default config {current!r} (was {default!r})")
+    if left:
+        pytest.fail("the test left the process changed: " + "; ".join(left), pytrace=False)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import cupygraph as cg
 from cupygraph import inspect as cg_inspect
 from cupygraph.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def test_describe_lists_graphs_per_mode_and_size_with_reasons():
@@ -48,12 +53,89 @@ def test_cli_inspect_dot_and_bench_config(capsys, tmp_path):
     assert "padded" in out and "speedup" in out
 
 
-def test_cli_inspect_runs_a_user_script(capsys, tmp_path):
+ARGPARSE_SCRIPT = """\
+import argparse, sys
+import numpy as np
+import cupygraph as cg
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--sizes", type=int, nargs="+", required=True)
+args = parser.parse_args()
+print("SCRIPT ARGV", sys.argv)
+f = cg.jit(lambda x: x - 1, config=dict(backend="host", max_capture_size=4))
+for n in args.sizes:
+    f(np.ones((n, 3)))
+"""
+
+
+def test_cli_script_gets_its_own_arguments_after_double_dash(capsys, tmp_path):
     script = tmp_path / "pipeline.py"
-    script.write_text(
-        "import numpy as np, cupygraph as cg\n"
-        "f = cg.jit(lambda x: x - 1, config=dict(backend='host', max_capture_size=4))\n"
-        "for n in (1, 2, 2): f(np.ones((n, 3)))\n"
-    )
-    assert main(["inspect", "--script", str(script)]) == 0
-    assert "calls=3 hits=1" in capsys.readouterr().out
+    script.write_text(ARGPARSE_SCRIPT)
+    argv, path = list(sys.argv), list(sys.path)
+    assert main(["inspect", "--script", str(script), "--", "--sizes", "3", "4", "4"]) == 0
+    out = capsys.readouterr().out
+    assert f"SCRIPT ARGV {[str(script), '--sizes', '3', '4', '4']}" in out
+    assert "calls=3 hits=2" in out  # 3 is padded to 4 and captured; both 4s replay it
+    assert (sys.argv, sys.path) == (argv, path)
+
+
+def test_cli_dot_passes_arguments_to_the_script(capsys, tmp_path):
+    script = tmp_path / "pipeline.py"
+    script.write_text(ARGPARSE_SCRIPT)
+    assert main(["dot", "--script", str(script), "-o", str(tmp_path / "g.dot"), "--", "--sizes", "3"]) == 0
+    assert (tmp_path / "g.dot").read_text().startswith("digraph")
+
+
+EXAMPLE_ARGS = {  # small runs of each shipped example, on the host backend where no GPU is found
+    "heat_equation.py": ["--calls", "6", "--max-batch", "4"],
+    "serving_loop.py": ["--steps", "8"],
+    "cg_poisson.py": ["--n", "8", "--repeats", "1"],
+}
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.py")))
+def test_cli_inspects_every_shipped_example(capsys, example):
+    if example not in EXAMPLE_ARGS:
+        pytest.fail(f"examples/{example} is new: add small arguments for it to EXAMPLE_ARGS")
+    argv = list(sys.argv)
+    code = main(["inspect", "--script", str(EXAMPLES / example), "--", *EXAMPLE_ARGS[example]])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "hit rate=" in out and "Traceback" not in err
+    assert sys.argv == argv
+
+
+def test_cli_script_failures_are_the_scripts_own_messages(capsys, tmp_path):
+    script = tmp_path / "pipeline.py"
+    script.write_text(ARGPARSE_SCRIPT)
+    assert main(["inspect", "--script", str(script), "--", "--sizes", "1", "--bogus"]) == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --bogus" in err
+    assert err.splitlines()[-1] == f"cupygraph inspect: --script {script} exited with status 2"
+
+    raising = tmp_path / "raising.py"
+    raising.write_text("def load():\n    raise ValueError('no data in input.npy')\nload()\n")
+    assert main(["inspect", "--script", str(raising)]) == 1
+    err = capsys.readouterr().err
+    assert f'File "{raising}", line 3' in err and "ValueError: no data in input.npy" in err
+    assert "cupygraph" not in err.split(str(raising))[0]  # the traceback starts in the script
+    assert err.splitlines()[-1] == f"cupygraph inspect: --script {raising} raised ValueError (its traceback is above)"
+
+    quiet = tmp_path / "quiet.py"
+    quiet.write_text("import sys\nsys.exit(0)\n")
+    assert main(["inspect", "--script", str(quiet)]) == 1
+    assert "created no cupygraph.jit functions" in capsys.readouterr().err
+    assert main(["inspect", "--script", str(tmp_path / "missing.py")]) == 1
+    assert f"--script {tmp_path / 'missing.py'}: no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, problem", [
+    (["inspect", "--", "--steps", "3"], "arguments after '--' (--steps 3) are for a --script"),
+    (["dot", "--script", "x.py", "--calls", "3"], "--calls applies to the demo workload, not to a --script"),
+    (["inspect", "--script", "x.py", "--backend", "host", "--config", "c.yaml"],
+     "--backend, --config apply to the demo workload"),
+])
+def test_cli_script_options_that_do_not_go_together(capsys, argv, problem):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "usage:" in err and problem in err

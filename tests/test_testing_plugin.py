@@ -1,12 +1,17 @@
-"""The pytest plugin: gpu marker, options, helpers and fixtures, exercised on the host backend."""
+"""The pytest plugin: opt-in GPU markers, options that put back what they set, helpers and fixtures
+(exercised on the host backend; plugin runs go through pytester, in this process)."""
 
 from __future__ import annotations
+
+import os
+from importlib.metadata import entry_points
 
 import numpy as np
 import pytest
 
 import cupygraph as cg
-from cupygraph.backends import gpu_unavailable_reason
+import cupygraph.backends
+from cupygraph.config import set_default_config
 from cupygraph.testing import assert_capturable, assert_graph_matches_eager
 
 HOST = dict(backend="host", max_capture_size=32)
@@ -60,36 +65,108 @@ def test_leak_check_fixture_passes_when_clear_returns_everything(cupygraph_leak_
     assert f(np.ones((2, 2))).sum() == 12
 
 
-def test_gpu_marker_skips_with_reason_and_options_work(pytester):
-    pytester.makepyfile(
-        test_sample="""
-        import os, numpy as np, pytest, cupygraph as cg
+def _plugin_args() -> list[str]:
+    """Installed, pytest loads the plugin in every run (as in a user's project); a plain checkout
+    has no entry point, so load it by name. Other installed plugins are left out: each in-process
+    run re-imports them (hypothesis takes seconds) and they have no part in what is tested."""
+    plugins = entry_points(group="pytest11")
+    others = [arg for ep in plugins if ep.value != "cupygraph.testing" for arg in ("-p", f"no:{ep.name}")]
+    installed = any(ep.value == "cupygraph.testing" for ep in plugins)
+    return others + ([] if installed else ["-p", "cupygraph.testing"])
 
-        @pytest.mark.gpu
-        def test_needs_gpu():
-            pass
 
-        def test_default_config_and_disable():
-            f = cg.jit(lambda x: x + 1)
-            f(np.ones((3, 2)))
-            print("MODE", f.config.mode.name, "SIZES", f.config.cudagraph_capture_sizes,
-                  "DISABLED", os.environ.get("CUPYGRAPH_DISABLE"))
-        """
-    )
-    pytester.makefile(".yaml", cfg="mode: PIECEWISE\ncapture_sizes: [2, 4]\nbackend: host\n")
-    from importlib.metadata import entry_points
+class _GpuProbe:
+    """Stands in for ``cupygraph.backends.gpu_unavailable_reason``: no GPU, and counts the asks."""
 
-    installed = any(ep.value == "cupygraph.testing" for ep in entry_points(group="pytest11"))
-    load = [] if installed else ["-p", "cupygraph.testing"]  # a plain checkout has no entry point
-    result = pytester.runpytest(*load, "-rs", "-s", "--cupygraph-config", "cfg.yaml")
-    result.stdout.fnmatch_lines(["*MODE PIECEWISE SIZES (2, 4)*"])
-    if gpu_unavailable_reason() is None:
-        result.assert_outcomes(passed=2)
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        return "no GPU in this test"
+
+
+GPU_TESTS = """
+import pytest
+
+@pytest.mark.gpu
+def test_marked_gpu():
+    pass
+
+@pytest.mark.cupygraph_gpu
+def test_marked_cupygraph_gpu():
+    pass
+"""
+
+
+def test_a_project_that_does_not_opt_in_keeps_its_gpu_marker_and_cupy_is_not_probed(pytester, monkeypatch):
+    probe = _GpuProbe()
+    monkeypatch.setattr(cupygraph.backends, "gpu_unavailable_reason", probe)
+    pytester.makepyfile(test_other="import pytest\n\n@pytest.mark.gpu\ndef test_theirs():\n    pass\n")
+    result = pytester.runpytest(*_plugin_args(), "-rs")
+    result.assert_outcomes(passed=1)
+    assert probe.calls == 0
+
+
+def test_opted_in_markers_skip_with_the_reason_where_no_gpu_is_usable(pytester, monkeypatch):
+    probe = _GpuProbe()
+    monkeypatch.setattr(cupygraph.backends, "gpu_unavailable_reason", probe)
+    pytester.makepyfile(test_gpu=GPU_TESTS)
+    # The plugin registers its own marker; a project's own `gpu` marker is left alone.
+    markers = pytester.runpytest(*_plugin_args(), "--markers").stdout.str()
+    assert "@pytest.mark.cupygraph_gpu: needs a CUDA GPU" in markers and "@pytest.mark.gpu:" not in markers
+    result = pytester.runpytest(*_plugin_args(), "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED*test_gpu.py:7: needs a CUDA GPU: no GPU in this test"])
+    assert probe.calls == 1  # probed this time (once): a collected test asked for a GPU
+
+    pytester.makeini("[pytest]\ncupygraph_gpu_marker = gpu\n")
+    assert "@pytest.mark.gpu: needs a CUDA GPU" in pytester.runpytest(*_plugin_args(), "--markers").stdout.str()
+    result = pytester.runpytest(*_plugin_args(), "-rs")
+    result.assert_outcomes(skipped=2)
+    assert result.stdout.str().count("needs a CUDA GPU: no GPU in this test") == 2
+
+
+def test_a_bad_marker_name_in_the_ini_option_is_a_usage_error(pytester):
+    pytester.makeini("[pytest]\ncupygraph_gpu_marker = gpu-tests\n")
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest(*_plugin_args())
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*cupygraph_gpu_marker: 'gpu-tests' is not a marker name*"])
+
+
+OPTION_TESTS = """
+import os, numpy as np, cupygraph as cg
+
+def test_default_config_and_disable():
+    f = cg.jit(lambda x: x + 1)
+    f(np.ones((3, 2)))
+    print("MODE", f.config.mode.name, "SIZES", f.config.cudagraph_capture_sizes,
+          "DISABLED", os.environ.get("CUPYGRAPH_DISABLE"))
+"""
+
+
+@pytest.mark.parametrize("disable_before", [None, "0"])
+def test_options_apply_for_the_session_and_are_put_back(pytester, monkeypatch, disable_before):
+    if disable_before is None:
+        monkeypatch.delenv("CUPYGRAPH_DISABLE", raising=False)
     else:
-        result.assert_outcomes(passed=1, skipped=1)
-        result.stdout.fnmatch_lines(["*needs a CUDA GPU: *"])
-    result = pytester.runpytest(*load, "-s", "--cupygraph-disable")
-    result.stdout.fnmatch_lines(["*MODE NONE*DISABLED 1*"])
+        monkeypatch.setenv("CUPYGRAPH_DISABLE", disable_before)
+    mine = cg.CUDAGraphConfig(capture_sizes=[3], backend="host")
+    previous = set_default_config(mine)
+    try:
+        pytester.makepyfile(test_sample=OPTION_TESTS)
+        pytester.makefile(".yaml", cfg="mode: PIECEWISE\ncapture_sizes: [2, 4]\nbackend: host\n")
+        result = pytester.runpytest(*_plugin_args(), "-s", "--cupygraph-config", "cfg.yaml")
+        result.stdout.fnmatch_lines([f"*MODE PIECEWISE SIZES (2, 4) DISABLED {disable_before}*"])
+        result = pytester.runpytest(*_plugin_args(), "-s", "--cupygraph-disable")
+        result.stdout.fnmatch_lines(["*MODE NONE*DISABLED 1*"])
+        # The session is over: the environment and the default config are what they were.
+        assert os.environ.get("CUPYGRAPH_DISABLE") == disable_before
+        after = cg.jit(lambda x: x)
+        assert after.config.mode.name == "FULL" and after.config.cudagraph_capture_sizes == (3,)
+    finally:
+        set_default_config(previous)
 
 
 def test_stats_merge_adds_every_counter():
