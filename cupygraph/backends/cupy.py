@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import bisect
 import gc
-import linecache
 import threading
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, Optional
@@ -17,6 +15,7 @@ from typing import Any, Optional
 import cupy
 
 from ..errors import CaptureError
+from ..frames import location_in_traceback
 from ..piecewise import recording_breaks
 from ..pytree import flatten, unflatten
 from .base import Backend, Recording
@@ -61,17 +60,12 @@ def _frozen_gc(enabled: bool) -> Iterator[None]:
 
 
 def _user_frame(err: BaseException) -> str:
-    """`` (at file:line: code)`` for the innermost traceback frame outside CuPy and cupygraph."""
-    here = None
-    for frame, lineno in traceback.walk_tb(err.__traceback__):
-        filename = frame.f_code.co_filename
-        if "/cupy/" in filename or "/cupygraph/" in filename or "cupy_backends" in filename:
-            continue
-        here = (filename, lineno)
-    if here is None:
-        return ""
-    code = linecache.getline(here[0], here[1]).strip()
-    return f" (at {here[0].rsplit('/', 1)[-1]}:{here[1]}: {code})" if code else ""
+    """`` (at file:line: code)`` for the innermost traceback frame of the user's own code.
+
+    CuPy's compiled frames have relative paths (``cupy/_core/core.pyx``) and no source line:
+    ``frames`` judges a frame by its module and by every form its path can take.
+    """
+    return location_in_traceback(err)
 
 
 _LIBRARIES = ("cuBLAS", "cuRAND", "cuSOLVER", "cuSPARSE", "cuDNN", "cuTENSOR", "cuFFT")
