@@ -13,12 +13,16 @@ from typing import Any, Optional, TypeVar, Union, overload
 
 import numpy as np
 
+from .arguments import Argnums, ArgumentRules, ArraySpec, argnums
+from .backends.base import ReplayMismatch
 from .config import CUDAGraphConfig, CUDAGraphMode, default_config, graphs_disabled_by_env
 from .descriptor import BatchDescriptor
 from .dispatcher import CudagraphDispatcher
-from .errors import CaptureError, InputMismatchError, StaleOutputError
+from .errors import CaptureError, CupyGraphError, InputMismatchError, StaleOutputError
 from .explain import configure_logging, explain_new_key
+from .frames import location_in_traceback
 from .freshness import issue, stale_reason
+from .reasons import EvictionReason, FallbackReason, RecaptureReason, reason_of_capture_failure
 from .registry import CUDAGraphEntry, CUDAGraphRegistry, GraphKey
 from .stats import CUDAGraphStats
 
@@ -47,21 +51,6 @@ def resolve_config(config: ConfigLike) -> CUDAGraphConfig:
     return resolved
 
 
-def _argnums(value: Union[int, Sequence[int]], name: str) -> tuple[int, ...]:
-    items = (value,) if isinstance(value, int) else tuple(value)
-    for item in items:
-        if isinstance(item, bool) or not isinstance(item, int) or item < 0:
-            raise TypeError(f"{name} must hold non-negative argument positions, got {item!r}")
-    return items
-
-
-def _describe(value: Any) -> str:
-    shape = getattr(value, "shape", None)
-    dtype = getattr(value, "dtype", None)
-    kind = f"{type(value).__module__}.{type(value).__name__}"
-    return f"{dtype}{list(shape)} of type {kind}" if shape is not None and dtype is not None else kind
-
-
 _FAST_PLANS_LIMIT = 4096
 
 _LIVE: weakref.WeakSet[GraphedFunction] = weakref.WeakSet()
@@ -81,13 +70,21 @@ def on_creation(hook: Callable[[GraphedFunction], None]) -> Callable[[], None]:
     return lambda: _CREATION_HOOKS.remove(hook)
 
 
-class _ArraySpec:
-    """Shape and dtype of an argument seen earlier (``warmup`` makes a placeholder from it)."""
+class _Eager:
+    """Why a call runs eagerly: the reason's code, this occurrence's detail, and for a failed
+    capture whether an op was refused (``"refused"``) or the function raised (``"raised"``)."""
 
-    __slots__ = ("dtype", "shape")
+    __slots__ = ("detail", "failure", "reason")
 
-    def __init__(self, shape: tuple[int, ...], dtype: Any):
-        self.shape, self.dtype = tuple(shape), dtype
+    def __init__(self, reason: FallbackReason, detail: Optional[str] = None, failure: Optional[str] = None):
+        self.reason, self.detail, self.failure = reason, detail, failure
+
+    def __str__(self) -> str:
+        return self.reason.describe(self.detail)
+
+
+_MODE_NONE = _Eager(FallbackReason.MODE_NONE)
+_EMPTY_BATCH = _Eager(FallbackReason.EMPTY_BATCH)
 
 
 class _Plan:
@@ -118,7 +115,23 @@ class GraphedFunction:
     ``"view"`` they are views into static buffers, valid until the next call of this function.
     Constant arguments are captured by address: a different array (address, shape, dtype or
     strides) is a new key and a re-capture. Non-array arguments are static: part of the key, so
-    hashable.
+    hashable. Outputs are arrays in tuples, lists, dicts, namedtuples and dataclasses (None is
+    kept); other Python values in them must depend only on shapes and static arguments.
+
+    Failures are remembered per key, until ``clear()`` (or a new ``jit`` with another config):
+      * An op the graph cannot hold (a device-to-host read, a data-dependent shape, a cuBLAS or
+        cuSOLVER call, memory) fails the capture with a ``CaptureError`` naming the op and the
+        line. With ``on_capture_error="fallback"`` the key runs eagerly from then on, counted
+        under the reason's code; with ``"raise"`` every call of the key raises it.
+      * Any other exception during warm-up, capture or output handling marks the key failed
+        too, and the call runs the function eagerly on the caller's arrays. A bug in the
+        function then raises its own exception, exactly as without ``jit`` (on every call, with
+        no new capture); a function that works eagerly is counted as a fallback, or under
+        ``"raise"`` gets a ``CaptureError`` naming the exception and the line.
+      * A replay (host backend) that returns another structure, shape or Python value than the
+        capture drops the graph and the key runs eagerly: a stale result is never returned.
+      * Errors in the call itself (an argument, ``pad_value`` or ``out_batched`` that does not
+        fit) are raised at once and are not remembered.
     """
 
     def __init__(
@@ -126,9 +139,9 @@ class GraphedFunction:
         fn: Callable[..., Any],
         *,
         config: ConfigLike = None,
-        batch_argnums: Union[int, Sequence[int]] = (0,),
-        static_argnums: Union[int, Sequence[int]] = (),
-        constant_argnums: Union[int, Sequence[int]] = (),
+        batch_argnums: Argnums = (0,),
+        static_argnums: Argnums = (),
+        constant_argnums: Argnums = (),
         descriptor_fn: Optional[Callable[..., Any]] = None,
         out_batched: Any = None,
         registry: Optional[CUDAGraphRegistry] = None,
@@ -142,9 +155,9 @@ class GraphedFunction:
             self.__name__ = self.__qualname__ = type(fn).__name__
         self._fn = fn
         self.config = resolve_config(config) if registry is None else registry.config
-        self.batch_argnums = _argnums(batch_argnums, "batch_argnums")
-        self.static_argnums = _argnums(static_argnums, "static_argnums")
-        self.constant_argnums = _argnums(constant_argnums, "constant_argnums")
+        self.batch_argnums = argnums(batch_argnums, "batch_argnums")
+        self.static_argnums = argnums(static_argnums, "static_argnums")
+        self.constant_argnums = argnums(constant_argnums, "constant_argnums")
         for a_name, a in (("static_argnums", self.static_argnums), ("constant_argnums", self.constant_argnums)):
             clash = set(a) & set(self.batch_argnums)
             if clash:
@@ -160,13 +173,16 @@ class GraphedFunction:
             dispatcher.initialize_cudagraph_keys(self.config.mode, self.config.uniform_decode_query_len)
         self.dispatcher = dispatcher
         self._namespace = namespace
+        self._rules = ArgumentRules(
+            self.__name__, self.backend, self.batch_argnums, self.static_argnums, self.constant_argnums
+        )
         self._array_type = self.backend.array_type
         self._const = frozenset(self.constant_argnums)
         self._const_positions = tuple(sorted(self._const))
         self._constants_now: Optional[tuple[Any, ...]] = None
         self._fast: dict[tuple[Any, ...], _Plan] = {}
         self._generation = self.registry.generation
-        self._failed: dict[GraphKey, str] = {}
+        self._failed: dict[GraphKey, _Eager] = {}
         self._constants_seen: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._template: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = None
         if self.config.debug:
@@ -182,17 +198,19 @@ class GraphedFunction:
 
         Constant arguments are not part of it: a plan is only looked up while the constants are the
         very objects of the current constant set (``_fast_key``), which identity checks cheaply.
+        The array type is exact: a subclass (a masked array) is unhashable there and so takes the
+        slow path, which checks it.
         """
         array_type = self._array_type
         if len(args) == 1 and not self._const:
             (a,) = args  # the common case, kept cheap: one batched array
-            return ((a.shape, a.dtype),) if isinstance(a, array_type) else ((type(a), a),)
+            return ((a.shape, a.dtype),) if type(a) is array_type else ((type(a), a),)
         # Static values carry their type: 1, 1.0 and True are equal but trace different graphs.
         if not self._const:
-            return tuple((a.shape, a.dtype) if isinstance(a, array_type) else (type(a), a) for a in args)
+            return tuple((a.shape, a.dtype) if type(a) is array_type else (type(a), a) for a in args)
         const = self._const
         return (len(args), *(
-            (a.shape, a.dtype) if isinstance(a, array_type) else (type(a), a)
+            (a.shape, a.dtype) if type(a) is array_type else (type(a), a)
             for i, a in enumerate(args) if i not in const
         ))
 
@@ -221,164 +239,127 @@ class GraphedFunction:
                 with registry.exec_lock:
                     # Checked under the lock: another thread's capture may have evicted the entry.
                     if plan.entry.alive:
-                        out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
+                        try:  # free unless raised (only a re-executing host replay can)
+                            out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
+                        except ReplayMismatch as err:
+                            return self._eager(args, kwargs, self._replay_failed(plan.entry, err))
                         registry.stats().record_hit(plan.mode_name)
                         return out
         return self._call_slow(args, kwargs, not kwargs)
 
     # -- everything else ---------------------------------------------------------------------------
 
-    def _classify(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[Any, ...]]:
-        """Check every argument; return (batched, copied-whole, signature)."""
-        backend = self.backend
-        for i in self.batch_argnums + self.constant_argnums:
-            if i >= len(args):
-                raise TypeError(
-                    f"{self.__name__}() got {len(args)} positional arguments but argument {i} is declared "
-                    f"in batch_argnums/constant_argnums"
-                )
-        whole: list[int] = []
-        signature: list[tuple[Any, ...]] = []
-        for i, arg in enumerate(args):
-            if backend.is_array(arg):
-                if i in self.static_argnums:
-                    raise InputMismatchError(
-                        f"argument {i} of {self.__name__}() is an array but is in static_argnums; static "
-                        f"arguments are hashable Python values (use constant_argnums for weights)"
-                    )
-                if i in self._const:
-                    signature.append(("const", backend.address(arg), arg.shape, arg.dtype, arg.strides))
-                elif i in self.batch_argnums:
-                    if arg.ndim == 0:
-                        raise InputMismatchError(
-                            f"argument {i} of {self.__name__}() is a 0-d array but is in batch_argnums; "
-                            f"batched arguments need a leading batch axis"
-                        )
-                    signature.append(("batch", arg.shape[1:], arg.dtype))
-                else:
-                    whole.append(i)
-                    signature.append(("array", arg.shape, arg.dtype))
-                device = backend.device_of(arg)
-                if device != getattr(backend, "device_id", -1):
-                    raise InputMismatchError(
-                        f"argument {i} of {self.__name__}() is on device {device} but this function's graphs "
-                        f"live on device {getattr(backend, 'device_id', -1)}; move it or jit it per device"
-                    )
-            elif isinstance(arg, np.generic):
-                signature.append(("static", type(arg), arg))
-            elif hasattr(arg, "__array_interface__") or hasattr(arg, "__cuda_array_interface__"):
-                raise InputMismatchError(
-                    f"argument {i} of {self.__name__}() is {_describe(arg)}, but this function's graphs use "
-                    f"{backend.name} arrays ({self._array_type.__module__}.{self._array_type.__name__}); convert "
-                    f"it, or choose backend='host' for NumPy"
-                )
-            elif i in self.batch_argnums:
-                raise InputMismatchError(
-                    f"argument {i} of {self.__name__}() is in batch_argnums but is {_describe(arg)}, not an array"
-                )
-            else:
-                try:
-                    hash(arg)
-                except TypeError:
-                    raise InputMismatchError(
-                        f"argument {i} of {self.__name__}() is an unhashable {type(arg).__name__}; non-array "
-                        f"arguments are static (part of the graph key) and must be hashable"
-                    ) from None
-                signature.append(("static", type(arg), arg))
-        for name, value in kwargs.items():
-            try:
-                hash(value)
-            except TypeError:
-                raise InputMismatchError(
-                    f"keyword argument {name!r} of {self.__name__}() is an unhashable {type(value).__name__}; "
-                    f"keyword arguments are static (part of the graph key); pass arrays positionally"
-                ) from None
-        if kwargs:
-            signature.append(("kwargs", tuple(sorted((k, type(v), v) for k, v in kwargs.items()))))
-        return self.batch_argnums, tuple(whole), self._namespace + tuple(signature)
-
-    def _rows(self, args: tuple[Any, ...], batched: tuple[int, ...]) -> int:
-        rows = None
-        for i in batched:
-            n = args[i].shape[0]
-            if rows is None:
-                rows = n
-            elif n != rows:
-                raise InputMismatchError(
-                    f"batched arguments of {self.__name__}() disagree on the batch size: argument "
-                    f"{batched[0]} has {rows} rows, argument {i} has {n}"
-                )
-        return 0 if rows is None else rows
-
-    def _descriptor(self, args: tuple[Any, ...], rows: int) -> BatchDescriptor:
-        if self.descriptor_fn is None:
+    def _descriptor(self, args: tuple[Any, ...], rows: int, given: Optional[Any]) -> BatchDescriptor:
+        """The call's descriptor: ``given`` (``call_with_descriptor``), ``descriptor_fn``'s, or the rows."""
+        if given is None and self.descriptor_fn is None:
             return BatchDescriptor(rows)
-        desc = self.descriptor_fn(*args)
-        if isinstance(desc, int):
-            desc = BatchDescriptor(desc)
+        source = "call_with_descriptor" if given is not None else "descriptor_fn"
+        desc = given if given is not None else self.descriptor_fn(*args)  # type: ignore[misc]
+        if isinstance(desc, (int, np.integer)) and not isinstance(desc, (bool, np.bool_)):
+            desc = BatchDescriptor(int(desc))
         if not isinstance(desc, BatchDescriptor):
-            raise TypeError(f"descriptor_fn must return a BatchDescriptor or an int, got {type(desc).__name__}")
-        if self.batch_argnums and desc.num_tokens != rows:
-            raise InputMismatchError(
-                f"descriptor_fn says num_tokens={desc.num_tokens} but the batched arguments have {rows} rows"
-            )
+            raise TypeError(f"{source} must give a BatchDescriptor or an int, got {type(desc).__name__}")
+        if self.batch_argnums:
+            if given is None and desc.num_tokens != rows:
+                raise InputMismatchError(
+                    f"descriptor_fn says num_tokens={desc.num_tokens} but the batched arguments have {rows} rows"
+                )
+            if desc.num_tokens < rows:
+                raise InputMismatchError(
+                    f"{self.__name__}.call_with_descriptor: the descriptor has num_tokens={desc.num_tokens} but "
+                    f"the batched arguments have {rows} rows; num_tokens must be at least the number of rows"
+                )
         return desc
 
-    def _eager(self, args: tuple[Any, ...], kwargs: dict[str, Any], reason: str, mode: str = "NONE") -> Any:
-        self.registry.stats().record_fallback(reason, mode)
-        logger.debug("%s runs eagerly: %s", self.__name__, reason)
+    def _eager(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: _Eager, mode: str = "NONE") -> Any:
+        if why.failure == "raised" and self.config.on_capture_error == "raise":
+            # The function's own error, if it has one for these arguments, reaches the caller here.
+            self._fn(*args, **kwargs)
+            raise CaptureError(f"cannot capture {self.__name__}() (it works eagerly): {why}")
+        self.registry.stats().record_fallback(why.reason, mode, why.detail)
+        logger.debug("%s runs eagerly: %s", self.__name__, why)
         return self._fn(*args, **kwargs)
 
     def _resolve(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], *, force: bool = False,
-        descriptor: Optional[BatchDescriptor] = None,
-    ) -> tuple[Optional[_Plan], str, bool]:
-        """Find or capture the entry for this call; (None, reason, False) when it must run eagerly."""
-        batched, whole, signature = self._classify(args, kwargs)
-        rows = self._rows(args, batched)
+        descriptor: Optional[Any] = None,
+    ) -> tuple[Union[_Plan, _Eager], bool]:
+        """Find or capture the entry for this call: (plan, whether it was captured now), or
+        (why it runs eagerly, False)."""
+        batched, whole, signature = self._rules.classify(args, kwargs)
+        signature = self._namespace + signature
+        rows = self._rules.rows(args, batched)
         if self.config.mode is CUDAGraphMode.NONE:
-            return None, "mode NONE (graphs disabled)", False
+            return _MODE_NONE, False
         if rows == 0 and batched:
-            return None, "empty batch (0 rows)", False
-        desc = descriptor if descriptor is not None else self._descriptor(args, rows)
+            return _EMPTY_BATCH, False
+        desc = self._descriptor(args, rows, descriptor)
         mode, padded = self.dispatcher.dispatch(desc)
         if mode is CUDAGraphMode.NONE or padded is None:
             largest = self.config.largest_capture_size
             if largest is not None and desc.num_tokens > largest:
-                return None, f"batch of {desc.num_tokens} is above the largest capture size {largest}", False
-            return None, f"no graph mode for {desc} under mode {self.config.mode.name}", False
+                return _Eager(FallbackReason.ABOVE_LARGEST,
+                              f"batch of {desc.num_tokens} is above the largest capture size {largest}"), False
+            return _Eager(FallbackReason.NO_GRAPH_MODE,
+                          f"no graph mode for {desc} under mode {self.config.mode.name}"), False
         key = GraphKey(padded, mode, signature)
         failed = self._failed.get(key)
         if failed is not None:
-            return None, failed, False
+            if failed.failure == "refused" and self.config.on_capture_error == "raise":
+                raise CaptureError(f"cannot capture {self.__name__}() for {padded} (failed before; clear() "
+                                   f"tries again): {failed}")
+            return failed, False
         entry = self.registry.lookup(key)
-        captured = False
-        if entry is None:
-            seen = self.registry.note_seen(key)
-            if not force and seen < self.config.capture_after:
-                return None, f"cold key: seen {seen} of capture_after={self.config.capture_after} times", False
-            self._explain_capture(key)
-            if logger.isEnabledFor(logging.DEBUG):
-                logger.debug("%s() captures %s: %s", self.__name__, padded,
-                             explain_new_key(key, [e.key for e in self.registry.entries()]))
-            try:
-                entry = self.registry.capture_entry(
-                    key, self._fn, args, kwargs, batched=batched, copied=whole, out_batched=self.out_batched
-                )
-            except CaptureError as err:
-                if self.config.on_capture_error == "raise":
-                    raise CaptureError(f"cannot capture {self.__name__}() for {padded}: {err}") from err
-                reason = f"capture failed: {err}"
-                self._failed[key] = reason
-                # The text, not the exception: a handler that keeps records (pytest, MemoryHandler)
-                # would keep its traceback's frames and the static buffers they reference.
-                logger.warning("cupygraph: %s() for %s runs eagerly from now on: %s", self.__name__, padded, str(err))
-                return None, reason, False
-            captured = True
-            self.registry.note_seen(key, -1)  # this sighting is counted as the graph's first replay
-        return _Plan(entry, mode.name, batched, whole), "", captured
+        if entry is not None:
+            return _Plan(entry, mode.name, batched, whole), False
+        seen = self.registry.note_seen(key)
+        if not force and seen < self.config.capture_after:
+            return _Eager(FallbackReason.COLD_KEY,
+                          f"cold key: seen {seen} of capture_after={self.config.capture_after} times"), False
+        self._rules.check_padding(args, self.config.pad_value)
+        self._explain_capture(key)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%s() captures %s: %s", self.__name__, padded,
+                         explain_new_key(key, [e.key for e in self.registry.entries()]))
+        try:
+            entry = self.registry.capture_entry(
+                key, self._fn, args, kwargs, batched=batched, copied=whole, out_batched=self.out_batched
+            )
+        except CaptureError as err:
+            return self._capture_failed(key, err), False
+        except CupyGraphError:
+            raise  # the call or a declaration is wrong (InputMismatchError, ...): the user fixes it
+        except Exception as err:
+            return self._capture_failed(key, err), False
+        self.registry.note_seen(key, -1)  # this sighting is counted as the graph's first replay
+        return _Plan(entry, mode.name, batched, whole), True
+
+    def _capture_failed(self, key: GraphKey, err: Exception) -> _Eager:
+        """Remember that ``key`` cannot be captured; raise or return why it runs eagerly."""
+        if isinstance(err, CaptureError):
+            reason = reason_of_capture_failure(str(err), getattr(err, "reason", None))
+            why = _Eager(reason, str(err), "refused")
+        else:
+            reason = FallbackReason.CAPTURE_RAISED
+            why = _Eager(reason, f"{reason.text}: {type(err).__name__}: {err}{location_in_traceback(err)}", "raised")
+        self._failed[key] = why
+        if why.failure == "refused" and self.config.on_capture_error == "raise":
+            raise CaptureError(f"cannot capture {self.__name__}() for {key.descriptor}: {err}") from err
+        # The text, not the exception: a handler that keeps records (pytest, MemoryHandler)
+        # would keep its traceback's frames and the static buffers they reference.
+        logger.warning("cupygraph: %s() for %s runs eagerly from now on: %s", self.__name__, key.descriptor, str(why))
+        return why
+
+    def _replay_failed(self, entry: CUDAGraphEntry, err: ReplayMismatch) -> _Eager:
+        """A replay returned other outputs than the capture: drop the graph, run the key eagerly."""
+        why = _Eager(FallbackReason.REPLAY_MISMATCH, str(err), "refused")
+        self._failed[entry.key] = why
+        self.registry.evict(entry.key, EvictionReason.FAILED_REPLAY, str(err))
+        if self.config.on_capture_error == "raise":
+            raise CaptureError(f"cannot replay {self.__name__}() for {entry.key.descriptor}: {err}") from err
+        logger.warning("cupygraph: %s() for %s runs eagerly from now on: %s", self.__name__, entry.key.descriptor,
+                       str(why))
+        return why
 
     def _explain_capture(self, key: GraphKey) -> None:
         """Count re-captures caused by a constant argument that moved, and say which one."""
@@ -393,13 +374,13 @@ class GraphedFunction:
                     f"a constant argument of {self.__name__}() changed (address, shape, dtype or strides) "
                     f"since capture; was {previous}, now {consts}"
                 )
-            self.registry.stats().record_recapture("a constant argument changed address, shape, dtype or strides")
+            self.registry.stats().record_recapture(RecaptureReason.CONSTANT_CHANGED)
             logger.info("%s() re-captures %s: a constant argument changed", self.__name__, key.descriptor)
         self._constants_seen[rest] = consts
 
     def _call_slow(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool,
-        descriptor: Optional[BatchDescriptor] = None,
+        descriptor: Optional[Any] = None,
     ) -> Any:
         registry = self.registry
         debug = self.config.debug
@@ -407,8 +388,8 @@ class GraphedFunction:
             self._check_arguments_fresh(args)
         with registry.exec_lock:
             # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
-            plan, reason, captured = self._resolve(args, kwargs, descriptor=descriptor)
-            if plan is not None:
+            plan, captured = self._resolve(args, kwargs, descriptor=descriptor)
+            if isinstance(plan, _Plan):
                 if self._generation != registry.generation:
                     self._fast.clear()
                     self._generation = registry.generation
@@ -416,7 +397,10 @@ class GraphedFunction:
                 rows = batched[0].shape[0] if batched else plan.entry.key.descriptor.num_tokens
                 if debug:
                     registry.view_epoch.bump()
-                out = plan.entry.run(batched, rows, [args[i] for i in plan.whole])
+                try:
+                    out = plan.entry.run(batched, rows, [args[i] for i in plan.whole])
+                except ReplayMismatch as err:
+                    return self._eager(args, kwargs, self._replay_failed(plan.entry, err))
                 if captured:
                     registry.stats().record_first_replay(plan.mode_name)
                 else:
@@ -428,7 +412,7 @@ class GraphedFunction:
                 if debug and self.config.output_mode == "view":
                     out = issue(out, registry.view_epoch, self.backend.is_array, self.__name__)
                 return out
-        return self._eager(args, kwargs, reason)
+        return self._eager(args, kwargs, plan)
 
     def _check_arguments_fresh(self, args: tuple[Any, ...]) -> None:
         """Debug mode: an argument that is a view output rewritten since it was returned is an error."""
@@ -459,7 +443,7 @@ class GraphedFunction:
         """The call's arguments for a later ``warmup()``, without holding the caller's data:
         copied arrays become (shape, dtype) specs; constants (captured by address) are kept."""
         copied = set(plan.batched) | set(plan.whole)
-        return tuple(_ArraySpec(a.shape, a.dtype) if i in copied else a for i, a in enumerate(args))
+        return tuple(ArraySpec(a.shape, a.dtype) if i in copied else a for i, a in enumerate(args))
 
     # -- public helpers ----------------------------------------------------------------------------
 
@@ -467,7 +451,9 @@ class GraphedFunction:
         """Capture ahead of time, largest size first; return how many graphs were captured.
 
         The arrays in ``example_args`` (or, when none are given, the last call's) give the
-        signature; their batched arguments are resized to each capture size.
+        signature; their batched arguments are resized to each size in ``sizes`` (default: every
+        capture size), filled with ``pad_value``. A size below 1 or above the largest capture
+        size is an error naming it.
         """
         template_kwargs: dict[str, Any]
         if example_args:
@@ -476,21 +462,31 @@ class GraphedFunction:
             template_args, template_kwargs = self._template
         else:
             raise ValueError(f"{self.__name__}.warmup() needs example arguments before the first call")
+        for i in self.batch_argnums:
+            if i >= len(template_args) or not hasattr(template_args[i], "shape"):
+                raise InputMismatchError(
+                    f"{self.__name__}.warmup(): argument {i} is in batch_argnums but the examples give "
+                    f"{'nothing' if i >= len(template_args) else type(template_args[i]).__name__} there"
+                )
+        largest = self.config.largest_capture_size
+        chosen = (sorted(self.config.cudagraph_capture_sizes, reverse=True) if sizes is None
+                  else self._rules.warmup_sizes(sizes, largest))
+        self._rules.check_padding(template_args, self.config.pad_value)
         xp = self.backend.xp
-        chosen = sorted(set(sizes if sizes is not None else self.config.cudagraph_capture_sizes), reverse=True)
         bar = _progress(len(chosen), f"capturing {self.__name__}", progress)
         count = 0
         try:
             for size in chosen:
-                args = [xp.full(a.shape, self.config.pad_value, dtype=a.dtype) if isinstance(a, _ArraySpec) else a
-                        for a in template_args]
+                args = [xp.zeros(a.shape, dtype=a.dtype) if isinstance(a, ArraySpec) else a for a in template_args]
                 for i in self.batch_argnums:
                     like = template_args[i]
                     args[i] = xp.full((size, *like.shape[1:]), self.config.pad_value, dtype=like.dtype)
-                plan, reason, captured = self._resolve(tuple(args), template_kwargs, force=True)
+                plan, captured = self._resolve(tuple(args), template_kwargs, force=True)
                 count += captured
-                if plan is None:
-                    logger.info("warmup of %s() size %d: %s", self.__name__, size, reason)
+                if isinstance(plan, _Eager):
+                    if plan.failure == "raised" and self.config.on_capture_error == "raise":
+                        raise CaptureError(f"warmup of {self.__name__}() size {size}: {plan}")
+                    logger.info("warmup of %s() size %d: %s", self.__name__, size, plan)
                 if bar is not None:
                     bar.update(1)
         finally:
@@ -499,7 +495,10 @@ class GraphedFunction:
         return count
 
     def call_with_descriptor(self, descriptor: BatchDescriptor, *args: Any, **kwargs: Any) -> Any:
-        """Call with an explicit batch descriptor (request count, uniform decode, sequence length)."""
+        """Call with an explicit batch descriptor (request count, uniform decode, sequence length).
+
+        ``descriptor.num_tokens`` must be at least the batched arguments' rows.
+        """
         return self._call_slow(args, kwargs, False, descriptor)
 
     def stats(self) -> CUDAGraphStats:

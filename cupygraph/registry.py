@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 import threading
 import time
@@ -11,6 +12,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
+import numpy as np
+
 from .backends import select_backend
 from .backends.base import Backend, Recording
 from .config import CUDAGraphConfig, CUDAGraphMode
@@ -18,6 +21,7 @@ from .descriptor import BatchDescriptor
 from .errors import CaptureError, InputMismatchError
 from .freshness import ViewEpoch
 from .pytree import flatten, unflatten
+from .reasons import EvictionReason, FallbackReason
 from .stats import CUDAGraphStats
 
 logger = logging.getLogger("cupygraph")
@@ -112,7 +116,7 @@ class CUDAGraphEntry:
             declared = _expand_out_batched(out_batched, recording.outputs, len(self._leaves))
             for i, (flag, leaf) in enumerate(zip(declared, self._leaves)):
                 if flag and not self._sliced[i]:
-                    raise ValueError(
+                    raise InputMismatchError(
                         f"output {i} is declared batched (out_batched) but has shape "
                         f"{list(getattr(leaf, 'shape', []))}, whose leading axis is not the padded size {self._padded}"
                     )
@@ -282,13 +286,31 @@ def _drop_frame_locals(err: Optional[BaseException]) -> None:
         err = err.__cause__ or err.__context__
 
 
+# Non-array outputs a graph can return as they were at capture: values that do not come from the
+# data (a host read from the data is refused at capture). Any other object is refused, because its
+# contents, arrays included, would be the capture's on every replay.
+_STATIC_OUTPUT_TYPES = (bool, int, float, complex, str, bytes, slice, range, type, enum.Enum, np.generic, np.dtype)
+
+
+def _check_outputs(outputs: Any, is_array: Callable[[Any], bool]) -> None:
+    leaves, _ = flatten(outputs, is_array)
+    for i, leaf in enumerate(leaves):
+        if is_array(leaf) or isinstance(leaf, _STATIC_OUTPUT_TYPES):
+            continue
+        raise CaptureError(
+            f"{FallbackReason.UNSUPPORTED_OUTPUT.text}: output {i} is a {type(leaf).__module__}."
+            f"{type(leaf).__qualname__}, which a replay would return as it was at capture; return arrays in "
+            "tuples, lists, dicts, namedtuples or dataclasses, and only plain values that depend on shapes"
+        )
+
+
 def _expand_out_batched(out_batched: Any, outputs: Any, count: int) -> list[bool]:
     """``out_batched`` as one flag per output leaf: a bool for all, or the outputs' structure."""
     if isinstance(out_batched, bool):
         return [out_batched] * count
     flags, _ = flatten(out_batched, lambda v: isinstance(v, bool))
     if len(flags) != count or not all(isinstance(f, bool) for f in flags):
-        raise ValueError(
+        raise InputMismatchError(
             f"out_batched must be a bool or match the outputs' structure with bools ({count} outputs), "
             f"got {out_batched!r}"
         )
@@ -374,10 +396,9 @@ class CUDAGraphRegistry:
                 # return the memory, and record this key again on its own.
                 logger.info("pool holds %d bytes, above memory_budget=%d: dropping every graph to return it",
                             self.backend.pool_bytes(), budget)
-                # One reason string (no byte count in it): the counter of reasons stays small.
-                reason = f"memory_budget={budget} bytes reached by the pool with cached blocks: all graphs dropped"
+                detail = f"memory_budget={budget} bytes reached by the pool with cached blocks: all graphs dropped"
                 for victim in self.entries():
-                    self._remove_entry(victim.key, reason)
+                    self._remove_entry(victim.key, EvictionReason.POOL_OVER_BUDGET, detail)
                 entry = self._capture(key, fn, args, kwargs, batched, copied, out_batched)
             return entry
 
@@ -429,8 +450,10 @@ class CUDAGraphRegistry:
                 # The family's pool (or the device) refused the static buffers or a warm-up
                 # allocation: like an allocation refused during capture, the key runs eagerly.
                 raise CaptureError(
-                    f"out of memory for the graph of {key.descriptor} (static buffers or warm-up): {err}"
+                    f"{FallbackReason.OUT_OF_MEMORY.text}: the static buffers or warm-up of the graph for "
+                    f"{key.descriptor}: {err}"
                 ) from err
+            _check_outputs(recording.outputs, backend.is_array)
             seconds = time.perf_counter() - start
             written = [k for k, ((_, buf), before) in enumerate(zip(watched, snapshots))
                        if not _same_bytes(backend.xp, buf, before)]
@@ -478,27 +501,27 @@ class CUDAGraphRegistry:
             entry.release()
             self._release_if_empty()
             raise CaptureError(
-                f"the graph for {entry.key.descriptor} needs {entry.nbytes} bytes, above "
-                f"memory_budget={budget} bytes on its own"
+                f"{FallbackReason.OVER_BUDGET.text}: the graph for {entry.key.descriptor} needs {entry.nbytes} "
+                f"bytes, above memory_budget={budget} bytes on its own"
             )
         with self._lock:
             self._entries[entry.key] = entry
             limit = self.config.max_cached_graphs
             while limit is not None and len(self._entries) > limit:
-                if not self._evict_one(entry, f"max_cached_graphs={limit} reached"):
+                if not self._evict_one(entry, EvictionReason.MAX_CACHED_GRAPHS, f"max_cached_graphs={limit} reached"):
                     break
             # The new graph may keep a shared static buffer larger than itself alive, so the
             # total can stay above the budget with nothing left to evict: stop there.
             while budget is not None and self.total_bytes() > budget:
-                if not self._evict_one(entry, f"memory_budget={budget} bytes reached"):
+                if not self._evict_one(entry, EvictionReason.MEMORY_BUDGET, f"memory_budget={budget} bytes reached"):
                     break
 
-    def _evict_one(self, keep: CUDAGraphEntry, reason: str) -> bool:
+    def _evict_one(self, keep: CUDAGraphEntry, reason: EvictionReason, detail: str) -> bool:
         victim = self.select_victim(exclude=keep)
         if victim is None:
             return False
-        self._remove_entry(victim.key, reason)
-        logger.debug("evicted %s (%d replays, %d bytes): %s", victim.key, victim.replay_count, victim.nbytes, reason)
+        self._remove_entry(victim.key, reason, detail)
+        logger.debug("evicted %s (%d replays, %d bytes): %s", victim.key, victim.replay_count, victim.nbytes, detail)
         return True
 
     def select_victim(self, exclude: Optional[CUDAGraphEntry] = None) -> Optional[CUDAGraphEntry]:
@@ -516,14 +539,19 @@ class CUDAGraphRegistry:
             # last_used is stamped on every launch: the replay hot path never touches the registry.
             return min(candidates, key=lambda e: e.last_used)
 
-    def _remove_entry(self, key: GraphKey, reason: Optional[str] = None) -> bool:
+    def evict(self, key: GraphKey, reason: EvictionReason, detail: Optional[str] = None) -> bool:
+        """Drop the entry for ``key``, counted as an eviction with ``reason``; True when one was held."""
+        return self._remove_entry(key, reason, detail)
+
+    def _remove_entry(self, key: GraphKey, reason: Optional[EvictionReason] = None,
+                      detail: Optional[str] = None) -> bool:
         """Drop the entry for ``key``; with ``reason``, count it as an eviction (stats stay whole:
         captures - evictions == graphs held)."""
         with self._lock:
             entry = self._entries.pop(key, None)
             if entry is not None:
                 if reason is not None:
-                    self._stats.record_eviction(reason)
+                    self._stats.record_eviction(reason, detail)
                 self.generation += 1
                 self.view_epoch.bump()
                 self._seen[key] += entry.replay_count  # keep its history for get_hot_shapes
@@ -625,7 +653,8 @@ class CUDAGraphRegistry:
                    for leaf, sliced in zip(leaves, entry._sliced)]
             want = [tuple(s)[1:] if len(s) and s[0] == batch_size else tuple(s) for s in output_shapes]
             if got != want:
-                self._remove_entry(key, "capture_fn returned outputs of other shapes than expected")
+                detail = f"trailing shapes {got}, expected {want}"
+                self._remove_entry(key, EvictionReason.UNEXPECTED_OUTPUT_SHAPES, detail)
                 raise CaptureError(f"capture_fn returned outputs of trailing shapes {got}, expected {want}")
         return entry
 
@@ -650,10 +679,10 @@ class CUDAGraphRegistry:
                signature: tuple[Any, ...] = ()) -> bool:
         """Drop the graph a batch of this size would use; True when one was held."""
         key = self.make_key(batch_size, seq_len, mode, signature)
-        return key is not None and self._remove_entry(key, "removed by remove()")
+        return key is not None and self._remove_entry(key, EvictionReason.REMOVED, "removed by remove()")
 
     def remove_key(self, key: GraphKey) -> bool:
-        return self._remove_entry(key, "removed by remove_key()")
+        return self._remove_entry(key, EvictionReason.REMOVED, "removed by remove_key()")
 
     def clear(self) -> None:
         """Drop every graph and return the pool's memory (statistics are kept; each dropped graph
@@ -662,7 +691,7 @@ class CUDAGraphRegistry:
             entries = list(self._entries.values())
             for entry in entries:
                 self._seen[entry.key] += entry.replay_count
-                self._stats.record_eviction("cleared by clear()")
+                self._stats.record_eviction(EvictionReason.CLEARED)
             self._entries.clear()
             self._arenas.clear()
             self.generation += 1
