@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import operator
 import os
 import sys
 import weakref
@@ -20,10 +19,11 @@ from .descriptor import BatchDescriptor
 from .dispatcher import CudagraphDispatcher
 from .errors import CaptureError, CupyGraphError, InputMismatchError, StaleOutputError
 from .explain import configure_logging, explain_new_key
-from .frames import location_in_traceback
+from .failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, FailedKeys
 from .freshness import issue, stale_reason
-from .reasons import EvictionReason, FallbackReason, RecaptureReason, reason_of_capture_failure
-from .registry import CUDAGraphEntry, CUDAGraphRegistry, GraphKey
+from .plans import Plan, PlanCache
+from .reasons import FallbackReason, RecaptureReason
+from .registry import CUDAGraphRegistry, GraphKey
 from .stats import CUDAGraphStats
 
 logger = logging.getLogger("cupygraph")
@@ -51,8 +51,6 @@ def resolve_config(config: ConfigLike) -> CUDAGraphConfig:
     return resolved
 
 
-_FAST_PLANS_LIMIT = 4096
-
 _LIVE: weakref.WeakSet[GraphedFunction] = weakref.WeakSet()
 
 
@@ -68,32 +66,6 @@ def on_creation(hook: Callable[[GraphedFunction], None]) -> Callable[[], None]:
     """Call ``hook(fn)`` for every jitted function created from now on; returns an unsubscribe."""
     _CREATION_HOOKS.append(hook)
     return lambda: _CREATION_HOOKS.remove(hook)
-
-
-class _Eager:
-    """Why a call runs eagerly: the reason's code, this occurrence's detail, and for a failed
-    capture whether an op was refused (``"refused"``) or the function raised (``"raised"``)."""
-
-    __slots__ = ("detail", "failure", "reason")
-
-    def __init__(self, reason: FallbackReason, detail: Optional[str] = None, failure: Optional[str] = None):
-        self.reason, self.detail, self.failure = reason, detail, failure
-
-    def __str__(self) -> str:
-        return self.reason.describe(self.detail)
-
-
-_MODE_NONE = _Eager(FallbackReason.MODE_NONE)
-_EMPTY_BATCH = _Eager(FallbackReason.EMPTY_BATCH)
-
-
-class _Plan:
-    """How a call signature maps onto an entry: which arguments are copied in and how."""
-
-    __slots__ = ("batched", "entry", "mode_name", "whole")
-
-    def __init__(self, entry: CUDAGraphEntry, mode_name: str, batched: tuple[int, ...], whole: tuple[int, ...]):
-        self.entry, self.mode_name, self.batched, self.whole = entry, mode_name, batched, whole
 
 
 class GraphedFunction:
@@ -176,13 +148,9 @@ class GraphedFunction:
         self._rules = ArgumentRules(
             self.__name__, self.backend, self.batch_argnums, self.static_argnums, self.constant_argnums
         )
-        self._array_type = self.backend.array_type
-        self._const = frozenset(self.constant_argnums)
-        self._const_positions = tuple(sorted(self._const))
-        self._constants_now: Optional[tuple[Any, ...]] = None
-        self._fast: dict[tuple[Any, ...], _Plan] = {}
+        self._plans = PlanCache(self.backend.array_type, self.constant_argnums)
         self._generation = self.registry.generation
-        self._failed: dict[GraphKey, _Eager] = {}
+        self._failed = FailedKeys(self.__name__, self.config.on_capture_error, self.registry)
         self._constants_seen: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._template: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = None
         if self.config.debug:
@@ -193,46 +161,9 @@ class GraphedFunction:
 
     # -- the hot path ------------------------------------------------------------------------------
 
-    def _plan_key(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        """What a cached plan is found by: shapes and dtypes of the arrays, typed static values.
-
-        Constant arguments are not part of it: a plan is only looked up while the constants are the
-        very objects of the current constant set (``_fast_key``), which identity checks cheaply.
-        The array type is exact: a subclass (a masked array) is unhashable there and so takes the
-        slow path, which checks it.
-        """
-        array_type = self._array_type
-        if len(args) == 1 and not self._const:
-            (a,) = args  # the common case, kept cheap: one batched array
-            return ((a.shape, a.dtype),) if type(a) is array_type else ((type(a), a),)
-        # Static values carry their type: 1, 1.0 and True are equal but trace different graphs.
-        if not self._const:
-            return tuple((a.shape, a.dtype) if type(a) is array_type else (type(a), a) for a in args)
-        const = self._const
-        return (len(args), *(
-            (a.shape, a.dtype) if type(a) is array_type else (type(a), a)
-            for i, a in enumerate(args) if i not in const
-        ))
-
-    def _fast_key(self, args: tuple[Any, ...]) -> Optional[tuple[Any, ...]]:
-        """The plan key, or None when the constants are not the current constant set."""
-        positions = self._const_positions
-        if positions:
-            current = self._constants_now
-            # Identity, not equality: the slow path keys constants by address, shape, strides and
-            # dtype; the same objects cannot have changed any of those.
-            if (current is None or len(args) <= positions[-1]
-                    or not all(map(operator.is_, map(args.__getitem__, positions), current))):
-                return None
-        return self._plan_key(args)
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
-            try:
-                fast_key = self._fast_key(args)
-                plan = None if fast_key is None else self._fast.get(fast_key)
-            except TypeError:  # an unhashable argument: the slow path explains what is wrong
-                plan = None
+            plan = self._plans.find(args)
             if plan is not None:
                 batched = [args[i] for i in plan.batched]
                 registry = self.registry
@@ -242,7 +173,8 @@ class GraphedFunction:
                         try:  # free unless raised (only a re-executing host replay can)
                             out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
                         except ReplayMismatch as err:
-                            return self._eager(args, kwargs, self._replay_failed(plan.entry, err))
+                            return self._failed.run_eagerly(self._fn, args, kwargs,
+                                                            self._failed.replay_failed(plan.entry, err))
                         registry.stats().record_hit(plan.mode_name)
                         return out
         return self._call_slow(args, kwargs, not kwargs)
@@ -271,51 +203,39 @@ class GraphedFunction:
                 )
         return desc
 
-    def _eager(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: _Eager, mode: str = "NONE") -> Any:
-        if why.failure == "raised" and self.config.on_capture_error == "raise":
-            # The function's own error, if it has one for these arguments, reaches the caller here.
-            self._fn(*args, **kwargs)
-            raise CaptureError(f"cannot capture {self.__name__}() (it works eagerly): {why}")
-        self.registry.stats().record_fallback(why.reason, mode, why.detail)
-        logger.debug("%s runs eagerly: %s", self.__name__, why)
-        return self._fn(*args, **kwargs)
-
     def _resolve(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], *, force: bool = False,
         descriptor: Optional[Any] = None,
-    ) -> tuple[Union[_Plan, _Eager], bool]:
+    ) -> tuple[Union[Plan, Eager], bool]:
         """Find or capture the entry for this call: (plan, whether it was captured now), or
         (why it runs eagerly, False)."""
         batched, whole, signature = self._rules.classify(args, kwargs)
         signature = self._namespace + signature
         rows = self._rules.rows(args, batched)
         if self.config.mode is CUDAGraphMode.NONE:
-            return _MODE_NONE, False
+            return MODE_NONE, False
         if rows == 0 and batched:
-            return _EMPTY_BATCH, False
+            return EMPTY_BATCH, False
         desc = self._descriptor(args, rows, descriptor)
         mode, padded = self.dispatcher.dispatch(desc)
         if mode is CUDAGraphMode.NONE or padded is None:
             largest = self.config.largest_capture_size
             if largest is not None and desc.num_tokens > largest:
-                return _Eager(FallbackReason.ABOVE_LARGEST,
-                              f"batch of {desc.num_tokens} is above the largest capture size {largest}"), False
-            return _Eager(FallbackReason.NO_GRAPH_MODE,
-                          f"no graph mode for {desc} under mode {self.config.mode.name}"), False
+                return Eager(FallbackReason.ABOVE_LARGEST,
+                             f"batch of {desc.num_tokens} is above the largest capture size {largest}"), False
+            return Eager(FallbackReason.NO_GRAPH_MODE,
+                         f"no graph mode for {desc} under mode {self.config.mode.name}"), False
         key = GraphKey(padded, mode, signature)
-        failed = self._failed.get(key)
+        failed = self._failed.check(key)
         if failed is not None:
-            if failed.failure == "refused" and self.config.on_capture_error == "raise":
-                raise CaptureError(f"cannot capture {self.__name__}() for {padded} (failed before; clear() "
-                                   f"tries again): {failed}")
             return failed, False
         entry = self.registry.lookup(key)
         if entry is not None:
-            return _Plan(entry, mode.name, batched, whole), False
+            return Plan(entry, mode.name, batched, whole), False
         seen = self.registry.note_seen(key)
         if not force and seen < self.config.capture_after:
-            return _Eager(FallbackReason.COLD_KEY,
-                          f"cold key: seen {seen} of capture_after={self.config.capture_after} times"), False
+            return Eager(FallbackReason.COLD_KEY,
+                         f"cold key: seen {seen} of capture_after={self.config.capture_after} times"), False
         self._rules.check_padding(args, self.config.pad_value)
         self._explain_capture(key)
         if logger.isEnabledFor(logging.DEBUG):
@@ -326,40 +246,13 @@ class GraphedFunction:
                 key, self._fn, args, kwargs, batched=batched, copied=whole, out_batched=self.out_batched
             )
         except CaptureError as err:
-            return self._capture_failed(key, err), False
+            return self._failed.capture_failed(key, err), False
         except CupyGraphError:
             raise  # the call or a declaration is wrong (InputMismatchError, ...): the user fixes it
         except Exception as err:
-            return self._capture_failed(key, err), False
+            return self._failed.capture_failed(key, err), False
         self.registry.note_seen(key, -1)  # this sighting is counted as the graph's first replay
-        return _Plan(entry, mode.name, batched, whole), True
-
-    def _capture_failed(self, key: GraphKey, err: Exception) -> _Eager:
-        """Remember that ``key`` cannot be captured; raise or return why it runs eagerly."""
-        if isinstance(err, CaptureError):
-            reason = reason_of_capture_failure(str(err), getattr(err, "reason", None))
-            why = _Eager(reason, str(err), "refused")
-        else:
-            reason = FallbackReason.CAPTURE_RAISED
-            why = _Eager(reason, f"{reason.text}: {type(err).__name__}: {err}{location_in_traceback(err)}", "raised")
-        self._failed[key] = why
-        if why.failure == "refused" and self.config.on_capture_error == "raise":
-            raise CaptureError(f"cannot capture {self.__name__}() for {key.descriptor}: {err}") from err
-        # The text, not the exception: a handler that keeps records (pytest, MemoryHandler)
-        # would keep its traceback's frames and the static buffers they reference.
-        logger.warning("cupygraph: %s() for %s runs eagerly from now on: %s", self.__name__, key.descriptor, str(why))
-        return why
-
-    def _replay_failed(self, entry: CUDAGraphEntry, err: ReplayMismatch) -> _Eager:
-        """A replay returned other outputs than the capture: drop the graph, run the key eagerly."""
-        why = _Eager(FallbackReason.REPLAY_MISMATCH, str(err), "refused")
-        self._failed[entry.key] = why
-        self.registry.evict(entry.key, EvictionReason.FAILED_REPLAY, str(err))
-        if self.config.on_capture_error == "raise":
-            raise CaptureError(f"cannot replay {self.__name__}() for {entry.key.descriptor}: {err}") from err
-        logger.warning("cupygraph: %s() for %s runs eagerly from now on: %s", self.__name__, entry.key.descriptor,
-                       str(why))
-        return why
+        return Plan(entry, mode.name, batched, whole), True
 
     def _explain_capture(self, key: GraphKey) -> None:
         """Count re-captures caused by a constant argument that moved, and say which one."""
@@ -389,9 +282,9 @@ class GraphedFunction:
         with registry.exec_lock:
             # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
             plan, captured = self._resolve(args, kwargs, descriptor=descriptor)
-            if isinstance(plan, _Plan):
+            if isinstance(plan, Plan):
                 if self._generation != registry.generation:
-                    self._fast.clear()
+                    self._plans.clear()
                     self._generation = registry.generation
                 batched = [args[i] for i in plan.batched]
                 rows = batched[0].shape[0] if batched else plan.entry.key.descriptor.num_tokens
@@ -400,19 +293,19 @@ class GraphedFunction:
                 try:
                     out = plan.entry.run(batched, rows, [args[i] for i in plan.whole])
                 except ReplayMismatch as err:
-                    return self._eager(args, kwargs, self._replay_failed(plan.entry, err))
+                    return self._failed.run_eagerly(self._fn, args, kwargs, self._failed.replay_failed(plan.entry, err))
                 if captured:
                     registry.stats().record_first_replay(plan.mode_name)
                 else:
                     registry.stats().record_hit(plan.mode_name)
                 # Debug mode checks every call, so it never takes the fast path.
                 if cacheable and batched and not debug:
-                    self._cache_plan(args, plan)
+                    self._plans.remember(args, plan)
                 self._template = (self._remember(args, plan), kwargs)
                 if debug and self.config.output_mode == "view":
                     out = issue(out, registry.view_epoch, self.backend.is_array, self.__name__)
                 return out
-        return self._eager(args, kwargs, plan)
+        return self._failed.run_eagerly(self._fn, args, kwargs, plan)
 
     def _check_arguments_fresh(self, args: tuple[Any, ...]) -> None:
         """Debug mode: an argument that is a view output rewritten since it was returned is an error."""
@@ -421,25 +314,7 @@ class GraphedFunction:
             if reason is not None:
                 raise StaleOutputError(f"argument {i} of {self.__name__}(): {reason}")
 
-    def _cache_plan(self, args: tuple[Any, ...], plan: _Plan) -> None:
-        """Keep ``plan`` for the fast path under this call's plan key and constant set."""
-        positions = self._const_positions
-        if positions:
-            constants = tuple(args[i] for i in positions)
-            current = self._constants_now
-            if current is None or not all(map(operator.is_, constants, current)):
-                # A new constant set (new weights): plans of the old set no longer apply. The set is
-                # held strongly so its identity stays meaningful; it is replaced by the next one.
-                self._fast.clear()
-                self._constants_now = constants
-        if len(self._fast) >= _FAST_PLANS_LIMIT:
-            self._fast.clear()  # bounded, whatever callers pass
-        try:
-            self._fast[self._plan_key(args)] = plan
-        except TypeError:
-            pass  # an unhashable static value: this call stays on the slow path
-
-    def _remember(self, args: tuple[Any, ...], plan: _Plan) -> tuple[Any, ...]:
+    def _remember(self, args: tuple[Any, ...], plan: Plan) -> tuple[Any, ...]:
         """The call's arguments for a later ``warmup()``, without holding the caller's data:
         copied arrays become (shape, dtype) specs; constants (captured by address) are kept."""
         copied = set(plan.batched) | set(plan.whole)
@@ -483,8 +358,8 @@ class GraphedFunction:
                     args[i] = xp.full((size, *like.shape[1:]), self.config.pad_value, dtype=like.dtype)
                 plan, captured = self._resolve(tuple(args), template_kwargs, force=True)
                 count += captured
-                if isinstance(plan, _Eager):
-                    if plan.failure == "raised" and self.config.on_capture_error == "raise":
+                if isinstance(plan, Eager):
+                    if plan.failure == RAISED and self.config.on_capture_error == "raise":
                         raise CaptureError(f"warmup of {self.__name__}() size {size}: {plan}")
                     logger.info("warmup of %s() size %d: %s", self.__name__, size, plan)
                 if bar is not None:
@@ -520,8 +395,7 @@ class GraphedFunction:
         """Drop every graph (the memory goes back) and forget failed keys; stats are kept."""
         with self.registry.exec_lock:
             self.registry.clear()
-            self._fast.clear()
-            self._constants_now = None
+            self._plans.clear(constants=True)
             self._failed.clear()
             self._constants_seen.clear()
             self._template = None
