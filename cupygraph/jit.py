@@ -445,6 +445,13 @@ def jit(
     """Record ``fn`` into CUDA graphs per batch shape; use as ``@jit`` or ``@jit(config=...)``.
 
     See ``GraphedFunction`` for what is copied, what is owned and what stays valid until when.
+
+    When a key cannot be graphed it is remembered (until ``clear()``): an op the graph cannot
+    hold (a device-to-host read such as ``float(x.sum())``, a data-dependent shape such as
+    ``x[x > 0]``, cuBLAS/cuSOLVER) falls back to eager with the reason counted, or raises
+    ``CaptureError`` naming the op and the line under ``on_capture_error="raise"``. Any other
+    exception while capturing runs the call eagerly: a bug in ``fn`` then raises its own
+    exception, as without ``jit``, and is not captured again on every call.
     """
     options = dict(
         config=config, batch_argnums=batch_argnums, static_argnums=static_argnums,
