@@ -243,8 +243,8 @@ def test_a_callable_object_is_named_by_its_class_in_messages():
 
     class Pipeline:
         def __call__(self, x):
-            if x.shape[0] == 4:
-                raise cg.CaptureError("op not capturable")
+            if x.shape[0] == 4:  # only the padded static buffer
+                return x * float(x.max())  # a device-to-host read: refused at capture
             return x * 2
 
     f = cg.jit(Pipeline(), config=dict(HOST, num_warmups=0))
