@@ -25,6 +25,7 @@ from .manager import CUDAGraphManager
 from .mock import MockCUDAGraph
 from .piecewise import graph_break
 from .policy import AdaptiveDispatchPolicy, DefaultDispatchPolicy, DispatchPolicy
+from .reasons import EvictionReason, FallbackReason, RecaptureReason
 from .registry import CUDAGraphEntry, CUDAGraphRegistry, GraphEntry, GraphKey
 from .sizes import default_capture_sizes
 from .stats import CUDAGraphStats, DispatchStats
@@ -59,12 +60,15 @@ __all__ = [
     "DispatchMode",
     "DispatchPolicy",
     "DispatchStats",
+    "EvictionReason",
+    "FallbackReason",
     "GraphEntry",
     "GraphKey",
     "GraphedFunction",
     "HostBackend",
     "InputMismatchError",
     "MockCUDAGraph",
+    "RecaptureReason",
     "StaleOutputError",
     "StreamDispatcher",
     "check_fresh",

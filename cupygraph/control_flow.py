@@ -36,6 +36,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .backends.host_guard import reads_allowed
 from .errors import CaptureError
 
 __all__ = ["cond", "conditional_nodes_unavailable_reason", "while_loop"]
@@ -129,7 +130,10 @@ def _host_truth(value: Any, what: str) -> bool:
         raise TypeError(f"{what} must be a one-element array or a scalar, got {_describe(value)}")
     if size != 1:
         raise ValueError(f"{what} must hold exactly one element, got {_describe(value)}")
-    return bool(value.item())  # a device-to-host read for CuPy arrays: the eager cost
+    # A device-to-host read for CuPy arrays (the eager cost). Under a host capture it stands for
+    # the conditional node's read on the device, which the host backend must not refuse.
+    with reads_allowed():
+        return bool(value.item())
 
 
 def _is_cupy(value: Any) -> bool:

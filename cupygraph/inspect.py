@@ -40,15 +40,12 @@ def describe(graphed: GraphedFunction) -> str:
         f"captures={stats.captures} evictions={stats.evictions} fallbacks={stats.fallbacks}"
     )
     parts = [head, _table(rows) if entries else "(no graphs held)"]
-    if stats.fallbacks_by_reason:
-        parts.append("eager fallbacks by reason:")
-        parts += [f"  {count:>6}  {reason}" for reason, count in stats.fallbacks_by_reason.most_common()]
-    if stats.evictions_by_reason:
-        parts.append("evictions by reason:")
-        parts += [f"  {count:>6}  {reason}" for reason, count in stats.evictions_by_reason.most_common()]
-    if stats.recaptures_by_reason:
-        parts.append("re-captures by reason:")
-        parts += [f"  {count:>6}  {reason}" for reason, count in stats.recaptures_by_reason.most_common()]
+    for title, counts in (("eager fallbacks by reason:", stats.fallbacks_by_reason),
+                          ("evictions by reason:", stats.evictions_by_reason),
+                          ("re-captures by reason:", stats.recaptures_by_reason)):
+        if counts:  # each reason's code with the last detail seen for it
+            parts.append(title)
+            parts += [f"  {count:>6}  {code}: {stats.detail(code)}" for code, count in counts.most_common()]
     return "\n".join(parts)
 
 

@@ -3,7 +3,8 @@
 Under capture CuPy refuses cuBLAS, cuSOLVER, cuSPARSE, cuRAND and device-to-host reads. Marking
 such an op with ``graph_break`` lets a PIECEWISE capture record a sequence instead of one graph:
 piece, eager op, piece, ... . In FULL mode (and whenever nothing is being recorded) a graph break
-is just a call of the op.
+is just a call of the op. The host backend does the same: in PIECEWISE mode the op runs on plain
+NumPy arrays (host reads allowed), in FULL mode it is refused where CuPy would refuse it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def graph_break(fn: F) -> F:
     Use as a decorator (``@graph_break``) or around a call (``graph_break(cupy.matmul)(a, b)``).
     The op must return an array or a tuple/list/dict of arrays: its results are copied into
     buffers the later pieces were captured with, so those pieces read this call's values. In FULL
-    mode the op is captured like everything else (you assert it is capturable there).
+    mode the op is captured like everything else (you assert it is capturable there; a cuBLAS
+    call makes the FULL key fall back, on the host backend too).
     """
     if getattr(fn, "__cupygraph_graph_break__", False):
         return fn

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -12,265 +11,19 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from .backends import select_backend
-from .backends.base import Backend, Recording
+from .backends.base import Backend
 from .config import CUDAGraphConfig, CUDAGraphMode
 from .descriptor import BatchDescriptor
-from .errors import CaptureError, InputMismatchError
+from .entry import CUDAGraphEntry, GraphEntry, GraphKey, InputArena, base_array, check_outputs, same_bytes
+from .errors import CaptureError
 from .freshness import ViewEpoch
-from .pytree import flatten, unflatten
+from .pytree import flatten
+from .reasons import EvictionReason, FallbackReason
 from .stats import CUDAGraphStats
 
 logger = logging.getLogger("cupygraph")
 
-
-@dataclasses.dataclass(frozen=True)
-class GraphKey:
-    """What one executable graph serves: a padded batch, the runtime mode, and the call signature.
-
-    ``signature`` holds everything else that changes the recorded work: dtypes and trailing shapes
-    of the batched inputs, static argument values, and the addresses of constant arguments.
-    """
-
-    descriptor: BatchDescriptor
-    mode: CUDAGraphMode = CUDAGraphMode.FULL
-    signature: tuple[Any, ...] = ()
-
-
-class InputArena:
-    """Static input buffers shared by the graphs of one signature, sized for the largest batch.
-
-    Graphs of one family run one after another (the family's exec lock and stream ordering), so
-    they can read their inputs from views of one buffer: memory grows with the largest graph, not
-    with the sum. ``state`` records which entry last wrote the buffers and for how many real rows,
-    so the padding is rewritten whenever another graph wrote there since.
-    """
-
-    __slots__ = ("buffers", "state")
-
-    def __init__(self) -> None:
-        self.buffers: dict[int, Any] = {}
-        self.state: Any = None
-
-    def view(self, backend: Backend, position: int, shape: tuple[int, ...], dtype: Any) -> Any:
-        """A buffer of ``shape`` for argument ``position``: a view of the shared one when it fits."""
-        base = self.buffers.get(position)
-        if base is None or base.shape[:1] < shape[:1] or base.shape[1:] != shape[1:] or base.dtype != dtype:
-            base = backend.empty(shape, dtype)
-            self.buffers[position] = base
-        return base[: shape[0]] if base.ndim else base
-
-
-class CUDAGraphEntry:
-    """A captured graph with its static buffers (also exported as ``GraphEntry``).
-
-    Contract: the entry owns its static input buffers and the static outputs the recording writes.
-    ``replay(inputs)`` copies ``inputs`` into the static buffers (rows beyond the real batch hold
-    ``pad_value``), launches the graph on the caller's current stream and returns the outputs sliced
-    to the real batch: fresh copies under ``output_mode="copy"``, views into the static outputs under
-    ``"view"`` (overwritten by the next replay of any graph of the same function).
-    """
-
-    def __init__(
-        self,
-        key: GraphKey,
-        recording: Recording,
-        backend: Backend,
-        static_inputs: list[Any],
-        input_addresses: tuple[int, ...],
-        *,
-        whole_inputs: Sequence[Any] = (),
-        arena: Optional[InputArena] = None,
-        pad_value: Any = 0,
-        output_mode: str = "copy",
-        capture_time: float = 0.0,
-        out_batched: Any = None,
-        written: Sequence[int] = (),
-    ):
-        self.key = key
-        self.cudagraph = recording
-        self.backend = backend
-        self.static_inputs = static_inputs
-        self.whole_inputs = list(whole_inputs)
-        self.input_addresses = input_addresses
-        self.pad_value = pad_value
-        self.output_mode = output_mode
-        self.capture_time = capture_time
-        self.captured_at = time.time()
-        self.alive = True
-        """False once released (evicted or cleared); a cached lookup must check it under the lock."""
-        self.replay_count = 0
-        self.total_replay_s = 0.0
-        self.last_used = time.perf_counter()
-        self._arena = arena if arena is not None else InputArena()
-        self._padded = key.descriptor.num_tokens
-        is_array = backend.is_array
-        self._leaves, self._spec = flatten(recording.outputs, is_array)
-        # Only outputs that carry the batch axis are cut back to the real batch: those declared in
-        # ``out_batched``, or by default every output whose leading axis is the padded size.
-        self._sliced = [is_array(leaf) and leaf.ndim > 0 and leaf.shape[0] == self._padded for leaf in self._leaves]
-        if out_batched is not None:
-            declared = _expand_out_batched(out_batched, recording.outputs, len(self._leaves))
-            for i, (flag, leaf) in enumerate(zip(declared, self._leaves)):
-                if flag and not self._sliced[i]:
-                    raise ValueError(
-                        f"output {i} is declared batched (out_batched) but has shape "
-                        f"{list(getattr(leaf, 'shape', []))}, whose leading axis is not the padded size {self._padded}"
-                    )
-                self._sliced[i] = bool(flag)
-        self._single = self._spec is None
-        self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
-        self.written = tuple(written)
-        """Inputs the function writes into (positions in static_inputs + whole_inputs), found at capture."""
-        if self.written:
-            # Only such entries pay for it: the class's run stays the hot path of all others.
-            self.__class__ = _WritingBackEntry
-
-    @property
-    def batch_descriptor(self) -> BatchDescriptor:
-        return self.key.descriptor
-
-    @property
-    def backend_name(self) -> str:
-        return self.backend.name
-
-    @property
-    def avg_replay_time_ms(self) -> float:
-        """Mean host time of a replay (copies and launch enqueued), in milliseconds."""
-        return 1e3 * self.total_replay_s / self.replay_count if self.replay_count else 0.0
-
-    def increment_replay(self) -> None:
-        self.replay_count += 1
-        self.last_used = time.perf_counter()
-
-    def check_inputs(self, inputs: Sequence[Any]) -> int:
-        """Validate ``inputs`` against the static buffers; return the real batch size."""
-        if len(inputs) != len(self.static_inputs):
-            raise InputMismatchError(
-                f"graph for {self.key.descriptor} takes {len(self.static_inputs)} batched inputs, got {len(inputs)}"
-            )
-        rows: Optional[int] = None
-        for i, (buf, src) in enumerate(zip(self.static_inputs, inputs)):
-            if not self.backend.is_array(src):
-                raise InputMismatchError(
-                    f"input {i} is {type(src).__module__}.{type(src).__name__}; this graph was captured "
-                    f"with {self.backend.name} arrays"
-                )
-            if src.dtype != buf.dtype or src.shape[1:] != buf.shape[1:] or src.ndim != buf.ndim:
-                raise InputMismatchError(
-                    f"input {i} is {src.dtype}{list(src.shape)} but the graph was captured for "
-                    f"{buf.dtype}[n, {', '.join(map(str, buf.shape[1:]))}] with n <= {self._padded}"
-                )
-            if rows is None:
-                rows = src.shape[0]
-            elif src.shape[0] != rows:
-                raise InputMismatchError(f"input {i} has {src.shape[0]} rows but input 0 has {rows}")
-        if rows is None or rows > self._padded:
-            raise InputMismatchError(f"batch of {rows} rows does not fit the graph for {self._padded} rows")
-        return rows
-
-    def load_inputs(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
-        """Copy the real rows in; rewrite the padding only when the real batch size changed.
-
-        ``whole`` are the unbatched array arguments, copied entirely into their static buffers.
-        Returns the stream handle the rest of the call uses.
-        """
-        backend = self.backend
-        stream = backend.order_after_last_use()
-        copy = backend.copy_rows
-        for buf, src in zip(self.static_inputs, inputs):
-            copy(buf, src, stream)
-        for buf, src in zip(self.whole_inputs, whole):
-            copy(buf, src, stream)
-        arena = self._arena
-        state = (id(self), rows)
-        if arena.state != state:
-            if rows < self._padded:
-                for buf in self.static_inputs:
-                    backend.fill_rows(buf, rows, self.pad_value, stream)
-            arena.state = state
-        return stream
-
-    def launch(self) -> None:
-        """Replay the graph on the current stream; the static inputs must already hold the data."""
-        start = time.perf_counter()
-        self.cudagraph.launch()
-        self.total_replay_s += time.perf_counter() - start
-        self.replay_count += 1  # increment_replay() inlined: this is the replay hot path
-        self.last_used = start
-
-    def outputs(self, rows: int, stream: Any = None) -> Any:
-        """This call's outputs, cut to ``rows`` and copied or viewed per ``output_mode``."""
-        copy = self.output_mode == "copy"
-        copy_out, is_array = self.backend.copy_out, self.backend.is_array
-        if self._single:
-            leaf = self._leaves[0]
-            if self._sliced[0] and rows != self._padded:
-                leaf = leaf[:rows]
-            return copy_out(leaf, stream) if copy and is_array(leaf) else leaf
-        result = []
-        for leaf, sliced in zip(self._leaves, self._sliced):
-            if sliced and rows != self._padded:
-                leaf = leaf[:rows]
-            if copy and is_array(leaf):
-                leaf = copy_out(leaf, stream)
-            result.append(leaf)
-        return unflatten(self._spec, result)
-
-    def run(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
-        """The hot path, for callers that already validated ``inputs``: copy in, launch, outputs."""
-        stream = self.load_inputs(inputs, rows, whole)
-        self.launch()
-        return self.outputs(rows, stream)
-
-    def replay(self, inputs: Sequence[Any], whole: Sequence[Any] = ()) -> Any:
-        """Copy ``inputs`` in, launch, and return the outputs for the real batch."""
-        return self.run(inputs, self.check_inputs(inputs), whole)
-
-    def release(self) -> None:
-        """Free the executable and the static buffers (the entry is unusable afterwards)."""
-        self.alive = False
-        self.cudagraph.release()
-        self.static_inputs = []
-        self.whole_inputs = []
-        self._leaves = []
-        self._arena = InputArena()  # drop the shared buffers: the registry may be returning them
-
-    def __repr__(self) -> str:
-        return (
-            f"CUDAGraphEntry({self.key.descriptor}, mode={self.key.mode.name}, backend={self.backend.name}, "
-            f"replays={self.replay_count}, nbytes={self.nbytes})"
-        )
-
-
-class _WritingBackEntry(CUDAGraphEntry):
-    """An entry whose function writes into its copied arguments (found at capture)."""
-
-    def run(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
-        """Rewrite the padding rows the function wrote, and copy the rows it wrote back into the
-        caller's arrays, as the eager call would have left them."""
-        self._arena.state = None
-        stream = self.load_inputs(inputs, rows, whole)
-        self.launch()
-        count = len(self.static_inputs)
-        for k in self.written:
-            if k < count:
-                inputs[k][...] = self.static_inputs[k][:rows]
-            else:
-                whole[k - count][...] = self.whole_inputs[k - count]
-        return self.outputs(rows, stream)
-
-
-GraphEntry = CUDAGraphEntry
-
-
-def _base(buf: Any) -> Any:
-    """The array that owns ``buf``'s memory (an arena buffer hands out views of it)."""
-    return buf.base if buf.base is not None else buf
-
-
-def _same_bytes(xp: Any, a: Any, b: Any) -> bool:
-    """Bit-for-bit equality (NaNs included) of two arrays of one shape and dtype."""
-    return bool(xp.array_equal(a.reshape(-1).view(xp.uint8), b.reshape(-1).view(xp.uint8)))
+__all__ = ["CUDAGraphEntry", "CUDAGraphRegistry", "GraphEntry", "GraphKey", "InputArena"]
 
 
 def _drop_frame_locals(err: Optional[BaseException]) -> None:
@@ -280,19 +33,6 @@ def _drop_frame_locals(err: Optional[BaseException]) -> None:
         seen.add(id(err))
         traceback.clear_frames(err.__traceback__)
         err = err.__cause__ or err.__context__
-
-
-def _expand_out_batched(out_batched: Any, outputs: Any, count: int) -> list[bool]:
-    """``out_batched`` as one flag per output leaf: a bool for all, or the outputs' structure."""
-    if isinstance(out_batched, bool):
-        return [out_batched] * count
-    flags, _ = flatten(out_batched, lambda v: isinstance(v, bool))
-    if len(flags) != count or not all(isinstance(f, bool) for f in flags):
-        raise ValueError(
-            f"out_batched must be a bool or match the outputs' structure with bools ({count} outputs), "
-            f"got {out_batched!r}"
-        )
-    return flags
 
 
 class CUDAGraphRegistry:
@@ -374,10 +114,9 @@ class CUDAGraphRegistry:
                 # return the memory, and record this key again on its own.
                 logger.info("pool holds %d bytes, above memory_budget=%d: dropping every graph to return it",
                             self.backend.pool_bytes(), budget)
-                # One reason string (no byte count in it): the counter of reasons stays small.
-                reason = f"memory_budget={budget} bytes reached by the pool with cached blocks: all graphs dropped"
+                detail = f"memory_budget={budget} bytes reached by the pool with cached blocks: all graphs dropped"
                 for victim in self.entries():
-                    self._remove_entry(victim.key, reason)
+                    self._remove_entry(victim.key, EvictionReason.POOL_OVER_BUDGET, detail)
                 entry = self._capture(key, fn, args, kwargs, batched, copied, out_batched)
             return entry
 
@@ -429,11 +168,13 @@ class CUDAGraphRegistry:
                 # The family's pool (or the device) refused the static buffers or a warm-up
                 # allocation: like an allocation refused during capture, the key runs eagerly.
                 raise CaptureError(
-                    f"out of memory for the graph of {key.descriptor} (static buffers or warm-up): {err}"
+                    f"{FallbackReason.OUT_OF_MEMORY.text}: the static buffers or warm-up of the graph for "
+                    f"{key.descriptor}: {err}"
                 ) from err
+            check_outputs(recording.outputs, backend.is_array)
             seconds = time.perf_counter() - start
             written = [k for k, ((_, buf), before) in enumerate(zip(watched, snapshots))
-                       if not _same_bytes(backend.xp, buf, before)]
+                       if not same_bytes(backend.xp, buf, before)]
             snapshots = []
             if written:
                 logger.info(
@@ -478,27 +219,27 @@ class CUDAGraphRegistry:
             entry.release()
             self._release_if_empty()
             raise CaptureError(
-                f"the graph for {entry.key.descriptor} needs {entry.nbytes} bytes, above "
-                f"memory_budget={budget} bytes on its own"
+                f"{FallbackReason.OVER_BUDGET.text}: the graph for {entry.key.descriptor} needs {entry.nbytes} "
+                f"bytes, above memory_budget={budget} bytes on its own"
             )
         with self._lock:
             self._entries[entry.key] = entry
             limit = self.config.max_cached_graphs
             while limit is not None and len(self._entries) > limit:
-                if not self._evict_one(entry, f"max_cached_graphs={limit} reached"):
+                if not self._evict_one(entry, EvictionReason.MAX_CACHED_GRAPHS, f"max_cached_graphs={limit} reached"):
                     break
             # The new graph may keep a shared static buffer larger than itself alive, so the
             # total can stay above the budget with nothing left to evict: stop there.
             while budget is not None and self.total_bytes() > budget:
-                if not self._evict_one(entry, f"memory_budget={budget} bytes reached"):
+                if not self._evict_one(entry, EvictionReason.MEMORY_BUDGET, f"memory_budget={budget} bytes reached"):
                     break
 
-    def _evict_one(self, keep: CUDAGraphEntry, reason: str) -> bool:
+    def _evict_one(self, keep: CUDAGraphEntry, reason: EvictionReason, detail: str) -> bool:
         victim = self.select_victim(exclude=keep)
         if victim is None:
             return False
-        self._remove_entry(victim.key, reason)
-        logger.debug("evicted %s (%d replays, %d bytes): %s", victim.key, victim.replay_count, victim.nbytes, reason)
+        self._remove_entry(victim.key, reason, detail)
+        logger.debug("evicted %s (%d replays, %d bytes): %s", victim.key, victim.replay_count, victim.nbytes, detail)
         return True
 
     def select_victim(self, exclude: Optional[CUDAGraphEntry] = None) -> Optional[CUDAGraphEntry]:
@@ -516,14 +257,19 @@ class CUDAGraphRegistry:
             # last_used is stamped on every launch: the replay hot path never touches the registry.
             return min(candidates, key=lambda e: e.last_used)
 
-    def _remove_entry(self, key: GraphKey, reason: Optional[str] = None) -> bool:
+    def evict(self, key: GraphKey, reason: EvictionReason, detail: Optional[str] = None) -> bool:
+        """Drop the entry for ``key``, counted as an eviction with ``reason``; True when one was held."""
+        return self._remove_entry(key, reason, detail)
+
+    def _remove_entry(self, key: GraphKey, reason: Optional[EvictionReason] = None,
+                      detail: Optional[str] = None) -> bool:
         """Drop the entry for ``key``; with ``reason``, count it as an eviction (stats stay whole:
         captures - evictions == graphs held)."""
         with self._lock:
             entry = self._entries.pop(key, None)
             if entry is not None:
                 if reason is not None:
-                    self._stats.record_eviction(reason)
+                    self._stats.record_eviction(reason, detail)
                 self.generation += 1
                 self.view_epoch.bump()
                 self._seen[key] += entry.replay_count  # keep its history for get_hot_shapes
@@ -541,7 +287,7 @@ class CUDAGraphRegistry:
             arena = self._arenas.get(signature)
             if arena is None:
                 return
-            used = {id(_base(buf)) for e in self._entries.values() if e.key.signature == signature
+            used = {id(base_array(buf)) for e in self._entries.values() if e.key.signature == signature
                     for buf in e.static_inputs + e.whole_inputs}
             if not used:
                 del self._arenas[signature]
@@ -567,7 +313,7 @@ class CUDAGraphRegistry:
             for entry in self._entries.values():
                 total += entry.cudagraph.nbytes
                 for buf in entry.static_inputs + entry.whole_inputs:
-                    base = _base(buf)
+                    base = base_array(buf)
                     statics[id(base)] = int(base.nbytes)
             return total + sum(statics.values())
 
@@ -625,7 +371,8 @@ class CUDAGraphRegistry:
                    for leaf, sliced in zip(leaves, entry._sliced)]
             want = [tuple(s)[1:] if len(s) and s[0] == batch_size else tuple(s) for s in output_shapes]
             if got != want:
-                self._remove_entry(key, "capture_fn returned outputs of other shapes than expected")
+                detail = f"trailing shapes {got}, expected {want}"
+                self._remove_entry(key, EvictionReason.UNEXPECTED_OUTPUT_SHAPES, detail)
                 raise CaptureError(f"capture_fn returned outputs of trailing shapes {got}, expected {want}")
         return entry
 
@@ -650,10 +397,10 @@ class CUDAGraphRegistry:
                signature: tuple[Any, ...] = ()) -> bool:
         """Drop the graph a batch of this size would use; True when one was held."""
         key = self.make_key(batch_size, seq_len, mode, signature)
-        return key is not None and self._remove_entry(key, "removed by remove()")
+        return key is not None and self._remove_entry(key, EvictionReason.REMOVED, "removed by remove()")
 
     def remove_key(self, key: GraphKey) -> bool:
-        return self._remove_entry(key, "removed by remove_key()")
+        return self._remove_entry(key, EvictionReason.REMOVED, "removed by remove_key()")
 
     def clear(self) -> None:
         """Drop every graph and return the pool's memory (statistics are kept; each dropped graph
@@ -662,7 +409,7 @@ class CUDAGraphRegistry:
             entries = list(self._entries.values())
             for entry in entries:
                 self._seen[entry.key] += entry.replay_count
-                self._stats.record_eviction("cleared by clear()")
+                self._stats.record_eviction(EvictionReason.CLEARED)
             self._entries.clear()
             self._arenas.clear()
             self.generation += 1

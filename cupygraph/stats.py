@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import Counter
-from typing import Any
+from typing import Any, Optional
+
+from .reasons import EvictionReason, FallbackReason, RecaptureReason
 
 
 @dataclasses.dataclass
@@ -14,6 +16,11 @@ class CUDAGraphStats:
 
     A call is a hit when it replays a graph that already existed and a miss otherwise (it captured
     or ran eagerly), so ``hits + misses == calls``; ``captures - evictions == graphs held``.
+
+    Reasons are counted by code (``FallbackReason``, ``EvictionReason``, ``RecaptureReason``;
+    the ``*_by_reason`` counters are keyed by the code's value), and ``last_detail_by_reason``
+    keeps the last detail of each code (a batch size, the op and the user's line): the
+    statistics stay bounded however varied the traffic.
     """
 
     hits: int = 0
@@ -29,6 +36,7 @@ class CUDAGraphStats:
     replays_by_mode: Counter[str] = dataclasses.field(default_factory=Counter)
     fallbacks_by_mode: Counter[str] = dataclasses.field(default_factory=Counter)
     recaptures_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
+    last_detail_by_reason: dict[str, str] = dataclasses.field(default_factory=dict)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -66,26 +74,38 @@ class CUDAGraphStats:
             self.capture_time_s += seconds
             self.captures_by_mode[mode] += 1
 
-    def record_recapture(self, reason: str) -> None:
+    def record_recapture(self, reason: RecaptureReason, detail: Optional[str] = None) -> None:
         """A key was captured again because something it was captured with changed."""
         with self._lock:
-            self.recaptures_by_reason[reason] += 1
+            self.recaptures_by_reason[reason.value] += 1
+            if detail:
+                self.last_detail_by_reason[reason.value] = detail
 
-    def record_fallback(self, reason: str, mode: str = "NONE") -> None:
-        """A miss that ran the function eagerly, with the reason in words a user understands."""
+    def record_fallback(self, reason: FallbackReason, mode: str = "NONE", detail: Optional[str] = None) -> None:
+        """A miss that ran the function eagerly: the reason's code, and this occurrence's detail."""
         with self._lock:
             self.misses += 1
-            self.fallbacks_by_reason[reason] += 1
+            self.fallbacks_by_reason[reason.value] += 1
             self.fallbacks_by_mode[mode] += 1
+            if detail:
+                self.last_detail_by_reason[reason.value] = detail
 
     def record_capture_failure(self) -> None:
         with self._lock:
             self.capture_failures += 1
 
-    def record_eviction(self, reason: str) -> None:
+    def record_eviction(self, reason: EvictionReason, detail: Optional[str] = None) -> None:
         with self._lock:
             self.evictions += 1
-            self.evictions_by_reason[reason] += 1
+            self.evictions_by_reason[reason.value] += 1
+            if detail:
+                self.last_detail_by_reason[reason.value] = detail
+
+    def detail(self, reason: str) -> str:
+        """The last detail recorded for a reason code (its text when none was)."""
+        with self._lock:
+            known = self.last_detail_by_reason.get(str(reason))
+        return known if known else _text_of(str(reason))
 
     def merge(self, other: CUDAGraphStats) -> None:
         """Add ``other``'s counters to these (totals over several functions)."""
@@ -94,7 +114,7 @@ class CUDAGraphStats:
                 if field.name == "_lock":
                     continue
                 mine, theirs = getattr(self, field.name), getattr(other, field.name)
-                if isinstance(mine, Counter):
+                if isinstance(mine, dict):  # a Counter adds counts; the detail table keeps the newer
                     mine.update(theirs)
                 else:
                     setattr(self, field.name, mine + theirs)
@@ -127,7 +147,17 @@ class CUDAGraphStats:
                 "replays_by_mode": dict(self.replays_by_mode),
                 "fallbacks_by_mode": dict(self.fallbacks_by_mode),
                 "recaptures_by_reason": dict(self.recaptures_by_reason),
+                "last_detail_by_reason": dict(self.last_detail_by_reason),
             }
+
+
+def _text_of(code: str) -> str:
+    for kind in (FallbackReason, EvictionReason, RecaptureReason):
+        try:
+            return kind(code).text
+        except ValueError:
+            continue
+    return code
 
 
 @dataclasses.dataclass

@@ -15,6 +15,7 @@ from .config import CUDAGraphMode
 from .context import get_forward_context
 from .descriptor import BatchDescriptor
 from .errors import InputMismatchError
+from .reasons import EvictionReason, FallbackReason
 from .registry import CUDAGraphEntry, GraphKey
 from .stats import CUDAGraphStats
 
@@ -132,7 +133,8 @@ class CUDAGraphWrapper:
     def _evict_lru(self) -> None:
         descriptor, entry = self._entries.popitem(last=False)
         entry.release()
-        self._stats.record_eviction(f"max_cached_graphs={self.max_cached_graphs} reached")
+        self._stats.record_eviction(EvictionReason.MAX_CACHED_GRAPHS,
+                                    f"max_cached_graphs={self.max_cached_graphs} reached")
         self._log("CUDAGraphWrapper evicted %s", descriptor)
         if not self._entries:
             self.backend.release_memory()
@@ -202,7 +204,8 @@ class AdaptiveCUDAGraphWrapper(CUDAGraphWrapper):
                 cold = context.descriptor not in self._entries and self._seen[context.descriptor] < self.capture_after
             if cold:
                 self._stats.record_fallback(
-                    f"cold shape: seen fewer than capture_after={self.capture_after} times", context.mode.name
+                    FallbackReason.COLD_KEY, context.mode.name,
+                    f"cold shape {context.descriptor}: seen fewer than capture_after={self.capture_after} times",
                 )
                 return self.runnable(*args, **kwargs)
         return super().__call__(*args, **kwargs)
@@ -212,12 +215,14 @@ class AdaptiveCUDAGraphWrapper(CUDAGraphWrapper):
         while self.max_cached_graphs is not None and len(self._entries) > self.max_cached_graphs:
             self._evict_lru()
         while self.memory_budget is not None and len(self._entries) > 1 and self._held_bytes() > self.memory_budget:
-            self._evict_lru(reason=f"memory_budget={self.memory_budget} bytes reached")
+            self._evict_lru(EvictionReason.MEMORY_BUDGET, f"memory_budget={self.memory_budget} bytes reached")
 
     def _held_bytes(self) -> int:
         return sum(e.nbytes for e in self._entries.values())
 
-    def _evict_lru(self, reason: Optional[str] = None) -> None:
+    def _evict_lru(  # the adaptive wrapper also evicts for the memory budget
+        self, reason: EvictionReason = EvictionReason.MAX_CACHED_GRAPHS, detail: Optional[str] = None,
+    ) -> None:
         newest = next(reversed(self._entries))
         candidates = [d for d in self._entries if d != newest] or [newest]
         keep = self.min_replays_to_keep
@@ -227,7 +232,7 @@ class AdaptiveCUDAGraphWrapper(CUDAGraphWrapper):
         victim = min(pool, key=lambda d: self._entries[d].replay_count)
         entry = self._entries.pop(victim)
         entry.release()
-        self._stats.record_eviction(reason or f"max_cached_graphs={self.max_cached_graphs} reached")
+        self._stats.record_eviction(reason, detail or f"max_cached_graphs={self.max_cached_graphs} reached")
         self._log("AdaptiveCUDAGraphWrapper evicted %s (%d replays)", victim, entry.replay_count)
         if not self._entries:
             self.backend.release_memory()

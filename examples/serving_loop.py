@@ -28,7 +28,9 @@ def gelu(xp: Any, v: Any) -> Any:
 def make_linear_gelu(xp: Any) -> Callable[[Any, Any, Any], Any]:
     """gelu(x @ w + b) as one custom kernel: capturable, so decode steps get one FULL graph."""
     if xp is np:
-        return lambda x, w, b: gelu(np, x @ w + b)
+        # The host stand-in for the kernel: element-wise products and a sum, which the host
+        # backend captures (it refuses `@`, as CuPy refuses cuBLAS under capture).
+        return lambda x, w, b: gelu(np, (x[:, :, None] * w).sum(axis=1) + b)
     from cupygraph.kernels import get_kernel
 
     kernel = get_kernel("mlp.cu", "linear_gelu")

@@ -14,9 +14,12 @@
    static copy: the capture detects it (warm-up; on the host the run itself) and each replay copies
    the written rows back into the caller's arrays. Undetected on the GPU with num_warmups=0, or
    when the writes depend on the data and the warm-up's data did not trigger them.
-9. A graph break is captured in FULL mode: a cuBLAS op there makes the FULL keys fall back. Only
-   the GPU shows it (the host backend re-executes everything): tests/gpu/test_piecewise.py,
-   ``test_without_break_falls_back_with_cublas_reason_and_full_mode_falls_back_with_break``.
+9. A graph break is captured in FULL mode: a cuBLAS op there makes the FULL keys fall back. The
+   host backend refuses it too (and the GPU test is tests/gpu/test_piecewise.py,
+   ``test_without_break_falls_back_with_cublas_reason_and_full_mode_falls_back_with_break``).
+10. Python values read from the data (``float(x.sum())``, ``if x.any():``, ``x[x > 0]``) cannot
+   be recorded: the key falls back to eager, counted with the op and the line; values that depend
+   only on shapes (``x.shape[0]``, ``len(x)``) are fine.
 """
 
 from __future__ import annotations
@@ -84,21 +87,49 @@ def test_5_sizes_above_the_largest_capture_size_run_eagerly():
     f = cg.jit(lambda x: x + 1, config=HOST)
     f(np.ones((17, 2)))
     assert f.registry.num_graphs() == 0
-    assert any("above the largest capture size 16" in r for r in f.stats().fallbacks_by_reason)
+    assert f.stats().fallbacks_by_reason == {"above_largest_capture_size": 1}
+    assert f.stats().detail("above_largest_capture_size") == "batch of 17 is above the largest capture size 16"
 
 
 def test_6_uncapturable_ops_fall_back_or_raise():
-    def fn(x):
-        if x.shape[0] == 4:  # what a refused op looks like to the engine: a CaptureError at capture
-            raise cg.CaptureError("cuBLAS call (cupy.matmul / @ / dot) is not capturable by CuPy")
-        return x + 1
+    w = np.array([[1.0, 2.0], [3.0, 4.0]])
 
-    f = cg.jit(fn, config=dict(HOST, num_warmups=0))
-    assert f(np.ones((3, 2))).tolist() == [[2.0, 2.0]] * 3
-    assert any("cuBLAS" in r for r in f.stats().fallbacks_by_reason)
-    strict = cg.jit(fn, config=dict(HOST, num_warmups=0, on_capture_error="raise"))
+    def fn(x):
+        return x @ w + 1  # cuBLAS on the GPU: CuPy refuses it under capture
+
+    f = cg.jit(fn, config=HOST)
+    x = np.arange(6.0).reshape(3, 2)
+    assert np.array_equal(f(x), fn(x)) and np.array_equal(f(x + 1), fn(x + 1))
+    assert f.stats().fallbacks_by_reason == {"library_call": 2} and f.stats().capture_failures == 1
+    assert "cuBLAS" in f.stats().detail("library_call")
+    assert "(at test_jit_footguns.py:" in f.stats().detail("library_call")
+    strict = cg.jit(fn, config=dict(HOST, on_capture_error="raise"))
     with pytest.raises(cg.CaptureError, match="cuBLAS"):
-        strict(np.ones((3, 2)))
+        strict(x)
+
+
+def test_9_a_graph_break_is_captured_in_full_mode():
+    matmul = cg.graph_break(np.matmul)
+    fn = lambda x: matmul(x, np.eye(2)) * 2
+    x = np.arange(6.0).reshape(3, 2)
+    full = cg.jit(fn, config=dict(HOST, mode="FULL"))
+    assert np.array_equal(full(x), fn(x))
+    assert full.stats().fallbacks_by_reason == {"library_call": 1}
+    piecewise = cg.jit(fn, config=dict(HOST, mode="PIECEWISE"))
+    assert np.array_equal(piecewise(x), fn(x)) and np.array_equal(piecewise(x + 1), fn(x + 1))
+    assert piecewise.stats().fallbacks == 0 and piecewise.stats().replays_by_mode == {"PIECEWISE": 2}
+
+
+def test_10_values_read_from_the_data_fall_back_shapes_do_not():
+    reads = cg.jit(lambda x: x * float(x.max()), config=HOST)
+    # Shapes are fine (the batch axis is the padded size there: trailing axes are the real ones).
+    shapes = cg.jit(lambda x: x * (x.shape[1] + len(x[0])), config=HOST)
+    for n in (3, 3, 4):
+        x = np.arange(2.0 * n).reshape(n, 2)
+        assert np.array_equal(reads(x), x * float(x.max()))
+        assert np.array_equal(shapes(x), x * 4)
+    assert reads.stats().fallbacks_by_reason == {"device_to_host_read": 3}
+    assert shapes.stats().fallbacks == 0 and shapes.stats().hits == 2
 
 
 def test_7_non_array_arguments_are_static_and_typed():

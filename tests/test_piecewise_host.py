@@ -64,8 +64,11 @@ def test_full_and_piecewise_on_host_counts_modes():
         x = rng.standard_normal((n, 4)).astype(np.float32)
         np.testing.assert_array_equal(graphed(x, decode), fn(x, decode))
     stats = graphed.stats()
-    assert stats.replays_by_mode == {"FULL": 3, "PIECEWISE": 2}
-    assert stats.captures_by_mode == {"FULL": 2, "PIECEWISE": 2}
+    # The graph break is an eager step between PIECEWISE pieces; in FULL it is captured like
+    # everything else, and `@` (cuBLAS under CuPy) is refused there: decode keys run eagerly.
+    assert stats.replays_by_mode == {"PIECEWISE": 2}
+    assert stats.captures_by_mode == {"PIECEWISE": 2}
+    assert stats.fallbacks_by_reason == {"library_call": 3} and stats.capture_failures == 2
 
 
 def test_full_decode_only_runs_mixed_batches_eagerly():
@@ -100,7 +103,8 @@ def test_adaptive_wrapper_captures_hot_shapes_only():
         wrapper(buffers[2])
     assert wrapper.get_cached_descriptors() == [cg.BatchDescriptor(2)]
     assert wrapper.get_hot_shapes(1) == [(cg.BatchDescriptor(2), 3)]
-    assert any("cold shape" in r for r in wrapper.stats().fallbacks_by_reason)
+    assert wrapper.stats().fallbacks_by_reason == {"cold_key": 2}
+    assert "capture_after=3" in wrapper.stats().detail("cold_key")
 
 
 def test_adaptive_wrapper_eviction_protects_hot_entries_and_prewarm():

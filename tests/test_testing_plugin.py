@@ -42,12 +42,10 @@ def test_assert_graph_matches_eager_reports_fallbacks():
 
 def test_assert_capturable_names_the_reason():
     def refuses(x):
-        if x.shape[0] == 4:
-            raise cg.CaptureError("device-to-host transfer during capture")
-        return x
+        return x / float(x.sum())  # a device-to-host read: CuPy refuses it under capture
 
-    with pytest.raises(pytest.fail.Exception, match="device-to-host"):
-        assert_capturable(refuses, np.ones((3, 2)), config=dict(HOST, num_warmups=0))
+    with pytest.raises(pytest.fail.Exception, match=r"device-to-host read .* float\(\) of an array"):
+        assert_capturable(refuses, np.ones((3, 2)), config=HOST)
     assert_capturable(lambda x: x * 2, np.ones((3, 2)), config=HOST)
 
 
@@ -173,9 +171,10 @@ def test_stats_merge_adds_every_counter():
     a, b = cg.CUDAGraphStats(), cg.CUDAGraphStats()
     a.record_hit("FULL")
     b.record_hit("FULL")
-    b.record_fallback("cold key", "NONE")
+    b.record_fallback(cg.FallbackReason.COLD_KEY, "NONE", "cold key: seen 1 of capture_after=2 times")
     b.record_capture("PIECEWISE", 0.5)
     a.merge(b)
     assert (a.hits, a.misses, a.captures, a.capture_time_s) == (2, 1, 1, 0.5)
-    assert a.replays_by_mode == {"FULL": 2} and a.fallbacks_by_reason == {"cold key": 1}
+    assert a.replays_by_mode == {"FULL": 2} and a.fallbacks_by_reason == {"cold_key": 1}
+    assert a.last_detail_by_reason == {"cold_key": "cold key: seen 1 of capture_after=2 times"}
     assert a.captures_by_mode == {"PIECEWISE": 1}

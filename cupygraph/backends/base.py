@@ -10,6 +10,19 @@ import abc
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import CaptureError
+from ..reasons import FallbackReason
+
+
+class ReplayMismatch(CaptureError):
+    """A replay produced outputs that differ from the capture's in structure, shape or value.
+
+    Only a backend that re-executes the function (the host) can see it; the front door marks the
+    key failed and runs the call eagerly, so the stale outputs are never returned.
+    """
+
+    reason = FallbackReason.REPLAY_MISMATCH
+
 
 class Recording(abc.ABC):
     """One captured executable: replaying it recomputes ``outputs`` in place from the static inputs."""

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import bisect
 import gc
-import linecache
 import threading
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, Optional
@@ -17,8 +15,10 @@ from typing import Any, Optional
 import cupy
 
 from ..errors import CaptureError
+from ..frames import location_in_traceback
 from ..piecewise import recording_breaks
 from ..pytree import flatten, unflatten
+from ..reasons import FallbackReason
 from .base import Backend, Recording
 
 _runtime = cupy.cuda.runtime
@@ -61,17 +61,12 @@ def _frozen_gc(enabled: bool) -> Iterator[None]:
 
 
 def _user_frame(err: BaseException) -> str:
-    """`` (at file:line: code)`` for the innermost traceback frame outside CuPy and cupygraph."""
-    here = None
-    for frame, lineno in traceback.walk_tb(err.__traceback__):
-        filename = frame.f_code.co_filename
-        if "/cupy/" in filename or "/cupygraph/" in filename or "cupy_backends" in filename:
-            continue
-        here = (filename, lineno)
-    if here is None:
-        return ""
-    code = linecache.getline(here[0], here[1]).strip()
-    return f" (at {here[0].rsplit('/', 1)[-1]}:{here[1]}: {code})" if code else ""
+    """`` (at file:line: code)`` for the innermost traceback frame of the user's own code.
+
+    CuPy's compiled frames have relative paths (``cupy/_core/core.pyx``) and no source line:
+    ``frames`` judges a frame by its module and by every form its path can take.
+    """
+    return location_in_traceback(err)
 
 
 _LIBRARIES = ("cuBLAS", "cuRAND", "cuSOLVER", "cuSPARSE", "cuDNN", "cuTENSOR", "cuFFT")
@@ -81,6 +76,8 @@ def describe_capture_failure(err: BaseException) -> Optional[str]:
     """Why ``err`` means "this op cannot be captured", in a user's words; None for other errors.
 
     Errors that are not about capture (a bug in the user's function) are re-raised unchanged.
+    Each description starts with its reason code's text (``FallbackReason``), so the front door
+    counts it under that code; the host backend's refusals read the same.
     """
     message = str(err)
     where = _user_frame(err)
@@ -88,18 +85,19 @@ def describe_capture_failure(err: BaseException) -> Optional[str]:
         for library in _LIBRARIES:
             if library in message:
                 op = {"cuBLAS": "cupy.matmul / @ / dot", "cuRAND": "cupy.random"}.get(library, library)
-                return f"{library} call ({op}) is not capturable by CuPy{where}"
-        return f"a library call that CuPy cannot capture: {message}{where}"
+                return f"{FallbackReason.LIBRARY_CALL.text}: {library} ({op}){where}"
+        return f"{FallbackReason.LIBRARY_CALL.text}: {message}{where}"
     if isinstance(err, cupy.cuda.memory.OutOfMemoryError):
-        return f"out of memory during capture: {message}"
+        return f"{FallbackReason.OUT_OF_MEMORY.text}: {message}"
     if isinstance(err, RuntimeError) and "capturing" in message:
         if "D2H" in message or "synchronous" in message:
-            return f"device-to-host transfer during capture{where}"
+            return f"{FallbackReason.DEVICE_TO_HOST.text}{where}"
         if "invalidated" in message:
-            return f"an operation invalidated the capture (a synchronisation or host transfer){where}"
-        return f"an operation not allowed during capture: {message}{where}"
+            return (f"{FallbackReason.CAPTURE_FAILED.text}: an operation invalidated the capture "
+                    f"(a synchronisation or host transfer){where}")
+        return f"{FallbackReason.CAPTURE_FAILED.text}: {message}{where}"
     if isinstance(err, _runtime.CUDARuntimeError) and "Capture" in message:
-        return f"an operation not allowed during stream capture ({message}){where}"
+        return f"{FallbackReason.CAPTURE_FAILED.text}: {message}{where}"
     return None
 
 

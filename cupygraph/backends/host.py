@@ -4,46 +4,72 @@ It exists so everything above the backends runs for real where no GPU is present
 laptops): a "replay" re-executes the function on the static buffers and writes the results into
 the buffers the capture returned, so view and copy semantics match the GPU backend's. It never
 claims to have captured a CUDA graph (``name == "host"``).
+
+It refuses what the GPU cannot capture (``host_guard``): the capture run sees its buffers as
+arrays that refuse host reads, data-dependent shapes and cuBLAS/cuSOLVER calls. A replay that
+returns another structure, shapes or Python values than the capture raises ``ReplayMismatch``
+(the front door then runs that key eagerly): a stale result is never returned.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..errors import CaptureError
-from ..pytree import flatten, unflatten
-from .base import Backend, Recording
+from ..pytree import flatten
+from .base import Backend, Recording, ReplayMismatch
+from .host_guard import guarded, plain_outputs, refusing
 
 
 def _is_numpy(value: Any) -> bool:
     return isinstance(value, np.ndarray)
 
 
+def _same_value(old: Any, new: Any) -> bool:
+    """Whether a non-array output is the capture's value again (NaN equals NaN)."""
+    if old is new:
+        return True
+    if type(old) is not type(new):
+        return False
+    try:
+        if isinstance(old, float) and math.isnan(old):
+            return math.isnan(new)
+        return bool(old == new)
+    except Exception:  # a value whose comparison fails cannot be shown to be the same
+        return False
+
+
 class HostRecording(Recording):
     def __init__(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], outputs: Any):
         self._fn, self._args, self._kwargs = fn, list(args), kwargs
         self.outputs = outputs
-        self._leaves, _ = flatten(outputs, _is_numpy)
+        self._leaves, self._spec = flatten(outputs, _is_numpy)
         self.nbytes = sum(leaf.nbytes for leaf in self._leaves if _is_numpy(leaf))
 
     def launch(self) -> None:
-        fresh, _ = flatten(self._fn(*self._args, **self._kwargs), _is_numpy)
-        if len(fresh) != len(self._leaves):
-            raise CaptureError(
-                f"the function returned {len(fresh)} outputs on replay but {len(self._leaves)} at capture; "
-                "a graphed function must return the same structure every call"
+        fresh, spec = flatten(self._fn(*self._args, **self._kwargs), _is_numpy)
+        if spec != self._spec or len(fresh) != len(self._leaves):
+            raise ReplayMismatch(
+                f"the function returned another output structure on replay than at capture ({len(fresh)} "
+                f"outputs, {len(self._leaves)} at capture); a graphed function must return the same structure "
+                "every call"
             )
         for i, (static, new) in enumerate(zip(self._leaves, fresh)):
             if not _is_numpy(static):
+                if not _same_value(static, new):
+                    raise ReplayMismatch(
+                        f"output {i} is {type(new).__name__} {new!r} on replay but was {static!r} at capture; "
+                        "a graph would have returned the capture's value (a value from Python state or the data)"
+                    )
                 continue
             if new is static:
                 continue
             new = np.asarray(new)
             if new.shape != static.shape or new.dtype != static.dtype:
-                raise CaptureError(
+                raise ReplayMismatch(
                     f"output {i} is {new.dtype}{list(new.shape)} on replay but was "
                     f"{static.dtype}{list(static.shape)} at capture; outputs must keep their shape and dtype"
                 )
@@ -89,9 +115,8 @@ class HostBackend(Backend):
     ) -> HostRecording:
         for _ in range(num_warmups):
             fn(*args, **kwargs)
-        outputs = fn(*args, **kwargs)
-        leaves, spec = flatten(outputs, _is_numpy)
-        if any(isinstance(leaf, np.generic) for leaf in leaves):
-            # A NumPy scalar cannot be rewritten in place: hold it as a 0-d array (as CuPy returns).
-            outputs = unflatten(spec, [np.asarray(v) if isinstance(v, np.generic) else v for v in leaves])
-        return HostRecording(fn, args, kwargs, outputs)
+        # The capture run sees views of the same buffers that refuse what CuPy refuses under capture.
+        with refusing(piecewise):
+            outputs = fn(*[guarded(a) for a in args], **kwargs)
+        # The caller gets plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy returns).
+        return HostRecording(fn, args, kwargs, plain_outputs(outputs))

@@ -90,7 +90,8 @@ def _fault_call(f: cg.GraphedFunction, fault: Fault, x, outcome: str, words: str
             assert out.shape == want.shape
         else:
             assert_same(out, want)
-        assert any(words in reason for reason in f.stats().fallbacks_by_reason), f.stats().fallbacks_by_reason
+        details = f.stats().last_detail_by_reason
+        assert any(words in detail for detail in details.values()), details
         del out, want
     else:
         with pytest.raises(Exception) as info:

@@ -115,7 +115,7 @@ def test_static_buffers_of_evicted_signatures_are_released():
 def test_failed_captures_release_their_static_buffers():
     def fn(x):
         if x.shape[0] == 8 and x.shape[1] > 1:
-            raise cg.CaptureError("op not capturable")
+            return x * float(x.max())  # a device-to-host read: refused at capture
         return x * 2
 
     f = cg.jit(fn, config=dict(backend="host", capture_sizes=[4, 8], num_warmups=0))
@@ -176,8 +176,8 @@ def test_pool_that_keeps_cached_blocks_is_brought_back_under_the_budget():
         check_stats(f, i + 1)
     assert backend.releases > 0
     reasons = f.stats().evictions_by_reason
-    assert any("by the pool" in reason for reason in reasons)
-    assert len(reasons) <= 3, reasons  # fixed strings: a long run does not grow the counter
+    assert reasons["pool_over_memory_budget"] > 0 and "by the pool" in f.stats().detail("pool_over_memory_budget")
+    assert len(reasons) <= 3, reasons  # codes: a long run does not grow the counter
 
 
 class RefusingBackend(HostBackend):
@@ -202,7 +202,8 @@ def test_refused_allocations_fall_back_with_the_reason():
     small, big = np.ones((3, 8)), np.ones((40, 8))
     assert np.array_equal(f(small), small + 1) and np.array_equal(f(big), big + 1)
     assert f.registry.num_graphs() == 1
-    assert any("out of memory" in r and "pool limit" in r for r in f.stats().fallbacks_by_reason)
+    assert f.stats().fallbacks_by_reason == {"out_of_memory": 1}
+    assert "pool limit" in f.stats().detail("out_of_memory")
 
     def greedy(x):
         if x.shape[0] == 8:  # only the padded warm-up asks for the impossible
@@ -233,7 +234,7 @@ def test_a_failed_capture_lets_go_of_its_static_buffers_even_when_logs_keep_reco
 
     def fn(x):
         if x.shape[0] == 1024:  # only the padded static buffer: the capture fails, eager runs
-            raise cg.CaptureError("op not capturable")
+            return x * float(x.max())  # a device-to-host read: refused at capture
         return x * 2
 
     handler = Keep(level=logging.WARNING)

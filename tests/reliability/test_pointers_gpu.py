@@ -94,7 +94,7 @@ def test_zero_size_trailing_dims_zero_d_arguments_and_empty_batches():
         x = rand(rng, 3, 4)
         assert_same(g(x, cupy.asarray(np.float32(s))), x * np.float32(s))
     assert f(cupy.ones((0, 3), dtype=cupy.float32)).shape == (0, 3)
-    assert "empty batch (0 rows)" in f.stats().fallbacks_by_reason
+    assert "empty_batch" in f.stats().fallbacks_by_reason
     with pytest.raises(cg.InputMismatchError, match=r"argument 0 .* 0-d array"):
         f(cupy.asarray(1.0))
     with pytest.raises(cg.InputMismatchError, match=r"argument 0 .* numpy\.ndarray"):

@@ -1,0 +1,80 @@
+"""Which line of the user's own code an error or a refused op comes from.
+
+Fallback reasons end with ``(at model.py:12: y = x @ w)``. The frame named is the innermost one
+that belongs to neither the array libraries nor cupygraph. A frame belongs to a library when its
+module (``f_globals["__name__"]``) is inside one of ``LIBRARY_PACKAGES``, or its file is: CuPy's
+compiled frames carry relative paths (``cupy/_core/core.pyx``), installed ones absolute paths
+under ``site-packages/cupy/``, and a checkout's may live anywhere, so each form is checked.
+A user's project that merely sits in a folder called ``cupygraph`` is not a library frame.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import traceback
+from types import FrameType
+from typing import Optional
+
+LIBRARY_PACKAGES = frozenset({"cupy", "cupyx", "cupy_backends", "cupygraph", "numpy"})
+
+
+def _package_dirs() -> list[str]:
+    """Directories of the library packages imported here, as normalised path prefixes."""
+    dirs = []
+    for name in LIBRARY_PACKAGES:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(file, str):
+            dirs.append(os.path.dirname(os.path.abspath(file)).replace("\\", "/").rstrip("/") + "/")
+    return dirs
+
+
+def is_library_file(filename: str) -> bool:
+    """Whether ``filename`` is a file of a library package, whatever form the path takes."""
+    path = filename.replace("\\", "/")
+    if path.startswith("<"):  # <string>, <stdin>, <frozen ...>: not a package file
+        return False
+    parts = [p for p in path.split("/") if p]
+    if not parts:
+        return False
+    absolute = path.startswith("/") or (len(path) > 1 and path[1] == ":")
+    if not absolute:
+        # Compiled (Cython) frames: ``cupy/_core/core.pyx`` relative to the package root.
+        return parts[0] in LIBRARY_PACKAGES
+    for i, part in enumerate(parts[:-1]):
+        if part in ("site-packages", "dist-packages") and parts[i + 1] in LIBRARY_PACKAGES:
+            return True
+    return any(path.startswith(prefix) for prefix in _package_dirs())
+
+
+def is_library_frame(frame: FrameType) -> bool:
+    module = frame.f_globals.get("__name__")
+    if isinstance(module, str) and module.split(".", 1)[0] in LIBRARY_PACKAGES:
+        return True
+    return is_library_file(frame.f_code.co_filename)
+
+
+def format_location(filename: str, lineno: int) -> str:
+    """`` (at file.py:LINE: code)``; without the code where the source cannot be read."""
+    code = linecache.getline(filename, lineno).strip()
+    name = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    return f" (at {name}:{lineno}: {code})" if code else f" (at {name}:{lineno})"
+
+
+def location_in_traceback(err: BaseException) -> str:
+    """The innermost user frame of ``err``'s traceback as `` (at file:line: code)``, or ``""``."""
+    here: Optional[tuple[str, int]] = None
+    for frame, lineno in traceback.walk_tb(err.__traceback__):
+        if not is_library_frame(frame):
+            here = (frame.f_code.co_filename, lineno)
+    return "" if here is None else format_location(*here)
+
+
+def location_in_stack(frame: Optional[FrameType]) -> str:
+    """The innermost user frame from ``frame`` outwards as `` (at file:line: code)``, or ``""``."""
+    while frame is not None:
+        if not is_library_frame(frame):
+            return format_location(frame.f_code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    return ""

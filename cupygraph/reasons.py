@@ -1,0 +1,99 @@
+"""Why a call ran eagerly, a graph was evicted or re-captured: a fixed set of codes with human text.
+
+Statistics count by code (``FallbackReason.ABOVE_LARGEST.value``), so they cannot grow with the
+traffic; the variable detail of one occurrence (a batch size, the op and the user's line) is kept
+as the last detail per code. Each detail starts with its code's text, so a detail alone (a
+``CaptureError`` message from a backend) can be mapped back to its code.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Optional
+
+
+class _Reason(str, Enum):
+    """A code (the value, stable for dashboards) with the text a user reads (``text``)."""
+
+    @property
+    def text(self) -> str:
+        return _TEXTS[self.value]
+
+    def describe(self, detail: Optional[str] = None) -> str:
+        """The detail when there is one (it starts with the text), else the text."""
+        return detail if detail else self.text
+
+
+class FallbackReason(_Reason):
+    """Why a call ran the function eagerly instead of replaying a graph."""
+
+    MODE_NONE = "mode_none"
+    EMPTY_BATCH = "empty_batch"
+    ABOVE_LARGEST = "above_largest_capture_size"
+    NO_GRAPH_MODE = "no_graph_mode"
+    COLD_KEY = "cold_key"
+    DEVICE_TO_HOST = "device_to_host_read"
+    DATA_DEPENDENT_SHAPE = "data_dependent_shape"
+    LIBRARY_CALL = "library_call"
+    OUT_OF_MEMORY = "out_of_memory"
+    OVER_BUDGET = "graph_over_memory_budget"
+    CAPTURE_FAILED = "capture_failed"
+    CAPTURE_RAISED = "exception_during_capture"
+    UNSUPPORTED_OUTPUT = "unsupported_output"
+    REPLAY_MISMATCH = "replay_mismatch"
+
+
+class EvictionReason(_Reason):
+    """Why a graph left the cache."""
+
+    MAX_CACHED_GRAPHS = "max_cached_graphs"
+    MEMORY_BUDGET = "memory_budget"
+    POOL_OVER_BUDGET = "pool_over_memory_budget"
+    CLEARED = "cleared"
+    REMOVED = "removed"
+    UNEXPECTED_OUTPUT_SHAPES = "unexpected_output_shapes"
+    FAILED_REPLAY = "failed_replay"
+
+
+class RecaptureReason(_Reason):
+    """Why a key was captured again."""
+
+    CONSTANT_CHANGED = "constant_changed"
+
+
+# Codes are unique across the three kinds: the statistics keep one detail table for all of them.
+_TEXTS = {
+    "mode_none": "graphs disabled (mode NONE)",
+    "empty_batch": "empty batch (0 rows)",
+    "above_largest_capture_size": "batch above the largest capture size",
+    "no_graph_mode": "no graph mode for this batch under the configured mode",
+    "cold_key": "cold key: seen fewer than capture_after times",
+    "device_to_host_read": "device-to-host read during capture",
+    "data_dependent_shape": "output shape depends on the data",
+    "library_call": "library call CuPy cannot capture",
+    "out_of_memory": "out of memory during capture",
+    "graph_over_memory_budget": "the graph alone is above memory_budget",
+    "capture_failed": "an operation not allowed during capture",
+    "exception_during_capture": "an exception during warm-up, capture or output handling",
+    "unsupported_output": "an output that is neither an array nor a plain Python value",
+    "replay_mismatch": "a replay returned outputs of another structure, shape or value",
+    "max_cached_graphs": "max_cached_graphs reached",
+    "memory_budget": "memory_budget reached",
+    "pool_over_memory_budget": "memory_budget reached by the pool with cached blocks: all graphs dropped",
+    "cleared": "cleared by clear()",
+    "removed": "removed by remove() or remove_key()",
+    "unexpected_output_shapes": "capture_fn returned outputs of other shapes than expected",
+    "failed_replay": "its replay returned outputs of another structure, shape or value",
+    "constant_changed": "a constant argument changed address, shape, dtype or strides",
+}
+
+
+def reason_of_capture_failure(message: str, reason: Optional[FallbackReason] = None) -> FallbackReason:
+    """The code of a capture failure: ``reason`` when the raiser knew it, else the code whose
+    text the message starts with (backends build their messages that way), else CAPTURE_FAILED."""
+    if reason is not None:
+        return reason
+    for code in FallbackReason:
+        if message.startswith(code.text):
+            return code
+    return FallbackReason.CAPTURE_FAILED

@@ -1,0 +1,71 @@
+"""Make "the replay equals eager" checks able to fail on the host backend.
+
+A host replay re-executes the function, so a replay that forgot to write its outputs would still
+look right when it is compared on the data it was captured with. Poisoning the static outputs
+before a replay, and replaying on new data, catches a replay that returns stale values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cupygraph.pytree import flatten
+
+
+def _garbage(dtype: np.dtype) -> Any:
+    if dtype.kind in "fc":
+        return np.nan
+    if dtype.kind in "iu":
+        return np.iinfo(dtype).max
+    return True
+
+
+def poison_outputs(graphed: Any) -> int:
+    """Overwrite every static output of ``graphed``'s graphs with garbage; return how many.
+
+    Outputs that share memory with the graph's static inputs (a function returning its argument)
+    are left alone: the next call rewrites only the real rows of those.
+    """
+    count = 0
+    for entry in graphed.registry.entries():
+        inputs = list(entry.static_inputs) + list(entry.whole_inputs)
+        leaves, _ = flatten(entry.cudagraph.outputs, lambda v: isinstance(v, np.ndarray))
+        for leaf in leaves:
+            if (not isinstance(leaf, np.ndarray) or not leaf.size or not leaf.flags.writeable
+                    or any(np.shares_memory(leaf, buf) for buf in inputs)):
+                continue
+            leaf[...] = _garbage(leaf.dtype)
+            count += 1
+    return count
+
+
+def same(got: Any, want: Any) -> bool:
+    """Equal structure and bit-equal arrays (NaN equal to NaN)."""
+    got_leaves, got_spec = flatten(got, lambda v: isinstance(v, np.ndarray))
+    want_leaves, want_spec = flatten(want, lambda v: isinstance(v, np.ndarray))
+    if got_spec != want_spec or len(got_leaves) != len(want_leaves):
+        return False
+    for g, w in zip(got_leaves, want_leaves):
+        if isinstance(w, np.ndarray):
+            g = np.asarray(g)
+            if g.shape != w.shape or g.dtype != w.dtype:
+                return False
+            if not np.array_equal(g, w, equal_nan=w.dtype.kind in "fc"):
+                return False
+        elif g != w:
+            return False
+    return True
+
+
+def check_replay_follows_new_data(graphed: Any, fn: Any, before: tuple, after: tuple) -> None:
+    """Call on ``before`` (captures), poison the outputs, call on ``after`` (replays): the replay
+    equals ``fn(*after)`` and differs from the first result."""
+    first = graphed(*before)
+    replays = graphed.stats().replays
+    assert poison_outputs(graphed) > 0, "nothing to poison: the check could not fail"
+    got = graphed(*after)
+    assert graphed.stats().replays == replays + 1, "the second call did not replay"
+    assert same(got, fn(*after)), "the replay differs from eager on the new data"
+    assert not same(got, first), "the new data gave the first call's result: the check could not fail"
