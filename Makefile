@@ -1,18 +1,23 @@
 # Two entry points, each self-contained on a fresh machine: `make demo` and `make test`.
-# The venv sees system site-packages so a machine's preinstalled CuPy (GPU images) is used as is.
+# The venv is isolated (no system site-packages): the tests see what setup.cfg declares and nothing
+# the machine happens to have.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
-# On a GPU machine without CuPy, install the CUDA 13 wheel; where CuPy is already there, keep it.
-GPU_EXTRA := $(shell $(PYTHON) -c "import cupy" 2>/dev/null || (command -v nvidia-smi >/dev/null 2>&1 && echo ,cuda13))
+comma := ,
+# On a GPU machine (nvidia-smi answers), add CuPy's wheel for the driver's CUDA major version (12,
+# else 13): the isolated venv cannot see a CuPy installed on the system.
+CUDA_MAJOR := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\).*/\1/p' | head -n 1)
+GPU_EXTRA := $(if $(CUDA_MAJOR),$(comma)$(if $(filter 12,$(CUDA_MAJOR)),cuda12,cuda13))
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="--randomly-seed=1234"` to replay an order.
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint suite clean
 
+# A .venv left by an older Makefile may see system site-packages: make it again.
 $(STAMP):
-	test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
+	grep -qsx 'include-system-site-packages = false' $(VENV)/pyvenv.cfg || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[test$(GPU_EXTRA)]"
 	touch $(STAMP)

@@ -1,0 +1,105 @@
+"""What the package and its tests import is what setup.cfg declares, and `make` installs only that."""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Import name -> distribution name, where the two differ.
+DISTRIBUTION = {"yaml": "pyyaml", "tomli_w": "tomli-w", "cuda": "cuda-bindings"}
+# Imported only on a GPU machine (the GPU tests and benchmarks), each behind an importorskip or a
+# lazy import that says what is missing; `make` installs CuPy there.
+GPU_ONLY = {"cupy", "cupyx", "cupy_backends", "torch", "jax", "jaxlib"}
+
+needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed here")
+
+
+def setup_cfg() -> configparser.ConfigParser:
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg", encoding="utf-8")
+    return parser
+
+
+def requirement_names(text: str) -> set[str]:
+    names = set()
+    for line in text.splitlines():
+        match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)
+        if match:
+            names.add(match.group(1).lower().replace("_", "-"))
+    return names
+
+
+def declared(*extras: str) -> set[str]:
+    cfg = setup_cfg()
+    names = requirement_names(cfg["options"]["install_requires"])
+    for extra in extras:
+        names |= requirement_names(cfg["options.extras_require"][extra])
+    return names
+
+
+def local_names() -> set[str]:
+    names = {"cupygraph", "tools", "tests", "examples", "conftest"}
+    for folder in ("tests", "tools", "examples"):
+        names |= {p.stem for p in (ROOT / folder).rglob("*.py")}
+    return names
+
+
+def imported_modules(folder: str) -> Iterator[tuple[str, str]]:
+    """(top-level module, file:line) for every absolute import and importorskip under ``folder``."""
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield alias.name.split(".")[0], where
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                yield node.module.split(".")[0], where
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr == "importorskip" and node.args
+                  and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                yield node.args[0].value.split(".")[0], where
+
+
+def undeclared(folders: tuple[str, ...], available: set[str], also_allowed: set[str]) -> list[str]:
+    local = local_names()
+    missing = []
+    for folder in folders:
+        for module, where in imported_modules(folder):
+            if module in sys.stdlib_module_names or module in local or module in also_allowed:
+                continue
+            if DISTRIBUTION.get(module, module).lower().replace("_", "-") not in available:
+                missing.append(f"{module} ({where})")
+    return missing
+
+
+def test_every_module_the_tests_import_is_declared():
+    # tools/ and examples/ count: the tests run both.
+    missing = undeclared(("tests", "tools", "examples"), declared("test"), GPU_ONLY)
+    assert not missing, f"imported but not declared in setup.cfg (install_requires or the test extras): {missing}"
+
+
+def test_every_module_the_package_imports_is_a_dependency():
+    # The pytest plugin module runs inside pytest; CUDA modules are imported lazily on the GPU path.
+    missing = undeclared(("cupygraph",), declared(), GPU_ONLY | {"pytest", "cuda"})
+    assert not missing, f"cupygraph imports modules that install_requires lacks: {missing}"
+
+
+@needs_make
+def test_the_venv_does_not_see_system_site_packages():
+    dry = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "-n", "-B", "test"],
+                         capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    commands = [part for line in dry.stdout.splitlines() for part in re.split(r"&&|\|\||;", line)]
+    creates = [cmd.strip(" {}") for cmd in commands if " -m venv " in cmd]
+    assert creates, dry.stdout
+    assert not any("--system-site-packages" in cmd for cmd in creates), creates
