@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
+HASH := $(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
 comma := ,
 # On a GPU machine (nvidia-smi answers), add CuPy's wheel for the driver's CUDA major version (12,
 # else 13): the isolated venv cannot see a CuPy installed on the system.
@@ -15,27 +15,41 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test lint suite clean
 
+# Each entry point installs only what it needs (the extras are in setup.cfg): the demo the package
+# (and CuPy on a GPU machine); the tests also the test runner, the linters and NVRTC.
+DEMO_EXTRAS := $(patsubst %,[%],$(patsubst $(comma)%,%,$(GPU_EXTRA)))
+TEST_EXTRAS := [test,lint,cuda$(GPU_EXTRA)]
+DEMO_STAMP := $(VENV)/.demo-$(HASH)
+TEST_STAMP := $(VENV)/.test-$(HASH)
+
 # A .venv left by an older Makefile may see system site-packages: make it again.
-$(STAMP):
+define install
 	grep -qsx 'include-system-site-packages = false' $(VENV)/pyvenv.cfg || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test$(GPU_EXTRA)]"
-	touch $(STAMP)
+	$(PY) -m pip install -q -e ".$(1)"
+	touch $@
+endef
 
-demo: $(STAMP)
+$(DEMO_STAMP):
+	$(call install,$(DEMO_EXTRAS))
+
+$(TEST_STAMP):
+	$(call install,$(TEST_EXTRAS))
+
+demo: $(DEMO_STAMP)
 	$(PY) -m cupygraph demo
 
 # `make test` = lint, then the suite. README.md ("Running the tests") lists these same commands and
 # tests/test_docs.py keeps the two in step; .ci/run calls `make test`.
 test: lint suite
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(PY) -m ruff check cupygraph tests tools examples
 	$(PY) -m mypy cupygraph
 
 # Random module order (pytest-randomly) with the seed in the header, so an order dependence shows
 # at once and can be replayed. Exit 5 (no test collected) fails loudly instead of passing quietly.
-suite: $(STAMP)
+suite: $(TEST_STAMP)
 	$(PY) -m pytest -p randomly $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); failing"; fi; exit $$rc; }
 

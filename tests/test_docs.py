@@ -44,7 +44,7 @@ def test_readme_opens_with_the_two_setup_commands():
 @needs_make
 def test_make_test_runs_the_commands_the_readme_lists():
     # `make -n` prints what `make test` would run; an empty STAMP skips the install step.
-    dry = make("-n", "test", "STAMP=")
+    dry = make("-n", "test", "TEST_STAMP=")
     assert dry.returncode == 0, dry.stderr
     ran = [line.split(" || ")[0].strip() for line in dry.stdout.splitlines() if line.startswith(".venv/bin/python")]
     block = re.search(r"```bash\n(.*?)```", readme_section("Running the tests"), re.S)
@@ -63,7 +63,7 @@ def test_ci_runs_make_test_and_nothing_else():
 
 @needs_make
 def test_a_run_that_collects_no_tests_fails_loudly():
-    result = make("suite", "STAMP=", f"PY={sys.executable}",
+    result = make("suite", "TEST_STAMP=", f"PY={sys.executable}",
                   "PYTEST_ARGS=tests/test_sizes.py -k no_test_has_this_name -p no:cacheprovider")
     assert result.returncode != 0
     assert "collected no tests" in result.stdout, result.stdout[-2000:]

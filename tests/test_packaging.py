@@ -84,7 +84,7 @@ def undeclared(folders: tuple[str, ...], available: set[str], also_allowed: set[
 
 def test_every_module_the_tests_import_is_declared():
     # tools/ and examples/ count: the tests run both.
-    missing = undeclared(("tests", "tools", "examples"), declared("test"), GPU_ONLY)
+    missing = undeclared(("tests", "tools", "examples"), declared("test", "cuda", "lint"), GPU_ONLY)
     assert not missing, f"imported but not declared in setup.cfg (install_requires or the test extras): {missing}"
 
 
@@ -94,12 +94,44 @@ def test_every_module_the_package_imports_is_a_dependency():
     assert not missing, f"cupygraph imports modules that install_requires lacks: {missing}"
 
 
-@needs_make
-def test_the_venv_does_not_see_system_site_packages():
-    dry = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "-n", "-B", "test"],
+def dry_run(target: str, *variables: str) -> str:
+    """What ``make TARGET`` would run from scratch (``-B``), without running it."""
+    dry = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "-n", "-B", target, *variables],
                          capture_output=True, text=True)
     assert dry.returncode == 0, dry.stderr
-    commands = [part for line in dry.stdout.splitlines() for part in re.split(r"&&|\|\||;", line)]
+    return dry.stdout
+
+
+def installed_extras(target: str, *variables: str) -> list[str]:
+    return re.findall(r'pip install -q -e "\.(.*)"', dry_run(target, *variables))
+
+
+def test_the_cuda_wheels_are_only_in_the_cuda_extra_and_only_where_nvidia_ships_them():
+    extras = setup_cfg()["options.extras_require"]
+    for name in ("test", "lint"):
+        cuda_only = [n for n in requirement_names(extras[name]) if n.startswith(("cuda-", "nvidia-", "cupy"))]
+        assert not cuda_only, f"the {name} extra must install on macOS too: {cuda_only}"
+    for line in filter(None, (line.strip() for line in extras["cuda"].splitlines())):
+        marker = line.partition(";")[2].strip()
+        assert marker == 'sys_platform == "linux" or sys_platform == "win32"', line
+
+
+@needs_make
+@pytest.mark.parametrize(("cuda_major", "demo", "test"), [
+    ("", "", "[test,lint,cuda]"),
+    ("12", "[cuda12]", "[test,lint,cuda,cuda12]"),
+    ("13", "[cuda13]", "[test,lint,cuda,cuda13]"),
+])
+def test_make_installs_only_what_each_entry_point_needs(cuda_major, demo, test):
+    # CUDA_MAJOR stands for what nvidia-smi reports ("" where there is no GPU driver).
+    assert installed_extras("demo", f"CUDA_MAJOR={cuda_major}") == [demo]
+    assert installed_extras("test", f"CUDA_MAJOR={cuda_major}") == [test]
+
+
+@needs_make
+def test_the_venv_does_not_see_system_site_packages():
+    dry = dry_run("test")
+    commands = [part for line in dry.splitlines() for part in re.split(r"&&|\|\||;", line)]
     creates = [cmd.strip(" {}") for cmd in commands if " -m venv " in cmd]
-    assert creates, dry.stdout
+    assert creates, dry
     assert not any("--system-site-packages" in cmd for cmd in creates), creates
