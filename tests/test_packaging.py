@@ -135,3 +135,46 @@ def test_the_venv_does_not_see_system_site_packages():
     creates = [cmd.strip(" {}") for cmd in commands if " -m venv " in cmd]
     assert creates, dry
     assert not any("--system-site-packages" in cmd for cmd in creates), creates
+
+
+def imports_guarded_by_import_error(folder: str) -> Iterator[tuple[str, str]]:
+    """Modules imported inside ``try: ... except ImportError`` (a fallback for a missing package)."""
+    catches = {"ImportError", "ModuleNotFoundError"}
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.Try):
+                continue
+            caught = set()
+            for handler in node.handlers:
+                types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+                caught |= {t.id for t in types if isinstance(t, ast.Name)}
+            if not caught & catches:
+                continue
+            for inner in (n for stmt in node.body for n in ast.walk(stmt)):
+                if isinstance(inner, ast.Import):
+                    names = [alias.name for alias in inner.names]
+                elif isinstance(inner, ast.ImportFrom) and inner.level == 0 and inner.module:
+                    names = [inner.module]
+                else:
+                    continue
+                for name in names:
+                    yield name.split(".")[0], f"{path.relative_to(ROOT)}:{inner.lineno}"
+
+
+@pytest.mark.xfail(strict=True, reason="cupygraph/jit.py's _progress still falls back when tqdm is missing; "
+                   "the fix belongs to jit.py's owner (issue 11). Remove this marker with that fix.")
+def test_hard_dependencies_are_not_treated_as_optional():
+    # tqdm and tomli-w are install_requires: code that falls back without them hides a broken install.
+    hard = declared()
+    soft = [f"{module} ({where})" for module, where in imports_guarded_by_import_error("cupygraph")
+            if DISTRIBUTION.get(module, module).lower().replace("_", "-") in hard]
+    assert not soft, f"hard dependencies imported with a fallback: {soft}"
+
+
+def test_the_license_file_is_the_apache_2_0_text_setup_cfg_names():
+    metadata = setup_cfg()["metadata"]
+    assert metadata["license"] == "Apache-2.0"
+    assert metadata["license_files"].split() == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text  # the full text, not a stub
