@@ -1,7 +1,10 @@
-"""The docs must not drift from the code: the config reference, the setup and test commands."""
+"""The docs must not drift from the code: the config reference, the setup and test commands, the
+default sizes, and every README snippet that can run without a GPU (CI runs them)."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -10,8 +13,22 @@ from pathlib import Path
 
 import pytest
 
+import cupygraph as cg
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+
+
+def _load_snippet_tool():
+    # By path, not through sys.path: the tool owns the README's snippet rules.
+    spec = importlib.util.spec_from_file_location("readme_quickstart", ROOT / "tools" / "readme_quickstart.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+readme_quickstart = _load_snippet_tool()
+SNIPPETS = readme_quickstart.readme_snippets()
 
 needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed here")
 
@@ -67,3 +84,43 @@ def test_a_run_that_collects_no_tests_fails_loudly():
                   "PYTEST_ARGS=tests/test_sizes.py -k no_test_has_this_name -p no:cacheprovider")
     assert result.returncode != 0
     assert "collected no tests" in result.stdout, result.stdout[-2000:]
+
+
+@pytest.mark.parametrize("snippet", SNIPPETS, ids=[f"README.md:{s.line}" for s in SNIPPETS])
+def test_readme_snippet_runs_on_the_host_backend(snippet, tmp_path):
+    if snippet.not_run is not None:
+        assert snippet.not_run, f"README.md:{snippet.line}: a snippet marked 'not run on CI' must say why"
+        pytest.skip(f"README.md:{snippet.line} ({snippet.section}): {snippet.not_run}")
+    # A fresh interpreter in an empty folder: a snippet cannot lean on this process's state.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUPYGRAPH_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    result = subprocess.run([sys.executable, "-c", snippet.code], cwd=tmp_path, env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, (
+        f"README.md:{snippet.line} ({snippet.section}) fails on the host backend; fix it, or mark it with "
+        f"'<!-- not run on CI: why -->' on the line above its fence:\n{result.stderr[-3000:]}"
+    )
+
+
+def test_the_quick_start_has_a_gpu_and_a_cpu_variant_and_ci_runs_the_cpu_one():
+    assert re.search(r"\bcupy\b", readme_quickstart.quickstart(gpu=True).code)
+    cpu = readme_quickstart.quickstart(gpu=False)
+    assert cpu.not_run is None and not re.search(r"\bcupy\b", cpu.code)
+
+
+def test_every_marker_sits_on_a_python_snippet():
+    # A marker whose snippet moved away would silently stop marking anything.
+    lines = README.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, 1):
+        if readme_quickstart.NOT_RUN.match(line.strip()):
+            assert number < len(lines) and lines[number].strip() == "```python", f"README.md:{number}"
+
+
+def test_the_readme_states_the_default_capture_sizes():
+    match = re.search(r"`\[1, 2, 4\] \+ range\((\d+), (\d+), (\d+)\) \+ range\((\d+), (\d+), (\d+)\)`: (\d+) sizes",
+                      README.read_text(encoding="utf-8"))
+    assert match is not None, "README.md must state the default capture sizes as vLLM's formula"
+    a, b, c, d, e, f, count = map(int, match.groups())
+    stated = [1, 2, 4, *range(a, b, c), *range(d, e, f)]
+    assert tuple(stated) == cg.CUDAGraphConfig().cudagraph_capture_sizes
+    assert count == len(stated)
