@@ -124,3 +124,21 @@ def test_the_readme_states_the_default_capture_sizes():
     stated = [1, 2, 4, *range(a, b, c), *range(d, e, f)]
     assert tuple(stated) == cg.CUDAGraphConfig().cudagraph_capture_sizes
     assert count == len(stated)
+
+
+def test_every_reliability_promise_names_tests_that_exist():
+    text = (ROOT / "RELIABILITY.md").read_text(encoding="utf-8")
+    promises = re.findall(r"^\d\. \*\*(.+?)\*\*(.*?)(?=^\d\. \*\*|^## )", text, re.S | re.M)
+    assert len(promises) == 8 and all("*Tests:*" in body for _, body in promises), [p[0] for p in promises]
+    tests = ROOT / "tests"
+    defined = {m for path in tests.rglob("test_*.py") for m in re.findall(r"^def (test_\w+)\(",
+                                                                          path.read_text(encoding="utf-8"), re.M)}
+    for cited in re.findall(r"`([\w/]+\.py)(?:::(test_\w+))?`", text):
+        path = ROOT / cited[0] if cited[0].startswith("tests/") else tests / "reliability" / cited[0]
+        if not path.name.startswith("test_"):
+            continue  # a source file (cupygraph/freshness.py), not a test
+        assert path.is_file(), f"RELIABILITY.md cites {cited[0]}, which does not exist"
+        if cited[1]:
+            assert re.search(rf"^def {cited[1]}\(", path.read_text(encoding="utf-8"), re.M), "::".join(cited)
+    for name in re.findall(r"`(test_\w+)`", text):
+        assert name in defined, f"RELIABILITY.md cites {name}, which no test file defines"
