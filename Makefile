@@ -1,30 +1,57 @@
 # Two entry points, each self-contained on a fresh machine: `make demo` and `make test`.
-# The venv sees system site-packages so a machine's preinstalled CuPy (GPU images) is used as is.
+# The venv is isolated (no system site-packages): the tests see what setup.cfg declares and nothing
+# the machine happens to have.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
-# On a GPU machine without CuPy, install the CUDA 13 wheel; where CuPy is already there, keep it.
-GPU_EXTRA := $(shell $(PYTHON) -c "import cupy" 2>/dev/null || (command -v nvidia-smi >/dev/null 2>&1 && echo ,cuda13))
+HASH := $(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
+comma := ,
+# On a GPU machine (nvidia-smi answers), add CuPy's wheel for the driver's CUDA major version (12,
+# else 13): the isolated venv cannot see a CuPy installed on the system.
+CUDA_MAJOR := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\).*/\1/p' | head -n 1)
+GPU_EXTRA := $(if $(CUDA_MAJOR),$(comma)$(if $(filter 12,$(CUDA_MAJOR)),cuda12,cuda13))
+# Extra pytest arguments, e.g. `make test PYTEST_ARGS="--randomly-seed=1234"` to replay an order.
+PYTEST_ARGS ?=
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint suite clean
 
-$(STAMP):
-	test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
+# Each entry point installs only what it needs (the extras are in setup.cfg): the demo the package
+# (and CuPy on a GPU machine); the tests also the test runner, the linters and NVRTC.
+DEMO_EXTRAS := $(patsubst %,[%],$(patsubst $(comma)%,%,$(GPU_EXTRA)))
+TEST_EXTRAS := [test,lint,cuda$(GPU_EXTRA)]
+DEMO_STAMP := $(VENV)/.demo-$(HASH)
+TEST_STAMP := $(VENV)/.test-$(HASH)
+
+# A .venv left by an older Makefile may see system site-packages: make it again.
+define install
+	grep -qsx 'include-system-site-packages = false' $(VENV)/pyvenv.cfg || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test$(GPU_EXTRA)]"
-	touch $(STAMP)
+	$(PY) -m pip install -q -e ".$(1)"
+	touch $@
+endef
 
-demo: $(STAMP)
+$(DEMO_STAMP):
+	$(call install,$(DEMO_EXTRAS))
+
+$(TEST_STAMP):
+	$(call install,$(TEST_EXTRAS))
+
+demo: $(DEMO_STAMP)
 	$(PY) -m cupygraph demo
 
-# Lint first: a type or lint error fails `make test` (and so CI) before the suite runs.
-test: $(STAMP) lint
-	$(PY) -m pytest -q
+# `make test` = lint, then the suite. README.md ("Running the tests") lists these same commands and
+# tests/test_docs.py keeps the two in step; .ci/run calls `make test`.
+test: lint suite
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(PY) -m ruff check cupygraph tests tools examples
 	$(PY) -m mypy cupygraph
+
+# Random module order (pytest-randomly) with the seed in the header, so an order dependence shows
+# at once and can be replayed. Exit 5 (no test collected) fails loudly instead of passing quietly.
+suite: $(TEST_STAMP)
+	$(PY) -m pytest -p randomly $(PYTEST_ARGS) || { rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); failing"; fi; exit $$rc; }
 
 clean:
 	rm -rf $(VENV) build *.egg-info
