@@ -358,11 +358,8 @@ class _RefuseBreaks:
 
 @contextmanager
 def _no_graph_breaks(what: str) -> Iterator[None]:
-    try:
-        from .piecewise import recording_breaks
-    except ImportError:  # no PIECEWISE graph breaks in this build
-        yield
-        return
+    from .piecewise import recording_breaks
+
     with recording_breaks(_RefuseBreaks(what)):
         yield
 

@@ -408,10 +408,8 @@ def _progress(total: int, desc: str, enabled: bool) -> Any:
     """A tqdm bar on a terminal, otherwise nothing (logs and CI stay clean)."""
     if not enabled or total <= 1 or not sys.stderr.isatty() or os.environ.get("CUPYGRAPH_PROGRESS") == "0":
         return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
+    from tqdm import tqdm  # a hard dependency (setup.cfg); imported here to keep `import cupygraph` light
+
     return tqdm(total=total, desc=desc, unit="graph", leave=False)
 
 

@@ -161,8 +161,6 @@ def imports_guarded_by_import_error(folder: str) -> Iterator[tuple[str, str]]:
                     yield name.split(".")[0], f"{path.relative_to(ROOT)}:{inner.lineno}"
 
 
-@pytest.mark.xfail(strict=True, reason="cupygraph/jit.py's _progress still falls back when tqdm is missing; "
-                   "the fix belongs to jit.py's owner (issue 11). Remove this marker with that fix.")
 def test_hard_dependencies_are_not_treated_as_optional():
     # tqdm and tomli-w are install_requires: code that falls back without them hides a broken install.
     hard = declared()
