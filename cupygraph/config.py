@@ -1,16 +1,17 @@
 """CUDA graph modes and the validated ``CUDAGraphConfig``.
 
-This module imports nothing else from cupygraph except the errors and the size helpers, so every
-layer can use it; loading from files lives in ``config_files.py``.
+This module imports nothing else from cupygraph except the errors, the mode enum (``modes.py``,
+re-exported here) and the size helpers, so every layer can use it; loading from files lives in
+``config_files.py``.
 """
 
 from __future__ import annotations
 
-import enum
+import dataclasses
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (
@@ -23,82 +24,25 @@ from pydantic import (
     ValidationInfo,
     WithJsonSchema,
     field_validator,
-    model_validator,
 )
 
 from .errors import ConfigError
+from .modes import CUDAGraphMode, short_repr
 from .sizes import default_capture_sizes, pad_to_capture_size
 
+__all__ = [
+    "CUDAGraphConfig",
+    "CUDAGraphMode",
+    "apply_env_overrides",
+    "default_config",
+    "field_path",
+    "format_validation_error",
+    "graphs_disabled_by_env",
+    "parse_byte_size",
+    "set_default_config",
+]
+
 logger = logging.getLogger("cupygraph")
-
-
-class CUDAGraphMode(enum.Enum):
-    """CUDA graph modes with vLLM's meanings.
-
-    NONE, PIECEWISE and FULL are runtime modes (what one call actually does). FULL_DECODE_ONLY and
-    FULL_AND_PIECEWISE are configuration modes that pick FULL for uniform-decode batches and
-    NONE / PIECEWISE for the others; their value is the pair (decode mode, mixed mode).
-    """
-
-    NONE = 0
-    PIECEWISE = 1
-    FULL = 2
-    FULL_DECODE_ONLY = (FULL, NONE)
-    FULL_AND_PIECEWISE = (FULL, PIECEWISE)
-
-    def separate_routine(self) -> bool:
-        """True when uniform-decode and mixed batches use different modes."""
-        return isinstance(self.value, tuple)
-
-    def decode_mode(self) -> CUDAGraphMode:
-        """The mode used for uniform-decode batches."""
-        return CUDAGraphMode(self.value[0]) if self.separate_routine() else self
-
-    def mixed_mode(self) -> CUDAGraphMode:
-        """The mode used for mixed (prefill or non-uniform) batches."""
-        return CUDAGraphMode(self.value[1]) if self.separate_routine() else self
-
-    def has_mode(self, mode: CUDAGraphMode) -> bool:
-        """True when ``mode`` is used for some kind of batch under this mode."""
-        if self.separate_routine():
-            return mode in (self.decode_mode(), self.mixed_mode())
-        return self is mode
-
-    def max_cudagraph_mode(self) -> CUDAGraphMode:
-        """The strongest runtime mode this mode may use (FULL > PIECEWISE > NONE)."""
-        return CUDAGraphMode(max(self.value)) if self.separate_routine() else self
-
-    def has_full_cudagraphs(self) -> bool:
-        return self.max_cudagraph_mode() is CUDAGraphMode.FULL
-
-    def has_piecewise_cudagraphs(self) -> bool:
-        return self.has_mode(CUDAGraphMode.PIECEWISE)
-
-    def has_graphs(self) -> bool:
-        """True unless this mode never replays a graph."""
-        return self is not CUDAGraphMode.NONE
-
-    def valid_runtime_modes(self) -> bool:
-        """True for the modes a single call can run in: NONE, PIECEWISE, FULL."""
-        return self in (CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
-
-    @classmethod
-    def parse(cls, value: Any) -> CUDAGraphMode:
-        """Accept a member, its name in any case (``"full_and_piecewise"``) or its value."""
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, str):
-            member = cls.__members__.get(value.strip().upper())
-            if member is not None:
-                return member
-        elif not isinstance(value, bool):
-            try:
-                return cls(tuple(value) if isinstance(value, list) else value)
-            except (ValueError, TypeError):
-                pass
-        raise ValueError(
-            f"unknown CUDA graph mode {_short_repr(value)}; valid modes: {', '.join(cls.__members__)}"
-        )
 
 
 _BYTE_UNITS = {
@@ -126,7 +70,7 @@ def parse_byte_size(value: Any) -> Optional[int]:
             if size > 0:
                 return size
         raise ValueError(
-            f"cannot read {_short_repr(value)} as a byte size; write a positive number with one of the units "
+            f"cannot read {short_repr(value)} as a byte size; write a positive number with one of the units "
             f"{', '.join(u if u == 'b' else u[0].upper() + u[1:-1] + 'B' for u in _BYTE_UNITS)} "
             f"(for example 2GiB or 512MB), or an integer number of bytes"
         )
@@ -161,7 +105,9 @@ class CUDAGraphConfig(BaseModel):
     JSON schema (``cupygraph schema``) are generated from these descriptions.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=False)
+    # Frozen: a front door builds its keys and buffers from the config once, so a field changed
+    # afterwards would be silently ignored. Derive a new config with ``replace`` instead.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=False)
 
     # The schema shows the names config files use, not the enum's internal int/tuple values.
     mode: Annotated[
@@ -172,7 +118,7 @@ class CUDAGraphConfig(BaseModel):
         "(case-insensitive). FULL_* modes replay whole-function graphs for uniform-decode batches.",
         json_schema_extra={"default": "FULL"},
     )
-    capture_sizes: Optional[list[PositiveInt]] = Field(
+    capture_sizes: Optional[tuple[PositiveInt, ...]] = Field(
         None,
         description="Batch sizes to capture graphs for. Unset: [1, 2, 4] + 8..248 step 8 + 256.."
         "max_capture_size step 16. Given sizes are de-duplicated and sorted.",
@@ -189,7 +135,7 @@ class CUDAGraphConfig(BaseModel):
     uniform_decode_query_len: StrictInt = Field(
         1, ge=1, description="Tokens per request in a uniform-decode batch (num_tokens == num_reqs * this)."
     )
-    seq_len_buckets: Optional[list[PositiveInt]] = Field(
+    seq_len_buckets: Optional[tuple[PositiveInt, ...]] = Field(
         None,
         description="Optional second key axis: a sequence length is padded up to the smallest bucket; "
         "longer sequences run eagerly.",
@@ -267,10 +213,16 @@ class CUDAGraphConfig(BaseModel):
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]  # pydantic's flag on the function
 
     def __setattr__(self, name: str, value: Any) -> None:
-        try:
+        if name.startswith("_"):  # pydantic's and this class's private state, set while validating
             super().__setattr__(name, value)
-        except ValidationError as err:
-            raise ConfigError(format_validation_error(err)) from None
+            return
+        raise dataclasses.FrozenInstanceError(
+            f"CUDAGraphConfig is immutable: cannot set {name!r}; derive a new config with "
+            f"config.replace({name}=...)"
+        )
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"CUDAGraphConfig is immutable: cannot delete {name!r}")
 
     _check_eviction = field_validator("eviction", mode="before")(_choice("eviction", ("lru", "lfu")))
     _check_output = field_validator("output_mode", mode="before")(_choice("output_mode", ("copy", "view")))
@@ -302,22 +254,22 @@ class CUDAGraphConfig(BaseModel):
         if not value:
             # An empty list would silently run every batch eagerly.
             raise ValueError("the list is empty; leave the field out for the defaults (or set mode: NONE)")
-        return list(value)
+        return tuple(value)
 
     @field_validator("capture_sizes", "seq_len_buckets", mode="after")
     @classmethod
-    def _sort_sizes(cls, value: Optional[list[int]]) -> Optional[list[int]]:
-        return None if value is None else sorted(set(value))
+    def _sort_sizes(cls, value: Optional[tuple[int, ...]]) -> Optional[tuple[int, ...]]:
+        return None if value is None else tuple(sorted(set(value)))
 
     @field_validator("pad_value", mode="before")
     @classmethod
     def _check_pad(cls, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"pad_value must be a number, got {_short_repr(value)}")
+            raise ValueError(f"pad_value must be a number, got {short_repr(value)}")
         return value
 
-    # Rules across fields are checked on the later field where they can be, so a file's error
-    # names that field and its line; the model validator below keeps them for assignments.
+    # Rules across fields are checked on the later field, so a file's error names that field and
+    # its line.
     @field_validator("max_capture_size", mode="after")
     @classmethod
     def _check_max_capture_size(cls, value: int, info: ValidationInfo) -> int:
@@ -356,25 +308,37 @@ class CUDAGraphConfig(BaseModel):
             raise ValueError(_tokens_message(value, low))
         return value
 
-    @model_validator(mode="after")
-    def _resolve_sizes(self) -> CUDAGraphConfig:
+    def model_post_init(self, context: Any, /) -> None:
+        """Resolve the derived values once, while the config is being made (it is frozen after)."""
         sizes = self.capture_sizes
-        if sizes is not None:
-            if "max_capture_size" in self.model_fields_set:
-                if sizes and sizes[-1] > self.max_capture_size:
-                    raise ValueError(_above_max_message(sizes[-1], self.max_capture_size))
-            elif sizes:
-                # Only sizes given: they define the largest size, so keep the two fields consistent.
-                object.__setattr__(self, "max_capture_size", sizes[-1])
+        if sizes and "max_capture_size" not in self.model_fields_set:
+            # Only sizes given: they define the largest size, so keep the two fields consistent.
+            object.__setattr__(self, "max_capture_size", sizes[-1])
         if self.mode is CUDAGraphMode.NONE:
             self._sizes = ()
         elif sizes is None:
             self._sizes = tuple(default_capture_sizes(self.max_capture_size))
         else:
-            self._sizes = tuple(sizes)
-        if self.max_tokens_for_graph is not None and self.max_tokens_for_graph < self.min_tokens_for_graph:
-            raise ValueError(_tokens_message(self.max_tokens_for_graph, self.min_tokens_for_graph))
-        return self
+            self._sizes = sizes
+
+    # -- deriving configs ----------------------------------------------------------------------
+
+    def replace(self, **changes: Any) -> CUDAGraphConfig:
+        """A new, validated config: the fields this one was given, updated with ``changes``.
+
+        Fields this config derived (``max_capture_size`` from ``capture_sizes``) are derived
+        again, so ``replace(capture_sizes=[1, 2])`` gives a largest size of 2. Errors raise
+        ``ConfigError`` naming the field.
+        """
+        data = {name: getattr(self, name) for name in self.model_fields_set}
+        data.update(changes)
+        return type(self).from_dict(data)
+
+    def model_copy(self, *, update: Optional[Mapping[str, Any]] = None, deep: bool = False) -> CUDAGraphConfig:
+        """Pydantic's copy, validated: ``update`` goes through ``replace`` (pydantic would skip validation)."""
+        if update:
+            return self.replace(**update)
+        return super().model_copy(deep=deep)
 
     # -- derived values ------------------------------------------------------------------------
 
@@ -465,7 +429,7 @@ def field_path(loc: tuple[Any, ...]) -> str:
         else:
             part = str(part)
             if not part.isprintable() or len(part) > 80:
-                part = _short_repr(part)  # a key from a file: one line, bounded
+                part = short_repr(part)  # a key from a file: one line, bounded
             path += f".{part}" if path else part
     return path or "<config>"
 
@@ -493,37 +457,32 @@ def format_validation_error(
             lines.append(f"{where}: {message}")
             continue
         shown = "" if problem.get("type") == "extra_forbidden" or "input" not in problem else (
-            f" (got {_short_repr(problem['input'])})"
+            f" (got {short_repr(problem['input'])})"
         )
         lines.append(f"{where}: field '{field_path(loc)}': {message}{shown}")
     return "\n".join(lines)
-
-
-def _short_repr(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 _DISABLE_LOGGED = False
 _DEFAULT_CONFIG: Optional[CUDAGraphConfig] = None
 
 
-def set_default_config(config: Optional[CUDAGraphConfig]) -> None:
+def set_default_config(config: Optional[CUDAGraphConfig]) -> Optional[CUDAGraphConfig]:
     """Make ``config`` what front doors use when given none (``None`` restores the defaults).
 
-    The pytest plugin's ``--cupygraph-config`` uses this to run a whole suite under a config.
+    Returns the previous default, so a caller (the pytest plugin's ``--cupygraph-config``, a test)
+    can put it back when done.
     """
     global _DEFAULT_CONFIG
     if config is not None and not isinstance(config, CUDAGraphConfig):
         raise TypeError(f"set_default_config needs a CUDAGraphConfig or None, got {type(config).__name__}")
-    _DEFAULT_CONFIG = config
+    previous, _DEFAULT_CONFIG = _DEFAULT_CONFIG, config
+    return previous
 
 
 def default_config() -> CUDAGraphConfig:
-    """A fresh copy of the default config (each front door may change its own)."""
-    if _DEFAULT_CONFIG is None:
-        return CUDAGraphConfig()
-    return CUDAGraphConfig(**_DEFAULT_CONFIG.to_dict())
+    """The config front doors use when given none (configs are immutable, so it is shared)."""
+    return _DEFAULT_CONFIG if _DEFAULT_CONFIG is not None else CUDAGraphConfig()
 
 
 def graphs_disabled_by_env() -> bool:
@@ -534,3 +493,10 @@ def graphs_disabled_by_env() -> bool:
         _DISABLE_LOGGED = True
         logger.warning("CUPYGRAPH_DISABLE is set: every cupygraph front door runs eagerly (mode NONE)")
     return disabled
+
+
+def apply_env_overrides(config: CUDAGraphConfig) -> CUDAGraphConfig:
+    """``config`` as front doors run it: under ``CUPYGRAPH_DISABLE`` the same config in mode NONE."""
+    if graphs_disabled_by_env() and config.mode is not CUDAGraphMode.NONE:
+        return config.replace(mode=CUDAGraphMode.NONE)
+    return config

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -61,7 +63,7 @@ def test_default_sizes_clip_to_max_capture_size(max_size, last, count):
 
 def test_explicit_sizes_are_deduplicated_and_sorted():
     c = CUDAGraphConfig(capture_sizes=[16, 4, 1, 4, 8, 1])
-    assert c.capture_sizes == [1, 4, 8, 16]
+    assert c.capture_sizes == (1, 4, 8, 16)
     assert c.cudagraph_capture_sizes == (1, 4, 8, 16)
 
 
@@ -137,7 +139,7 @@ def test_sequence_index_is_in_the_field_path():
 
 
 def test_tuple_sizes_accepted():
-    assert CUDAGraphConfig(capture_sizes=(2, 1)).capture_sizes == [1, 2]
+    assert CUDAGraphConfig(capture_sizes=[2, 1]).capture_sizes == (1, 2)
 
 
 def test_min_tokens_above_max_tokens_is_rejected():
@@ -153,22 +155,68 @@ def test_choice_fields_are_case_insensitive(field, given, stored):
     assert getattr(CUDAGraphConfig(**{field: given}), field) == stored
 
 
-def test_assignment_is_validated_and_keeps_the_old_value():
+@pytest.mark.parametrize("field, value", [
+    ("max_capture_size", 64), ("max_capture_size", -1), ("mode", "none"), ("eviction", "lfu"),
+])
+def test_config_is_immutable(field, value):
+    """Regression (issue 11): a field changed after jit was silently ignored (the keys were built
+    once), so a batch of 20 ran eagerly with a misleading reason. Assignment now fails, naming the
+    way to derive a config."""
     c = CUDAGraphConfig()
-    with pytest.raises(ConfigError, match="max_capture_size"):
-        c.max_capture_size = -1
-    assert c.max_capture_size == 512
+    before = c.to_dict()
+    with pytest.raises(dataclasses.FrozenInstanceError, match=rf"cannot set '{field}'.*replace\({field}="):
+        setattr(c, field, value)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        delattr(c, field)
+    assert c.to_dict() == before
+
+
+def test_sizes_are_tuples_so_they_cannot_change_in_place():
+    c = CUDAGraphConfig(capture_sizes=[4, 1], seq_len_buckets=[64])
+    assert isinstance(c.capture_sizes, tuple) and isinstance(c.seq_len_buckets, tuple)
+    with pytest.raises(AttributeError):
+        c.capture_sizes.append(1024)  # type: ignore[union-attr]
+
+
+def test_replace_derives_a_validated_config():
+    c = CUDAGraphConfig(capture_sizes=[1, 2, 4, 8], eviction="lfu")
+    smaller = c.replace(capture_sizes=[1, 2])
+    assert smaller.max_capture_size == 2 and smaller.cudagraph_capture_sizes == (1, 2)
+    assert smaller.eviction == "lfu" and c.cudagraph_capture_sizes == (1, 2, 4, 8)
+    wider = CUDAGraphConfig().replace(max_capture_size=64)
+    assert wider.cudagraph_capture_sizes[-1] == 64 and len(wider.cudagraph_capture_sizes) == 11
+    assert CUDAGraphConfig(capture_sizes=[1, 2]).replace(mode="none").cudagraph_capture_sizes == ()
+    with pytest.raises(ConfigError, match="field 'max_capture_size'"):
+        c.replace(max_capture_size=-1)
+    with pytest.raises(ConfigError, match="unknown field"):
+        c.replace(max_capture_sizes=8)
+
+
+def test_model_copy_with_update_is_validated():
+    """pydantic's model_copy(update=...) skips validation; the config's goes through replace."""
+    c = CUDAGraphConfig()
+    assert c.model_copy(update={"max_capture_size": 16}).cudagraph_capture_sizes[-1] == 16
     with pytest.raises(ConfigError, match="eviction"):
-        c.eviction = "fifo"
-    assert c.eviction == "lru"
+        c.model_copy(update={"eviction": "fifo"})
+    with pytest.raises(ConfigError, match="max_capture_size"):
+        c.model_copy(update={"max_capture_size": 0})
+    assert c.model_copy() == c
 
 
-def test_assignment_recomputes_sizes():
-    c = CUDAGraphConfig()
-    c.max_capture_size = 64
-    assert c.cudagraph_capture_sizes[-1] == 64 and len(c.cudagraph_capture_sizes) == 11
-    c.mode = "none"
-    assert c.cudagraph_capture_sizes == ()
+def test_a_jit_keeps_the_config_it_was_given(monkeypatch):
+    """The scenario of issue 11: instead of changing a config under a jit, derive one for a new jit."""
+    from cupygraph import jit
+
+    monkeypatch.delenv("CUPYGRAPH_DISABLE", raising=False)
+    small = CUDAGraphConfig(backend="host", max_capture_size=16)
+    f = jit(lambda x: x * 2, config=small)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        small.max_capture_size = 32
+    g = jit(lambda x: x * 2, config=small.replace(max_capture_size=32))
+    x = np.arange(20.0).reshape(20, 1)
+    assert np.array_equal(f(x), x * 2) and np.array_equal(g(x), x * 2)
+    assert f.registry.num_graphs() == 0 and f.stats().fallbacks == 1  # 20 > 16: eager, as configured
+    assert g.registry.num_graphs() == 1 and g.stats().fallbacks == 0  # 20 pads to 24
 
 
 # -- modes -----------------------------------------------------------------------------------------
@@ -266,7 +314,7 @@ def test_should_use_cudagraph():
 
 def test_seq_len_buckets():
     c = CUDAGraphConfig(seq_len_buckets=[512, 128, 2048])
-    assert c.seq_len_buckets == [128, 512, 2048]
+    assert c.seq_len_buckets == (128, 512, 2048)
     assert [c.get_padded_seq_len(s) for s in (None, 1, 128, 129, 2048, 2049)] == [None, 128, 128, 512, 2048, None]
     assert c.should_use_cudagraph(8, seq_len=2000) and not c.should_use_cudagraph(8, seq_len=4096)
     assert CUDAGraphConfig().get_padded_seq_len(777) == 777
@@ -414,3 +462,24 @@ def test_graphs_disabled_by_env_logs_once(monkeypatch, caplog):
     assert [r.getMessage() for r in caplog.records].count(
         "CUPYGRAPH_DISABLE is set: every cupygraph front door runs eagerly (mode NONE)"
     ) == 1
+
+
+def test_set_default_config_returns_the_previous_one_to_restore():
+    mine = CUDAGraphConfig(max_capture_size=8)
+    previous = config_module.set_default_config(mine)
+    try:
+        assert config_module.default_config() is mine  # immutable, so shared rather than copied
+        assert config_module.set_default_config(None) is mine
+        assert config_module.default_config() == CUDAGraphConfig()
+    finally:
+        config_module.set_default_config(previous)
+
+
+def test_apply_env_overrides(monkeypatch):
+    monkeypatch.setattr(config_module, "_DISABLE_LOGGED", True)
+    c = CUDAGraphConfig(capture_sizes=[1, 2, 4], eviction="lfu")
+    monkeypatch.delenv("CUPYGRAPH_DISABLE", raising=False)
+    assert config_module.apply_env_overrides(c) is c
+    monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
+    off = config_module.apply_env_overrides(c)
+    assert off.mode is M.NONE and off.replace(mode="FULL") == c
