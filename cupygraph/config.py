@@ -10,8 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (
@@ -19,13 +18,13 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
-    StrictInt,
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
 )
 
+from .config_values import ConfigInt, PositiveInt, as_number, as_size_list, choice, parse_byte_size
 from .errors import ConfigError
 from .modes import CUDAGraphMode, short_repr
 from .sizes import default_capture_sizes, pad_to_capture_size
@@ -45,57 +44,12 @@ __all__ = [
 logger = logging.getLogger("cupygraph")
 
 
-_BYTE_UNITS = {
-    "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}
-_BYTE_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-
-
-def parse_byte_size(value: Any) -> Optional[int]:
-    """``None``, a non-negative int of bytes, or a string such as ``"2GiB"`` / ``"512 MB"``."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ValueError("expected a byte size such as 2GiB or an integer number of bytes, not a bool")
-    if isinstance(value, int):
-        if value <= 0:
-            raise ValueError(f"a byte size must be positive, got {value}")
-        return value
-    if isinstance(value, str):
-        match = _BYTE_SIZE.match(value)
-        unit = match.group(2).lower() if match else ""
-        if match and (unit or "b") in _BYTE_UNITS:
-            size = int(float(match.group(1)) * _BYTE_UNITS[unit or "b"])
-            if size > 0:
-                return size
-        raise ValueError(
-            f"cannot read {short_repr(value)} as a byte size; write a positive number with one of the units "
-            f"{', '.join(u if u == 'b' else u[0].upper() + u[1:-1] + 'B' for u in _BYTE_UNITS)} "
-            f"(for example 2GiB or 512MB), or an integer number of bytes"
-        )
-    raise ValueError(f"expected a byte size such as 2GiB or an integer number of bytes, got {type(value).__name__}")
-
-
-def _choice(name: str, choices: tuple[str, ...]) -> Callable[[Any], Any]:
-    """A before-validator that accepts the choices in any case and lists them on error."""
-
-    def check(value: Any) -> Any:
-        if isinstance(value, str) and value.strip().lower() in choices:
-            return value.strip().lower()
-        raise ValueError(f"{name} must be one of {', '.join(choices)}")
-
-    return check
-
-
 MAX_WARMUPS = 1000
 """Most eager warm-up runs before a capture (a larger count is a typo that would stall the capture)."""
 
 MAX_DEFAULT_CAPTURE_SIZE = 1 << 16
 """Largest max_capture_size without explicit capture_sizes (the default list then has 4 080 sizes)."""
 
-# Strict: a YAML "8" or a bool is a mistake in a size, not something to coerce.
-PositiveInt = Annotated[StrictInt, Field(ge=1)]
 
 
 class CUDAGraphConfig(BaseModel):
@@ -114,8 +68,9 @@ class CUDAGraphConfig(BaseModel):
         CUDAGraphMode, WithJsonSchema({"type": "string", "enum": list(CUDAGraphMode.__members__)})
     ] = Field(
         CUDAGraphMode.FULL,
-        description="Graph mode: NONE, PIECEWISE, FULL, FULL_DECODE_ONLY or FULL_AND_PIECEWISE "
-        "(case-insensitive). FULL_* modes replay whole-function graphs for uniform-decode batches.",
+        description="Graph mode by name: NONE, PIECEWISE, FULL, FULL_DECODE_ONLY or FULL_AND_PIECEWISE "
+        "(case-insensitive; the enum's numbers such as 2 are not accepted). FULL_* modes replay "
+        "whole-function graphs for uniform-decode batches.",
         json_schema_extra={"default": "FULL"},
     )
     capture_sizes: Optional[tuple[PositiveInt, ...]] = Field(
@@ -123,16 +78,16 @@ class CUDAGraphConfig(BaseModel):
         description="Batch sizes to capture graphs for. Unset: [1, 2, 4] + 8..248 step 8 + 256.."
         "max_capture_size step 16. Given sizes are de-duplicated and sorted.",
     )
-    max_capture_size: StrictInt = Field(
+    max_capture_size: ConfigInt = Field(
         512, ge=1,
         description="Largest batch size captured; larger batches run eagerly and count as fallbacks. "
         "Defaults to the largest of capture_sizes when only those are given; at most 65536 when "
         "capture_sizes is unset.",
     )
-    max_num_reqs: Optional[StrictInt] = Field(
+    max_num_reqs: Optional[ConfigInt] = Field(
         None, ge=1, description="Largest number of requests in a batch; decode sizes above it are not captured."
     )
-    uniform_decode_query_len: StrictInt = Field(
+    uniform_decode_query_len: ConfigInt = Field(
         1, ge=1, description="Tokens per request in a uniform-decode batch (num_tokens == num_reqs * this)."
     )
     seq_len_buckets: Optional[tuple[PositiveInt, ...]] = Field(
@@ -140,11 +95,11 @@ class CUDAGraphConfig(BaseModel):
         description="Optional second key axis: a sequence length is padded up to the smallest bucket; "
         "longer sequences run eagerly.",
     )
-    num_warmups: StrictInt = Field(
+    num_warmups: ConfigInt = Field(
         1, ge=0, le=MAX_WARMUPS,
         description=f"Eager runs before each capture (compilation, plan caches, pools); at most {MAX_WARMUPS}.",
     )
-    max_cached_graphs: Optional[StrictInt] = Field(
+    max_cached_graphs: Optional[ConfigInt] = Field(
         None, ge=1, description="Most graphs held at once per function; None means unbounded."
     )
     memory_budget: Annotated[
@@ -152,18 +107,19 @@ class CUDAGraphConfig(BaseModel):
         WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string"}, {"type": "null"}]}),
     ] = Field(
         None,
-        description="Most bytes the graphs of one function may hold (e.g. \"2GiB\", \"512MB\" or an int "
-        "of bytes); cold graphs are evicted to stay under it. None means unbounded.",
+        description="Most bytes the graphs of one function may hold (e.g. \"2GiB\", \"1.5 GB\", \"512MB\" "
+        "or an int of bytes); cold graphs are evicted to stay under it. A size must come to whole bytes "
+        "(\"1.9 B\" is an error, not rounded). None means unbounded.",
     )
     eviction: Literal["lru", "lfu"] = Field(
         "lru", description="Which graph to evict first: least recently used (lru) or least frequently used (lfu)."
     )
-    min_replays_to_keep: StrictInt = Field(
+    min_replays_to_keep: ConfigInt = Field(
         0, ge=0,
         description="Graphs with at least this many replays are evicted only when no colder graph is left "
         "(0: no protection).",
     )
-    capture_after: StrictInt = Field(
+    capture_after: ConfigInt = Field(
         1, ge=1, description="Capture a key once it has been seen this many times; until then it runs eagerly."
     )
     pad_value: Union[int, float] = Field(0, description="Value written into the padding rows of static inputs.")
@@ -187,8 +143,8 @@ class CUDAGraphConfig(BaseModel):
     debug: bool = Field(
         False, description="Check inputs, pointers and stale output views on every call; log every decision."
     )
-    min_tokens_for_graph: StrictInt = Field(1, ge=1, description="Batches smaller than this run eagerly.")
-    max_tokens_for_graph: Optional[StrictInt] = Field(
+    min_tokens_for_graph: ConfigInt = Field(1, ge=1, description="Batches smaller than this run eagerly.")
+    max_tokens_for_graph: Optional[ConfigInt] = Field(
         None, ge=1, description="Batches larger than this run eagerly (None: up to max_capture_size)."
     )
     prefer_piecewise: bool = Field(
@@ -224,15 +180,15 @@ class CUDAGraphConfig(BaseModel):
     def __delattr__(self, name: str) -> None:
         raise dataclasses.FrozenInstanceError(f"CUDAGraphConfig is immutable: cannot delete {name!r}")
 
-    _check_eviction = field_validator("eviction", mode="before")(_choice("eviction", ("lru", "lfu")))
-    _check_output = field_validator("output_mode", mode="before")(_choice("output_mode", ("copy", "view")))
+    _check_eviction = field_validator("eviction", mode="before")(choice("eviction", ("lru", "lfu")))
+    _check_output = field_validator("output_mode", mode="before")(choice("output_mode", ("copy", "view")))
     _check_on_error = field_validator("on_capture_error", mode="before")(
-        _choice("on_capture_error", ("fallback", "raise"))
+        choice("on_capture_error", ("fallback", "raise"))
     )
     _check_capture_mode = field_validator("capture_mode", mode="before")(
-        _choice("capture_mode", ("global", "thread_local", "relaxed"))
+        choice("capture_mode", ("global", "thread_local", "relaxed"))
     )
-    _check_backend = field_validator("backend", mode="before")(_choice("backend", ("auto", "cupy", "host")))
+    _check_backend = field_validator("backend", mode="before")(choice("backend", ("auto", "cupy", "host")))
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -247,14 +203,11 @@ class CUDAGraphConfig(BaseModel):
     @field_validator("capture_sizes", "seq_len_buckets", mode="before")
     @classmethod
     def _check_sizes(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if not isinstance(value, (list, tuple)):
-            raise ValueError(f"expected a list of positive integers, got {type(value).__name__}")
-        if not value:
+        sizes = as_size_list(value)
+        if sizes is not None and not sizes:
             # An empty list would silently run every batch eagerly.
             raise ValueError("the list is empty; leave the field out for the defaults (or set mode: NONE)")
-        return tuple(value)
+        return sizes
 
     @field_validator("capture_sizes", "seq_len_buckets", mode="after")
     @classmethod
@@ -264,9 +217,7 @@ class CUDAGraphConfig(BaseModel):
     @field_validator("pad_value", mode="before")
     @classmethod
     def _check_pad(cls, value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"pad_value must be a number, got {short_repr(value)}")
-        return value
+        return as_number(value)
 
     # Rules across fields are checked on the later field, so a file's error names that field and
     # its line.

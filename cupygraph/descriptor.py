@@ -27,11 +27,12 @@ class BatchDescriptor:
     seq_len: Optional[int] = None
 
     def __post_init__(self) -> None:
-        check_positive_int(self.num_tokens, "num_tokens")
+        # NumPy integers are stored as Python ints, so keys print, compare and serialise alike.
+        object.__setattr__(self, "num_tokens", check_positive_int(self.num_tokens, "num_tokens"))
         if self.num_reqs is not None:
-            check_positive_int(self.num_reqs, "num_reqs")
+            object.__setattr__(self, "num_reqs", check_positive_int(self.num_reqs, "num_reqs"))
         if self.seq_len is not None:
-            check_positive_int(self.seq_len, "seq_len")
+            object.__setattr__(self, "seq_len", check_positive_int(self.seq_len, "seq_len"))
         if not isinstance(self.uniform_decode, bool):
             raise TypeError(f"uniform_decode must be a bool, got {self.uniform_decode!r}")
 

@@ -64,18 +64,18 @@ class CUDAGraphMode(enum.Enum):
 
     @classmethod
     def parse(cls, value: Any) -> CUDAGraphMode:
-        """Accept a member, its name in any case (``"full_and_piecewise"``) or its value."""
+        """A member, or its name in any case (``"full_and_piecewise"``).
+
+        The enum's internal values (``2``, ``(2, 1)``) are not accepted: ``2.0 == 2`` and a list
+        would pass for a tuple, so a number in a config file would silently pick a mode.
+        """
         if isinstance(value, cls):
             return value
         if isinstance(value, str):
             member = cls.__members__.get(value.strip().upper())
             if member is not None:
                 return member
-        elif not isinstance(value, bool):
-            try:
-                return cls(tuple(value) if isinstance(value, list) else value)
-            except (ValueError, TypeError):
-                pass
         raise ValueError(
-            f"unknown CUDA graph mode {short_repr(value)}; valid modes: {', '.join(cls.__members__)}"
+            f"unknown CUDA graph mode {short_repr(value)}; valid modes (names, any case): "
+            f"{', '.join(cls.__members__)}"
         )

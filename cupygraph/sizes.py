@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import bisect
+import numbers
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
 
 def check_positive_int(value: Any, name: str) -> int:
-    """Return ``value`` if it is a positive int (bools rejected); else raise naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """``value`` as a Python int if it is a positive integer (NumPy integers too, bools never);
+    else raise naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be a positive integer, got {type(value).__name__} {value!r}")
     if value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value}")
-    return value
+    return int(value)
 
 
 def default_capture_sizes(max_capture_size: int) -> list[int]:

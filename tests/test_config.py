@@ -224,8 +224,7 @@ def test_a_jit_keeps_the_config_it_was_given(monkeypatch):
 
 @pytest.mark.parametrize("text, mode", [
     ("full", M.FULL), ("FULL", M.FULL), (" Piecewise ", M.PIECEWISE), ("none", M.NONE),
-    ("full_decode_only", M.FULL_DECODE_ONLY), ("Full_And_Piecewise", M.FULL_AND_PIECEWISE),
-    (M.FULL, M.FULL), (0, M.NONE), (2, M.FULL), ([2, 1], M.FULL_AND_PIECEWISE), ((2, 0), M.FULL_DECODE_ONLY),
+    ("full_decode_only", M.FULL_DECODE_ONLY), ("Full_And_Piecewise", M.FULL_AND_PIECEWISE), (M.FULL, M.FULL),
 ])
 def test_mode_parsing(text, mode):
     assert M.parse(text) is mode
@@ -237,6 +236,16 @@ def test_mode_parse_errors_list_valid_modes(bad):
     with pytest.raises(ValueError) as info:
         M.parse(bad)
     assert "FULL_AND_PIECEWISE" in str(info.value) and "NONE" in str(info.value)
+
+
+@pytest.mark.parametrize("value", [0, 2, 2.0, 1.0, [2, 0], (2, 1), [2, 1], np.int64(2)])
+def test_mode_values_are_not_names(value):
+    """Regression (issue 11): the enum's internal values were accepted (``2.0 == 2``, a list passed
+    for the tuple of FULL_DECODE_ONLY), although the schema allows only names."""
+    with pytest.raises(ValueError, match="unknown CUDA graph mode"):
+        M.parse(value)
+    with pytest.raises(ConfigError, match=r"field 'mode': unknown CUDA graph mode .*valid modes"):
+        CUDAGraphConfig(mode=value)
 
 
 # (decode_mode, mixed_mode, separate_routine, max_cudagraph_mode, has_full, has_piecewise, has_graphs, runtime)
@@ -339,6 +348,19 @@ def test_parse_byte_size_errors(bad):
     assert "byte size" in str(info.value)
 
 
+@pytest.mark.parametrize("text", ["1.9 B", "0.5b", "1.0001KiB", "2.5"])
+def test_fractional_bytes_are_refused_not_rounded(text):
+    """Regression (issue 11): "1.9 B" became 1 byte."""
+    with pytest.raises(ValueError, match="not a whole number"):
+        parse_byte_size(text)
+    with pytest.raises(ConfigError, match=r"field 'memory_budget'.*not a whole number"):
+        CUDAGraphConfig(memory_budget=text)
+
+
+def test_fractions_of_larger_units_are_whole_bytes():
+    assert parse_byte_size("0.5KiB") == 512 and parse_byte_size("1.5 GB") == 1_500_000_000
+
+
 def test_memory_budget_accepts_strings_and_ints():
     assert CUDAGraphConfig(memory_budget="256MiB").memory_budget == 256 * 2**20
     assert CUDAGraphConfig(memory_budget=10**9).memory_budget == 10**9
@@ -346,6 +368,45 @@ def test_memory_budget_accepts_strings_and_ints():
         CUDAGraphConfig(memory_budget="2 GiBB")
     with pytest.raises(ConfigError, match="memory_budget"):
         CUDAGraphConfig(memory_budget=-5)
+
+
+# -- NumPy integers --------------------------------------------------------------------------------
+
+
+def test_numpy_integers_are_accepted_wherever_ints_are():
+    """Regression (issue 11): capture_sizes=np.arange(1, 5) gave an unclear error."""
+    c = CUDAGraphConfig(
+        capture_sizes=np.arange(1, 5), seq_len_buckets=np.array([512, 128], dtype=np.int32),
+        num_warmups=np.int64(2), max_num_reqs=np.uint16(4), uniform_decode_query_len=np.int8(1),
+        max_cached_graphs=np.int64(3), memory_budget=np.int64(2**20), capture_after=np.int32(2),
+        min_tokens_for_graph=np.int64(1), max_tokens_for_graph=np.int64(4), pad_value=np.int16(-1),
+    )
+    assert c.capture_sizes == (1, 2, 3, 4) and c.seq_len_buckets == (128, 512)
+    assert c.cudagraph_capture_sizes == (1, 2, 3, 4) and c.max_capture_size == 4
+    values = [c.num_warmups, c.max_num_reqs, c.max_cached_graphs, c.memory_budget, c.capture_after, c.pad_value]
+    assert values == [2, 4, 3, 2**20, 2, -1] and all(type(v) is int for v in values)
+    assert all(type(s) is int for s in c.capture_sizes)
+    assert CUDAGraphConfig(max_capture_size=np.int64(64)).cudagraph_capture_sizes[-1] == 64
+    assert CUDAGraphConfig(capture_sizes=range(2, 5)).capture_sizes == (2, 3, 4)
+    assert type(CUDAGraphConfig(pad_value=np.float32(0.5)).pad_value) is float
+    assert CUDAGraphConfig.from_dict(c.to_dict()) == c
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("capture_sizes", np.array([1, 2, 4], dtype=bool), "capture_sizes[0]"),
+    ("capture_sizes", np.array([1.0, 2.0]), "capture_sizes[0]"),
+    ("capture_sizes", np.arange(4).reshape(2, 2), "got a 2-D array"),
+    ("capture_sizes", [np.int64(1), np.bool_(True)], "capture_sizes[1]"),
+    ("num_warmups", np.bool_(True), "num_warmups"),
+    ("num_warmups", np.float64(2.0), "num_warmups"),
+    ("max_capture_size", np.int64(0), "greater than or equal to 1"),
+    ("memory_budget", np.bool_(True), "memory_budget"),
+    ("pad_value", np.bool_(False), "pad_value"),
+])
+def test_numpy_bools_floats_and_shapes_are_still_refused(field, value, words):
+    with pytest.raises(ConfigError) as info:
+        CUDAGraphConfig(**{field: value})
+    assert f"field '{field}" in str(info.value) and words in str(info.value)
 
 
 # -- conversions -----------------------------------------------------------------------------------

@@ -193,3 +193,21 @@ def test_cudagraph_sizes_validates_limits():
         get_cudagraph_sizes(None, -1, None, M.FULL)
     with pytest.raises(ValueError, match="unknown CUDA graph mode"):
         get_cudagraph_sizes(None, None, None, "sometimes")
+
+
+# -- NumPy integers (issue 11) ---------------------------------------------------------------------
+
+
+def test_numpy_integers_are_sizes_and_keys():
+    import numpy as np
+
+    assert normalise_sizes(np.arange(1, 5)) == [1, 2, 3, 4]
+    assert all(type(s) is int for s in normalise_sizes(np.array([8, 2], dtype=np.int32)))
+    assert check_positive_int(np.uint8(3), "n") == 3 and type(check_positive_int(np.int64(3), "n")) is int
+    d = BatchDescriptor(np.int64(8), np.int32(2), seq_len=np.int16(64))
+    assert (type(d.num_tokens), type(d.num_reqs), type(d.seq_len)) == (int, int, int)
+    assert d == BatchDescriptor(8, 2, seq_len=64) and repr(d) == repr(BatchDescriptor(8, 2, seq_len=64))
+    assert get_cudagraph_sizes(np.array([4, 1, 2]), np.int64(2), np.int64(4), M.FULL) == [1, 2, 4]
+    for bad in (np.bool_(True), np.float64(2.0)):
+        with pytest.raises(TypeError, match="num_tokens must be a positive integer"):
+            BatchDescriptor(bad)
