@@ -47,6 +47,10 @@ logger = logging.getLogger("cupygraph")
 MAX_WARMUPS = 1000
 """Most eager warm-up runs before a capture (a larger count is a typo that would stall the capture)."""
 
+MAX_LIST_LENGTH = 4096
+"""Most entries in capture_sizes or seq_len_buckets: each capture size is a graph (the default list
+up to 65536 has 4 080), so a longer list is a mistake that would take hours to capture."""
+
 MAX_DEFAULT_CAPTURE_SIZE = 1 << 16
 """Largest max_capture_size without explicit capture_sizes (the default list then has 4 080 sizes)."""
 
@@ -76,7 +80,7 @@ class CUDAGraphConfig(BaseModel):
     capture_sizes: Optional[tuple[PositiveInt, ...]] = Field(
         None,
         description="Batch sizes to capture graphs for. Unset: [1, 2, 4] + 8..248 step 8 + 256.."
-        "max_capture_size step 16. Given sizes are de-duplicated and sorted.",
+        "max_capture_size step 16. Given sizes are de-duplicated and sorted; at most 4096 of them.",
     )
     max_capture_size: ConfigInt = Field(
         512, ge=1,
@@ -93,7 +97,7 @@ class CUDAGraphConfig(BaseModel):
     seq_len_buckets: Optional[tuple[PositiveInt, ...]] = Field(
         None,
         description="Optional second key axis: a sequence length is padded up to the smallest bucket; "
-        "longer sequences run eagerly.",
+        "longer sequences run eagerly. At most 4096 buckets.",
     )
     num_warmups: ConfigInt = Field(
         1, ge=0, le=MAX_WARMUPS,
@@ -207,6 +211,8 @@ class CUDAGraphConfig(BaseModel):
         if sizes is not None and not sizes:
             # An empty list would silently run every batch eagerly.
             raise ValueError("the list is empty; leave the field out for the defaults (or set mode: NONE)")
+        if sizes is not None and len(sizes) > MAX_LIST_LENGTH:
+            raise ValueError(f"the list has {len(sizes)} entries; at most {MAX_LIST_LENGTH} are allowed (the limit)")
         return sizes
 
     @field_validator("capture_sizes", "seq_len_buckets", mode="after")
