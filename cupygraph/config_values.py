@@ -9,6 +9,7 @@ are mistakes, not values to coerce.
 
 from __future__ import annotations
 
+import math
 import numbers
 import re
 from collections.abc import Callable
@@ -106,3 +107,36 @@ def parse_byte_size(value: Any) -> Optional[int]:
             f"{_UNIT_NAMES} (for example 2GiB or 512MB), or an integer number of bytes"
         )
     raise ValueError(f"expected a byte size such as 2GiB or an integer number of bytes, got {type(value).__name__}")
+
+
+def pad_value_problem(pad_value: Any, dtype: Any) -> Optional[str]:
+    """Why ``pad_value`` cannot fill padding rows of an array of ``dtype`` as written; None when it can.
+
+    NumPy and CuPy would convert silently: 2.7 becomes 2 in int32, -1 wraps in uint8, 1e300 becomes
+    inf in float16, NaN in an int array is an error only at run time. Front doors ask this when
+    they make a key, so the config's value and the input's dtype are checked together, once.
+    """
+    import numpy as np
+
+    dt = np.dtype(dtype)
+    shown = short_repr(pad_value)
+    if dt.kind == "b":
+        return None if pad_value in (0, 1) else f"pad_value={shown} is not a bool (0 or 1) for {dt} inputs"
+    if dt.kind in "iu":
+        if isinstance(pad_value, float) and not math.isfinite(pad_value):
+            return f"pad_value={shown} is not finite, so it cannot pad {dt} inputs"
+        if isinstance(pad_value, float) and not pad_value.is_integer():
+            return (f"pad_value={shown} is not a whole number, so it cannot pad {dt} inputs "
+                    f"(it would become {int(pad_value)})")
+        info = np.iinfo(dt)
+        if not info.min <= pad_value <= info.max:
+            return f"pad_value={shown} is outside the range of {dt} ({info.min}..{info.max})"
+        return None
+    if dt.kind == "f":
+        largest = float(np.finfo(dt).max)
+        if math.isfinite(pad_value) and abs(pad_value) > largest:
+            return f"pad_value={shown} overflows {dt} (largest {largest:g}): it would become inf"
+        return None
+    if dt.kind == "c":
+        return None
+    return f"inputs of dtype {dt} cannot be padded with a number (pad_value={shown})"

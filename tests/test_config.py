@@ -19,6 +19,7 @@ from cupygraph.config import (
     graphs_disabled_by_env,
     parse_byte_size,
 )
+from cupygraph.config_values import pad_value_problem
 from cupygraph.errors import ConfigError
 
 M = CUDAGraphMode
@@ -544,3 +545,25 @@ def test_apply_env_overrides(monkeypatch):
     monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
     off = config_module.apply_env_overrides(c)
     assert off.mode is M.NONE and off.replace(mode="FULL") == c
+
+
+# -- pad_value against an input dtype (a helper the front doors call when they make a key) --------
+
+
+@pytest.mark.parametrize("pad, dtype, words", [
+    (2.7, "int32", "not a whole number"), (float("nan"), "int32", "not finite"), (-1, "uint8", "outside the range"),
+    (256, "uint8", "0..255"), (1e300, "float16", "would become inf"), (2, "bool", "0 or 1"),
+    (0, "object", "cannot be padded"), (float("-inf"), "int64", "not finite"),
+])
+def test_pad_value_problem_names_the_value_and_dtype(pad, dtype, words):
+    problem = pad_value_problem(pad, dtype)
+    assert problem is not None and words in problem and dtype in problem and "pad_value=" in problem
+
+
+@pytest.mark.parametrize("pad, dtype", [
+    (0, "int8"), (2.0, "int32"), (255, "uint8"), (-1.5, "float16"), (float("nan"), "float32"),
+    (float("-inf"), "float16"), (1, "bool"), (0.5, "complex64"), (65504, "float16"),
+])
+def test_pad_value_problem_accepts_values_the_dtype_holds(pad, dtype):
+    assert pad_value_problem(pad, dtype) is None
+    assert np.full(2, pad, dtype=dtype)[0] == pad or pad != pad  # NumPy stores it exactly (NaN aside)
