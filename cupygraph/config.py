@@ -19,17 +19,22 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
-    ValidationInfo,
     WithJsonSchema,
     field_validator,
 )
 
-from .config_values import ConfigInt, PositiveInt, as_number, as_size_list, choice, parse_byte_size
+from . import config_rules as rules
+from .config_errors import field_path, format_validation_error
+from .config_rules import MAX_DEFAULT_CAPTURE_SIZE, MAX_LIST_LENGTH, MAX_WARMUPS
+from .config_values import ConfigInt, PositiveInt, as_number, choice, parse_byte_size
 from .errors import ConfigError
-from .modes import CUDAGraphMode, short_repr
-from .sizes import default_capture_sizes, pad_to_capture_size
+from .modes import CUDAGraphMode
+from .sizes import pad_to_capture_size, resolve_capture_sizes
 
 __all__ = [
+    "MAX_DEFAULT_CAPTURE_SIZE",
+    "MAX_LIST_LENGTH",
+    "MAX_WARMUPS",
     "CUDAGraphConfig",
     "CUDAGraphMode",
     "apply_env_overrides",
@@ -42,18 +47,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("cupygraph")
-
-
-MAX_WARMUPS = 1000
-"""Most eager warm-up runs before a capture (a larger count is a typo that would stall the capture)."""
-
-MAX_LIST_LENGTH = 4096
-"""Most entries in capture_sizes or seq_len_buckets: each capture size is a graph (the default list
-up to 65536 has 4 080), so a longer list is a mistake that would take hours to capture."""
-
-MAX_DEFAULT_CAPTURE_SIZE = 1 << 16
-"""Largest max_capture_size without explicit capture_sizes (the default list then has 4 080 sizes)."""
-
 
 
 class CUDAGraphConfig(BaseModel):
@@ -74,25 +67,40 @@ class CUDAGraphConfig(BaseModel):
         CUDAGraphMode.FULL,
         description="Graph mode by name: NONE, PIECEWISE, FULL, FULL_DECODE_ONLY or FULL_AND_PIECEWISE "
         "(case-insensitive; the enum's numbers such as 2 are not accepted). FULL_* modes replay "
-        "whole-function graphs for uniform-decode batches.",
+        "whole-function graphs for uniform-decode batches. NONE captures nothing, so it also accepts "
+        "capture_sizes: [] and max_capture_size: 0 (as vLLM does).",
         json_schema_extra={"default": "FULL"},
     )
     capture_sizes: Optional[tuple[PositiveInt, ...]] = Field(
         None,
-        description="Batch sizes to capture graphs for. Unset: [1, 2, 4] + 8..248 step 8 + 256.."
-        "max_capture_size step 16. Given sizes are de-duplicated and sorted; at most 4096 of them.",
+        description="Batch sizes (tokens) to capture graphs for; a batch is padded to the smallest one that "
+        "fits. Unset: vLLM's [1, 2, 4] + 8..248 step 8 + 256..max_capture_size step 16. Given sizes are "
+        "de-duplicated and sorted; at most 4096. When uniform_decode_query_len is above 1 and uniform-"
+        "decode batches use FULL graphs (modes FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE), every size is "
+        "rounded up to a multiple of it within max_capture_size, for mixed batches too (vLLM's rule for "
+        "speculative decoding): with 3, sizes 8 and 16 become 9 and 18.",
     )
-    max_capture_size: ConfigInt = Field(
-        512, ge=1,
+    max_capture_size: Optional[ConfigInt] = Field(
+        None, ge=0,
         description="Largest batch size captured; larger batches run eagerly and count as fallbacks. "
-        "Defaults to the largest of capture_sizes when only those are given; at most 65536 when "
-        "capture_sizes is unset.",
+        "Unset: the largest of capture_sizes when those are given, else min(2 x max_num_reqs x "
+        "uniform_decode_query_len, 512), or 512 without max_num_reqs (vLLM's default). Given together "
+        "with capture_sizes, it must equal their largest. At most 65536 without capture_sizes; 0 only "
+        "under mode NONE. Unlike vLLM, which lowers this field to the largest size it captures, the "
+        "value is kept as given or derived: where the default sizes skip it (300: 288) or rounding to "
+        "the query length lowers the largest size, largest_capture_size tells which batches replay.",
     )
     max_num_reqs: Optional[ConfigInt] = Field(
-        None, ge=1, description="Largest number of requests in a batch; decode sizes above it are not captured."
+        None, ge=1,
+        description="Most requests in a batch (vLLM's max_num_seqs). FULL graphs for uniform-decode batches "
+        "stop at max_num_reqs x uniform_decode_query_len tokens; it also sets the default max_capture_size.",
     )
     uniform_decode_query_len: ConfigInt = Field(
-        1, ge=1, description="Tokens per request in a uniform-decode batch (num_tokens == num_reqs * this)."
+        1, ge=1,
+        description="Tokens per request in a uniform-decode batch: 1, or 1 + the speculative tokens "
+        "(num_tokens == num_reqs x this). Above 1, capture sizes are rounded to multiples of it (see "
+        "capture_sizes), so uniform-decode batches pad to whole requests and replay FULL graphs up to "
+        "max_num_reqs requests.",
     )
     seq_len_buckets: Optional[tuple[PositiveInt, ...]] = Field(
         None,
@@ -166,7 +174,7 @@ class CUDAGraphConfig(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as err:
-            raise ConfigError(format_validation_error(err)) from None
+            raise ConfigError(format_validation_error(err, fields=type(self).model_fields)) from None
 
     # Without this pydantic routes model_validate through __init__, whose ConfigError would come back
     # wrapped as one model-level error: file names and YAML line numbers of load_config get lost.
@@ -204,16 +212,7 @@ class CUDAGraphConfig(BaseModel):
     def _parse_budget(cls, value: Any) -> Optional[int]:
         return parse_byte_size(value)
 
-    @field_validator("capture_sizes", "seq_len_buckets", mode="before")
-    @classmethod
-    def _check_sizes(cls, value: Any) -> Any:
-        sizes = as_size_list(value)
-        if sizes is not None and not sizes:
-            # An empty list would silently run every batch eagerly.
-            raise ValueError("the list is empty; leave the field out for the defaults (or set mode: NONE)")
-        if sizes is not None and len(sizes) > MAX_LIST_LENGTH:
-            raise ValueError(f"the list has {len(sizes)} entries; at most {MAX_LIST_LENGTH} are allowed (the limit)")
-        return sizes
+    _check_sizes = field_validator("capture_sizes", "seq_len_buckets", mode="before")(rules.check_size_list)
 
     @field_validator("capture_sizes", "seq_len_buckets", mode="after")
     @classmethod
@@ -227,56 +226,23 @@ class CUDAGraphConfig(BaseModel):
 
     # Rules across fields are checked on the later field, so a file's error names that field and
     # its line.
-    @field_validator("max_capture_size", mode="after")
-    @classmethod
-    def _check_max_capture_size(cls, value: int, info: ValidationInfo) -> int:
-        sizes = info.data.get("capture_sizes")
-        if sizes and sizes[-1] > value:
-            raise ValueError(_above_max_message(sizes[-1], value))
-        if sizes is None and value > MAX_DEFAULT_CAPTURE_SIZE:
-            count = len(default_capture_sizes(MAX_DEFAULT_CAPTURE_SIZE)) + (value - MAX_DEFAULT_CAPTURE_SIZE) // 16
-            raise ValueError(
-                f"without capture_sizes, max_capture_size={value} means about {count} default capture sizes "
-                f"(a graph each); the defaults go up to {MAX_DEFAULT_CAPTURE_SIZE}: list capture_sizes for "
-                f"larger batches"
-            )
-        return value
-
-    @field_validator("min_tokens_for_graph", mode="after")
-    @classmethod
-    def _check_min_tokens(cls, value: int, info: ValidationInfo) -> int:
-        mode, sizes = info.data.get("mode"), info.data.get("capture_sizes")
-        largest = info.data.get("max_capture_size")
-        if mode is CUDAGraphMode.NONE or largest is None:
-            return value
-        largest = sizes[-1] if sizes else default_capture_sizes(largest)[-1]
-        if value > largest:
-            raise ValueError(
-                f"min_tokens_for_graph={value} is above the largest capture size {largest}: no batch would "
-                f"replay a graph; lower it (or set mode: NONE to run eagerly)"
-            )
-        return value
-
-    @field_validator("max_tokens_for_graph", mode="after")
-    @classmethod
-    def _check_max_tokens(cls, value: Optional[int], info: ValidationInfo) -> Optional[int]:
-        low = info.data.get("min_tokens_for_graph")
-        if value is not None and low is not None and value < low:
-            raise ValueError(_tokens_message(value, low))
-        return value
+    _check_max_capture_size = field_validator("max_capture_size", mode="after")(rules.check_max_capture_size)
+    _check_rounding = field_validator("uniform_decode_query_len", mode="after")(rules.check_rounding)
+    _check_min_tokens = field_validator("min_tokens_for_graph", mode="after")(rules.check_min_tokens)
+    _check_max_tokens = field_validator("max_tokens_for_graph", mode="after")(rules.check_max_tokens)
 
     def model_post_init(self, context: Any, /) -> None:
         """Resolve the derived values once, while the config is being made (it is frozen after)."""
-        sizes = self.capture_sizes
-        if sizes and "max_capture_size" not in self.model_fields_set:
-            # Only sizes given: they define the largest size, so keep the two fields consistent.
-            object.__setattr__(self, "max_capture_size", sizes[-1])
-        if self.mode is CUDAGraphMode.NONE:
-            self._sizes = ()
-        elif sizes is None:
-            self._sizes = tuple(default_capture_sizes(self.max_capture_size))
-        else:
-            self._sizes = sizes
+        if self.max_capture_size is None:
+            # An explicit null means "derive it", as if left out: replace() derives it again.
+            self.model_fields_set.discard("max_capture_size")
+        largest, sizes = resolve_capture_sizes(
+            self.capture_sizes, self.max_capture_size, self.max_num_reqs, self.uniform_decode_query_len,
+            round_to_query_len=self.mode.decode_mode() is CUDAGraphMode.FULL,
+        )
+        # The one field a config derives: it reads as the resolved value (to_dict round-trips).
+        object.__setattr__(self, "max_capture_size", largest)
+        self._sizes = () if self.mode is CUDAGraphMode.NONE else tuple(sizes)
 
     # -- deriving configs ----------------------------------------------------------------------
 
@@ -345,7 +311,7 @@ class CUDAGraphConfig(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as err:
-            raise ConfigError(format_validation_error(err, source=source)) from None
+            raise ConfigError(format_validation_error(err, source=source, fields=cls.model_fields)) from None
 
     @classmethod
     def disabled(cls) -> CUDAGraphConfig:
@@ -364,60 +330,6 @@ class CUDAGraphConfig(BaseModel):
         from .config_files import save_config
 
         save_config(self, path)
-
-
-def _above_max_message(largest: int, max_capture_size: int) -> str:
-    return (
-        f"capture_sizes has {largest}, above max_capture_size={max_capture_size}; "
-        f"raise max_capture_size or drop the larger sizes"
-    )
-
-
-def _tokens_message(high: int, low: int) -> str:
-    return f"max_tokens_for_graph={high} is below min_tokens_for_graph={low}"
-
-
-def field_path(loc: tuple[Any, ...]) -> str:
-    """``("capture_sizes", 3)`` -> ``capture_sizes[3]``."""
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            part = str(part)
-            if not part.isprintable() or len(part) > 80:
-                part = short_repr(part)  # a key from a file: one line, bounded
-            path += f".{part}" if path else part
-    return path or "<config>"
-
-
-def format_validation_error(
-    err: ValidationError, *, source: Optional[str] = None, line_of: Any = None
-) -> str:
-    """One line per problem: file, line (when known), field path, bad value, what is allowed."""
-    lines = []
-    for problem in err.errors():
-        loc = tuple(problem.get("loc", ()))
-        message = problem.get("msg", "invalid value")
-        if message.startswith("Value error, "):
-            message = message[len("Value error, "):]
-        if problem.get("type") == "extra_forbidden":
-            message = (
-                f"unknown field; valid fields: {', '.join(CUDAGraphConfig.model_fields)}"
-            )
-        where = source or "config"
-        line = line_of(loc) if line_of is not None else None
-        if line is not None:
-            where += f":{line}"
-        if not loc:
-            # A rule across fields: its message names the fields and values itself.
-            lines.append(f"{where}: {message}")
-            continue
-        shown = "" if problem.get("type") == "extra_forbidden" or "input" not in problem else (
-            f" (got {short_repr(problem['input'])})"
-        )
-        lines.append(f"{where}: field '{field_path(loc)}': {message}{shown}")
-    return "\n".join(lines)
 
 
 _DISABLE_LOGGED = False

@@ -296,7 +296,9 @@ def load_config(path: PathLike) -> CUDAGraphConfig:
     try:
         return CUDAGraphConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err, source=str(path), line_of=line_of)) from None
+        raise ConfigError(
+            format_validation_error(err, source=str(path), line_of=line_of, fields=CUDAGraphConfig.model_fields)
+        ) from None
 
 
 def save_config(config: CUDAGraphConfig, path: PathLike) -> None:

@@ -74,9 +74,9 @@ def test_explicit_sizes_alone_set_max_capture_size():
     assert c.get_padded_batch_size(25) is None
 
 
-def test_explicit_sizes_below_explicit_max_are_kept():
-    c = CUDAGraphConfig(capture_sizes=[1, 8], max_capture_size=64)
-    assert c.max_capture_size == 64 and c.cudagraph_capture_sizes == (1, 8)
+def test_explicit_sizes_with_the_same_explicit_max_are_kept():
+    c = CUDAGraphConfig(capture_sizes=[1, 8], max_capture_size=8)
+    assert c.max_capture_size == 8 and c.cudagraph_capture_sizes == (1, 8)
 
 
 def test_explicit_size_above_max_names_both_values():
@@ -414,7 +414,7 @@ def test_numpy_bools_floats_and_shapes_are_still_refused(field, value, words):
 
 
 NON_DEFAULT = dict(
-    mode="FULL_AND_PIECEWISE", capture_sizes=[1, 2, 4, 8, 64], max_capture_size=128, max_num_reqs=32,
+    mode="FULL_AND_PIECEWISE", capture_sizes=[1, 2, 4, 8, 64], max_capture_size=64, max_num_reqs=32,
     uniform_decode_query_len=2, seq_len_buckets=[256, 1024], num_warmups=3, max_cached_graphs=7,
     memory_budget="1GiB", eviction="lfu", min_replays_to_keep=5, capture_after=2, pad_value=-1.5,
     output_mode="view", on_capture_error="raise", capture_mode="global", gc_freeze=False, debug=True,
