@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictInt,
     ValidationError,
     WithJsonSchema,
     field_validator,
@@ -26,7 +27,7 @@ from pydantic import (
 from . import config_rules as rules
 from .config_errors import field_path, format_validation_error
 from .config_rules import MAX_DEFAULT_CAPTURE_SIZE, MAX_LIST_LENGTH, MAX_WARMUPS
-from .config_values import ConfigInt, PositiveInt, as_number, choice, parse_byte_size
+from .config_values import PositiveInt, as_number, choice, integral_to_int, parse_byte_size
 from .errors import ConfigError
 from .modes import CUDAGraphMode
 from .sizes import pad_to_capture_size, resolve_capture_sizes
@@ -80,7 +81,7 @@ class CUDAGraphConfig(BaseModel):
         "rounded up to a multiple of it within max_capture_size, for mixed batches too (vLLM's rule for "
         "speculative decoding): with 3, sizes 8 and 16 become 9 and 18.",
     )
-    max_capture_size: Optional[ConfigInt] = Field(
+    max_capture_size: Optional[StrictInt] = Field(
         None, ge=0,
         description="Largest batch size captured; larger batches run eagerly and count as fallbacks. "
         "Unset: the largest of capture_sizes when those are given, else min(2 x max_num_reqs x "
@@ -90,12 +91,12 @@ class CUDAGraphConfig(BaseModel):
         "value is kept as given or derived: where the default sizes skip it (300: 288) or rounding to "
         "the query length lowers the largest size, largest_capture_size tells which batches replay.",
     )
-    max_num_reqs: Optional[ConfigInt] = Field(
+    max_num_reqs: Optional[StrictInt] = Field(
         None, ge=1,
         description="Most requests in a batch (vLLM's max_num_seqs). FULL graphs for uniform-decode batches "
         "stop at max_num_reqs x uniform_decode_query_len tokens; it also sets the default max_capture_size.",
     )
-    uniform_decode_query_len: ConfigInt = Field(
+    uniform_decode_query_len: StrictInt = Field(
         1, ge=1,
         description="Tokens per request in a uniform-decode batch: 1, or 1 + the speculative tokens "
         "(num_tokens == num_reqs x this). Above 1, capture sizes are rounded to multiples of it (see "
@@ -107,11 +108,11 @@ class CUDAGraphConfig(BaseModel):
         description="Optional second key axis: a sequence length is padded up to the smallest bucket; "
         "longer sequences run eagerly. At most 4096 buckets.",
     )
-    num_warmups: ConfigInt = Field(
+    num_warmups: StrictInt = Field(
         1, ge=0, le=MAX_WARMUPS,
         description=f"Eager runs before each capture (compilation, plan caches, pools); at most {MAX_WARMUPS}.",
     )
-    max_cached_graphs: Optional[ConfigInt] = Field(
+    max_cached_graphs: Optional[StrictInt] = Field(
         None, ge=1, description="Most graphs held at once per function; None means unbounded."
     )
     memory_budget: Annotated[
@@ -126,12 +127,12 @@ class CUDAGraphConfig(BaseModel):
     eviction: Literal["lru", "lfu"] = Field(
         "lru", description="Which graph to evict first: least recently used (lru) or least frequently used (lfu)."
     )
-    min_replays_to_keep: ConfigInt = Field(
+    min_replays_to_keep: StrictInt = Field(
         0, ge=0,
         description="Graphs with at least this many replays are evicted only when no colder graph is left "
         "(0: no protection).",
     )
-    capture_after: ConfigInt = Field(
+    capture_after: StrictInt = Field(
         1, ge=1, description="Capture a key once it has been seen this many times; until then it runs eagerly."
     )
     pad_value: Union[int, float] = Field(0, description="Value written into the padding rows of static inputs.")
@@ -155,8 +156,8 @@ class CUDAGraphConfig(BaseModel):
     debug: bool = Field(
         False, description="Check inputs, pointers and stale output views on every call; log every decision."
     )
-    min_tokens_for_graph: ConfigInt = Field(1, ge=1, description="Batches smaller than this run eagerly.")
-    max_tokens_for_graph: Optional[ConfigInt] = Field(
+    min_tokens_for_graph: StrictInt = Field(1, ge=1, description="Batches smaller than this run eagerly.")
+    max_tokens_for_graph: Optional[StrictInt] = Field(
         None, ge=1, description="Batches larger than this run eagerly (None: up to max_capture_size)."
     )
     prefer_piecewise: bool = Field(
@@ -192,6 +193,10 @@ class CUDAGraphConfig(BaseModel):
     def __delattr__(self, name: str) -> None:
         raise dataclasses.FrozenInstanceError(f"CUDAGraphConfig is immutable: cannot delete {name!r}")
 
+    _ints_from_numpy = field_validator(
+        "max_capture_size", "max_num_reqs", "uniform_decode_query_len", "num_warmups", "max_cached_graphs",
+        "min_replays_to_keep", "capture_after", "min_tokens_for_graph", "max_tokens_for_graph", mode="before",
+    )(integral_to_int)
     _check_eviction = field_validator("eviction", mode="before")(choice("eviction", ("lru", "lfu")))
     _check_output = field_validator("output_mode", mode="before")(choice("output_mode", ("copy", "view")))
     _check_on_error = field_validator("on_capture_error", mode="before")(

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Annotated, Any, Optional
 
-from pydantic import BeforeValidator, Field, StrictInt
+from pydantic import Field, StrictInt
 
 from .modes import short_repr
 
@@ -29,10 +29,10 @@ def integral_to_int(value: Any) -> Any:
     return value
 
 
-ConfigInt = Annotated[StrictInt, BeforeValidator(integral_to_int)]
-"""An int field: Python or NumPy integers; no bools, floats or numeric strings."""
-
-PositiveInt = Annotated[ConfigInt, Field(ge=1)]
+# Strict: a YAML "8" or a bool is a mistake in a size, not something to coerce. NumPy integers are
+# made Python ints by a before-validator on the field (``integral_to_int``), not in this type, so the
+# JSON schema keeps its "minimum".
+PositiveInt = Annotated[StrictInt, Field(ge=1)]
 
 
 def as_size_list(value: Any) -> Any:
@@ -40,7 +40,7 @@ def as_size_list(value: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, (list, tuple, range)):
-        return tuple(value)
+        return tuple(integral_to_int(item) for item in value)
     ndim = getattr(value, "ndim", None)
     if ndim == 1 and callable(getattr(value, "tolist", None)):
         return tuple(value.tolist())

@@ -488,6 +488,22 @@ def test_format_validation_error_uses_source_and_lines():
     ]
 
 
+def test_json_schema_uses_json_schema_bounds():
+    """pydantic's own names (ge, le) would be keywords JSON Schema validators silently ignore."""
+    def keys(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield key
+                yield from keys(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from keys(value)
+
+    schema = CUDAGraphConfig.model_json_schema()
+    assert not {"ge", "le", "gt", "lt"} & set(keys(schema))
+    assert schema["properties"]["capture_sizes"]["anyOf"][0]["items"]["minimum"] == 1
+
+
 def test_json_schema_describes_every_field_and_files_use_names():
     schema = CUDAGraphConfig.model_json_schema()
     assert schema["additionalProperties"] is False

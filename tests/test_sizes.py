@@ -355,3 +355,35 @@ def test_mode_none_with_no_sizes_in_files(tmp_path):
     (tmp_path / "off.toml").write_text('mode = "none"\nmax_capture_size = 0\n', encoding="utf-8")
     for name in ("off.yaml", "off.toml"):
         assert load_config(tmp_path / name).cudagraph_capture_sizes == ()
+
+
+@pytest.mark.parametrize("capture_sizes, max_capture_size, mode, largest", [
+    # vLLM's tests/compile/test_config.py::test_cudagraph_sizes_post_init, with max_num_seqs 128
+    # (max_num_reqs here) and no sequence parallelism; "largest" is the largest size captured.
+    (None, None, "FULL_AND_PIECEWISE", 256),
+    ([1, 2, 4], 4, "FULL_AND_PIECEWISE", 4),
+    ([1, 2, 4], 8, "FULL_AND_PIECEWISE", ConfigError),
+    ([1, 256], None, "FULL_AND_PIECEWISE", 256),
+    ([], None, "NONE", None),
+    (None, 0, "NONE", None),
+    (None, 257, "FULL_AND_PIECEWISE", 256),  # vLLM also lowers the field to 256; cupygraph keeps 257
+    ([1, 2, 4, 15], None, "FULL_AND_PIECEWISE", 15),
+    ([], None, "FULL_AND_PIECEWISE", ConfigError),
+    (None, 0, "FULL_AND_PIECEWISE", ConfigError),
+])
+def test_vllm_capture_size_cases(capture_sizes, max_capture_size, mode, largest):
+    fields = dict(mode=mode, max_num_reqs=128)
+    if capture_sizes is not None:
+        fields["capture_sizes"] = capture_sizes
+    if max_capture_size is not None:
+        fields["max_capture_size"] = max_capture_size
+    if largest is ConfigError:
+        with pytest.raises(ConfigError, match=r"field .(max_capture_size|capture_sizes)"):
+            CUDAGraphConfig(**fields)
+        return
+    c = CUDAGraphConfig(**fields)
+    assert c.largest_capture_size == largest
+    if mode == "NONE":
+        assert c.max_capture_size == 0  # vLLM: 0 under NONE; here the largest of [] or the 0 given
+    elif max_capture_size is None:
+        assert c.max_capture_size == largest
