@@ -1,8 +1,9 @@
-"""CUDA graph modes and the validated ``CUDAGraphConfig``.
+"""The validated, immutable ``CUDAGraphConfig``, the default config and ``CUPYGRAPH_DISABLE``.
 
-This module imports nothing else from cupygraph except the errors, the mode enum (``modes.py``,
-re-exported here) and the size helpers, so every layer can use it; loading from files lives in
-``config_files.py``.
+The config's parts live beside it and import nothing above them, so every layer can use it:
+``modes.py`` (``CUDAGraphMode``, re-exported here), ``config_values.py`` (readers of single
+values), ``config_rules.py`` (rules across fields), ``config_errors.py`` (messages),
+``sizes.py`` (which sizes are captured); loading from files lives in ``config_files.py``.
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ class CudagraphDispatcher:
         uniform-decode keys ``BatchDescriptor(s, s // q, uniform_decode=True)``, ``q =
         uniform_decode_query_len``, for the capture sizes rounded up to multiples of ``q`` (vLLM's
         rule; the config already rounds its sizes when its own query length is ``q``) up to
-        ``q * max_num_reqs``: every uniform-decode batch within the limits has a FULL graph.
+        ``q * max_num_reqs``, so uniform-decode batches pad to whole requests and replay FULL.
         """
         cudagraph_mode = CUDAGraphMode.parse(cudagraph_mode)
         q = uniform_decode_query_len
