@@ -1,16 +1,17 @@
-"""CUDA graph modes and the validated ``CUDAGraphConfig``.
+"""The validated, immutable ``CUDAGraphConfig``, the default config and ``CUPYGRAPH_DISABLE``.
 
-This module imports nothing else from cupygraph except the errors and the size helpers, so every
-layer can use it; loading from files lives in ``config_files.py``.
+The config's parts live beside it and import nothing above them, so every layer can use it:
+``modes.py`` (``CUDAGraphMode``, re-exported here), ``config_values.py`` (readers of single
+values), ``config_rules.py`` (rules across fields), ``config_errors.py`` (messages),
+``sizes.py`` (which sizes are captured); loading from files lives in ``config_files.py``.
 """
 
 from __future__ import annotations
 
-import enum
+import dataclasses
 import logging
 import os
-import re
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (
@@ -20,138 +21,34 @@ from pydantic import (
     PrivateAttr,
     StrictInt,
     ValidationError,
-    ValidationInfo,
     WithJsonSchema,
     field_validator,
-    model_validator,
 )
 
+from . import config_rules as rules
+from .config_errors import field_path, format_validation_error
+from .config_rules import MAX_DEFAULT_CAPTURE_SIZE, MAX_LIST_LENGTH, MAX_WARMUPS
+from .config_values import PositiveInt, as_number, choice, integral_to_int, parse_byte_size
 from .errors import ConfigError
-from .sizes import default_capture_sizes, pad_to_capture_size
+from .modes import CUDAGraphMode
+from .sizes import pad_to_capture_size, resolve_capture_sizes
+
+__all__ = [
+    "MAX_DEFAULT_CAPTURE_SIZE",
+    "MAX_LIST_LENGTH",
+    "MAX_WARMUPS",
+    "CUDAGraphConfig",
+    "CUDAGraphMode",
+    "apply_env_overrides",
+    "default_config",
+    "field_path",
+    "format_validation_error",
+    "graphs_disabled_by_env",
+    "parse_byte_size",
+    "set_default_config",
+]
 
 logger = logging.getLogger("cupygraph")
-
-
-class CUDAGraphMode(enum.Enum):
-    """CUDA graph modes with vLLM's meanings.
-
-    NONE, PIECEWISE and FULL are runtime modes (what one call actually does). FULL_DECODE_ONLY and
-    FULL_AND_PIECEWISE are configuration modes that pick FULL for uniform-decode batches and
-    NONE / PIECEWISE for the others; their value is the pair (decode mode, mixed mode).
-    """
-
-    NONE = 0
-    PIECEWISE = 1
-    FULL = 2
-    FULL_DECODE_ONLY = (FULL, NONE)
-    FULL_AND_PIECEWISE = (FULL, PIECEWISE)
-
-    def separate_routine(self) -> bool:
-        """True when uniform-decode and mixed batches use different modes."""
-        return isinstance(self.value, tuple)
-
-    def decode_mode(self) -> CUDAGraphMode:
-        """The mode used for uniform-decode batches."""
-        return CUDAGraphMode(self.value[0]) if self.separate_routine() else self
-
-    def mixed_mode(self) -> CUDAGraphMode:
-        """The mode used for mixed (prefill or non-uniform) batches."""
-        return CUDAGraphMode(self.value[1]) if self.separate_routine() else self
-
-    def has_mode(self, mode: CUDAGraphMode) -> bool:
-        """True when ``mode`` is used for some kind of batch under this mode."""
-        if self.separate_routine():
-            return mode in (self.decode_mode(), self.mixed_mode())
-        return self is mode
-
-    def max_cudagraph_mode(self) -> CUDAGraphMode:
-        """The strongest runtime mode this mode may use (FULL > PIECEWISE > NONE)."""
-        return CUDAGraphMode(max(self.value)) if self.separate_routine() else self
-
-    def has_full_cudagraphs(self) -> bool:
-        return self.max_cudagraph_mode() is CUDAGraphMode.FULL
-
-    def has_piecewise_cudagraphs(self) -> bool:
-        return self.has_mode(CUDAGraphMode.PIECEWISE)
-
-    def has_graphs(self) -> bool:
-        """True unless this mode never replays a graph."""
-        return self is not CUDAGraphMode.NONE
-
-    def valid_runtime_modes(self) -> bool:
-        """True for the modes a single call can run in: NONE, PIECEWISE, FULL."""
-        return self in (CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
-
-    @classmethod
-    def parse(cls, value: Any) -> CUDAGraphMode:
-        """Accept a member, its name in any case (``"full_and_piecewise"``) or its value."""
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, str):
-            member = cls.__members__.get(value.strip().upper())
-            if member is not None:
-                return member
-        elif not isinstance(value, bool):
-            try:
-                return cls(tuple(value) if isinstance(value, list) else value)
-            except (ValueError, TypeError):
-                pass
-        raise ValueError(
-            f"unknown CUDA graph mode {_short_repr(value)}; valid modes: {', '.join(cls.__members__)}"
-        )
-
-
-_BYTE_UNITS = {
-    "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}
-_BYTE_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-
-
-def parse_byte_size(value: Any) -> Optional[int]:
-    """``None``, a non-negative int of bytes, or a string such as ``"2GiB"`` / ``"512 MB"``."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ValueError("expected a byte size such as 2GiB or an integer number of bytes, not a bool")
-    if isinstance(value, int):
-        if value <= 0:
-            raise ValueError(f"a byte size must be positive, got {value}")
-        return value
-    if isinstance(value, str):
-        match = _BYTE_SIZE.match(value)
-        unit = match.group(2).lower() if match else ""
-        if match and (unit or "b") in _BYTE_UNITS:
-            size = int(float(match.group(1)) * _BYTE_UNITS[unit or "b"])
-            if size > 0:
-                return size
-        raise ValueError(
-            f"cannot read {_short_repr(value)} as a byte size; write a positive number with one of the units "
-            f"{', '.join(u if u == 'b' else u[0].upper() + u[1:-1] + 'B' for u in _BYTE_UNITS)} "
-            f"(for example 2GiB or 512MB), or an integer number of bytes"
-        )
-    raise ValueError(f"expected a byte size such as 2GiB or an integer number of bytes, got {type(value).__name__}")
-
-
-def _choice(name: str, choices: tuple[str, ...]) -> Callable[[Any], Any]:
-    """A before-validator that accepts the choices in any case and lists them on error."""
-
-    def check(value: Any) -> Any:
-        if isinstance(value, str) and value.strip().lower() in choices:
-            return value.strip().lower()
-        raise ValueError(f"{name} must be one of {', '.join(choices)}")
-
-    return check
-
-
-MAX_WARMUPS = 1000
-"""Most eager warm-up runs before a capture (a larger count is a typo that would stall the capture)."""
-
-MAX_DEFAULT_CAPTURE_SIZE = 1 << 16
-"""Largest max_capture_size without explicit capture_sizes (the default list then has 4 080 sizes)."""
-
-# Strict: a YAML "8" or a bool is a mistake in a size, not something to coerce.
-PositiveInt = Annotated[StrictInt, Field(ge=1)]
 
 
 class CUDAGraphConfig(BaseModel):
@@ -161,38 +58,56 @@ class CUDAGraphConfig(BaseModel):
     JSON schema (``cupygraph schema``) are generated from these descriptions.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=False)
+    # Frozen: a front door builds its keys and buffers from the config once, so a field changed
+    # afterwards would be silently ignored. Derive a new config with ``replace`` instead.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=False)
 
     # The schema shows the names config files use, not the enum's internal int/tuple values.
     mode: Annotated[
         CUDAGraphMode, WithJsonSchema({"type": "string", "enum": list(CUDAGraphMode.__members__)})
     ] = Field(
         CUDAGraphMode.FULL,
-        description="Graph mode: NONE, PIECEWISE, FULL, FULL_DECODE_ONLY or FULL_AND_PIECEWISE "
-        "(case-insensitive). FULL_* modes replay whole-function graphs for uniform-decode batches.",
+        description="Graph mode by name: NONE, PIECEWISE, FULL, FULL_DECODE_ONLY or FULL_AND_PIECEWISE "
+        "(case-insensitive; the enum's numbers such as 2 are not accepted). FULL_* modes replay "
+        "whole-function graphs for uniform-decode batches. NONE captures nothing, so it also accepts "
+        "capture_sizes: [] and max_capture_size: 0 (as vLLM does).",
         json_schema_extra={"default": "FULL"},
     )
-    capture_sizes: Optional[list[PositiveInt]] = Field(
+    capture_sizes: Optional[tuple[PositiveInt, ...]] = Field(
         None,
-        description="Batch sizes to capture graphs for. Unset: [1, 2, 4] + 8..248 step 8 + 256.."
-        "max_capture_size step 16. Given sizes are de-duplicated and sorted.",
+        description="Batch sizes (tokens) to capture graphs for; a batch is padded to the smallest one that "
+        "fits. Unset: vLLM's [1, 2, 4] + 8..248 step 8 + 256..max_capture_size step 16. Given sizes are "
+        "de-duplicated and sorted; at most 4096. When uniform_decode_query_len is above 1 and uniform-"
+        "decode batches use FULL graphs (modes FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE), every size is "
+        "rounded up to a multiple of it within max_capture_size, for mixed batches too (vLLM's rule for "
+        "speculative decoding): with 3, sizes 8 and 16 become 9 and 18.",
     )
-    max_capture_size: StrictInt = Field(
-        512, ge=1,
+    max_capture_size: Optional[StrictInt] = Field(
+        None, ge=0,
         description="Largest batch size captured; larger batches run eagerly and count as fallbacks. "
-        "Defaults to the largest of capture_sizes when only those are given; at most 65536 when "
-        "capture_sizes is unset.",
+        "Unset: the largest of capture_sizes when those are given, else min(2 x max_num_reqs x "
+        "uniform_decode_query_len, 512), or 512 without max_num_reqs (vLLM's default). Given together "
+        "with capture_sizes, it must equal their largest. At most 65536 without capture_sizes; 0 only "
+        "under mode NONE. Unlike vLLM, which lowers this field to the largest size it captures, the "
+        "value is kept as given or derived: where the default sizes skip it (300: 288) or rounding to "
+        "the query length lowers the largest size, largest_capture_size tells which batches replay.",
     )
     max_num_reqs: Optional[StrictInt] = Field(
-        None, ge=1, description="Largest number of requests in a batch; decode sizes above it are not captured."
+        None, ge=1,
+        description="Most requests in a batch (vLLM's max_num_seqs). FULL graphs for uniform-decode batches "
+        "stop at max_num_reqs x uniform_decode_query_len tokens; it also sets the default max_capture_size.",
     )
     uniform_decode_query_len: StrictInt = Field(
-        1, ge=1, description="Tokens per request in a uniform-decode batch (num_tokens == num_reqs * this)."
+        1, ge=1,
+        description="Tokens per request in a uniform-decode batch: 1, or 1 + the speculative tokens "
+        "(num_tokens == num_reqs x this). Above 1, capture sizes are rounded to multiples of it (see "
+        "capture_sizes), so uniform-decode batches pad to whole requests and replay FULL graphs up to "
+        "max_num_reqs requests.",
     )
-    seq_len_buckets: Optional[list[PositiveInt]] = Field(
+    seq_len_buckets: Optional[tuple[PositiveInt, ...]] = Field(
         None,
         description="Optional second key axis: a sequence length is padded up to the smallest bucket; "
-        "longer sequences run eagerly.",
+        "longer sequences run eagerly. At most 4096 buckets.",
     )
     num_warmups: StrictInt = Field(
         1, ge=0, le=MAX_WARMUPS,
@@ -206,8 +121,9 @@ class CUDAGraphConfig(BaseModel):
         WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string"}, {"type": "null"}]}),
     ] = Field(
         None,
-        description="Most bytes the graphs of one function may hold (e.g. \"2GiB\", \"512MB\" or an int "
-        "of bytes); cold graphs are evicted to stay under it. None means unbounded.",
+        description="Most bytes the graphs of one function may hold (e.g. \"2GiB\", \"1.5 GB\", \"512MB\" "
+        "or an int of bytes); cold graphs are evicted to stay under it. A size must come to whole bytes "
+        "(\"1.9 B\" is an error, not rounded). None means unbounded.",
     )
     eviction: Literal["lru", "lfu"] = Field(
         "lru", description="Which graph to evict first: least recently used (lru) or least frequently used (lfu)."
@@ -260,27 +176,37 @@ class CUDAGraphConfig(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as err:
-            raise ConfigError(format_validation_error(err)) from None
+            raise ConfigError(format_validation_error(err, fields=type(self).model_fields)) from None
 
     # Without this pydantic routes model_validate through __init__, whose ConfigError would come back
     # wrapped as one model-level error: file names and YAML line numbers of load_config get lost.
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]  # pydantic's flag on the function
 
     def __setattr__(self, name: str, value: Any) -> None:
-        try:
+        if name.startswith("_"):  # pydantic's and this class's private state, set while validating
             super().__setattr__(name, value)
-        except ValidationError as err:
-            raise ConfigError(format_validation_error(err)) from None
+            return
+        raise dataclasses.FrozenInstanceError(
+            f"CUDAGraphConfig is immutable: cannot set {name!r}; derive a new config with "
+            f"config.replace({name}=...)"
+        )
 
-    _check_eviction = field_validator("eviction", mode="before")(_choice("eviction", ("lru", "lfu")))
-    _check_output = field_validator("output_mode", mode="before")(_choice("output_mode", ("copy", "view")))
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"CUDAGraphConfig is immutable: cannot delete {name!r}")
+
+    _ints_from_numpy = field_validator(
+        "max_capture_size", "max_num_reqs", "uniform_decode_query_len", "num_warmups", "max_cached_graphs",
+        "min_replays_to_keep", "capture_after", "min_tokens_for_graph", "max_tokens_for_graph", mode="before",
+    )(integral_to_int)
+    _check_eviction = field_validator("eviction", mode="before")(choice("eviction", ("lru", "lfu")))
+    _check_output = field_validator("output_mode", mode="before")(choice("output_mode", ("copy", "view")))
     _check_on_error = field_validator("on_capture_error", mode="before")(
-        _choice("on_capture_error", ("fallback", "raise"))
+        choice("on_capture_error", ("fallback", "raise"))
     )
     _check_capture_mode = field_validator("capture_mode", mode="before")(
-        _choice("capture_mode", ("global", "thread_local", "relaxed"))
+        choice("capture_mode", ("global", "thread_local", "relaxed"))
     )
-    _check_backend = field_validator("backend", mode="before")(_choice("backend", ("auto", "cupy", "host")))
+    _check_backend = field_validator("backend", mode="before")(choice("backend", ("auto", "cupy", "host")))
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -292,89 +218,56 @@ class CUDAGraphConfig(BaseModel):
     def _parse_budget(cls, value: Any) -> Optional[int]:
         return parse_byte_size(value)
 
-    @field_validator("capture_sizes", "seq_len_buckets", mode="before")
-    @classmethod
-    def _check_sizes(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if not isinstance(value, (list, tuple)):
-            raise ValueError(f"expected a list of positive integers, got {type(value).__name__}")
-        if not value:
-            # An empty list would silently run every batch eagerly.
-            raise ValueError("the list is empty; leave the field out for the defaults (or set mode: NONE)")
-        return list(value)
+    _check_sizes = field_validator("capture_sizes", "seq_len_buckets", mode="before")(rules.check_size_list)
 
     @field_validator("capture_sizes", "seq_len_buckets", mode="after")
     @classmethod
-    def _sort_sizes(cls, value: Optional[list[int]]) -> Optional[list[int]]:
-        return None if value is None else sorted(set(value))
+    def _sort_sizes(cls, value: Optional[tuple[int, ...]]) -> Optional[tuple[int, ...]]:
+        return None if value is None else tuple(sorted(set(value)))
 
     @field_validator("pad_value", mode="before")
     @classmethod
     def _check_pad(cls, value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"pad_value must be a number, got {_short_repr(value)}")
-        return value
+        return as_number(value)
 
-    # Rules across fields are checked on the later field where they can be, so a file's error
-    # names that field and its line; the model validator below keeps them for assignments.
-    @field_validator("max_capture_size", mode="after")
-    @classmethod
-    def _check_max_capture_size(cls, value: int, info: ValidationInfo) -> int:
-        sizes = info.data.get("capture_sizes")
-        if sizes and sizes[-1] > value:
-            raise ValueError(_above_max_message(sizes[-1], value))
-        if sizes is None and value > MAX_DEFAULT_CAPTURE_SIZE:
-            count = len(default_capture_sizes(MAX_DEFAULT_CAPTURE_SIZE)) + (value - MAX_DEFAULT_CAPTURE_SIZE) // 16
-            raise ValueError(
-                f"without capture_sizes, max_capture_size={value} means about {count} default capture sizes "
-                f"(a graph each); the defaults go up to {MAX_DEFAULT_CAPTURE_SIZE}: list capture_sizes for "
-                f"larger batches"
-            )
-        return value
+    # Rules across fields are checked on the later field, so a file's error names that field and
+    # its line.
+    _check_max_capture_size = field_validator("max_capture_size", mode="after")(rules.check_max_capture_size)
+    _check_rounding = field_validator("uniform_decode_query_len", mode="after")(rules.check_rounding)
+    _check_min_tokens = field_validator("min_tokens_for_graph", mode="after")(rules.check_min_tokens)
+    _check_max_tokens = field_validator("max_tokens_for_graph", mode="after")(rules.check_max_tokens)
 
-    @field_validator("min_tokens_for_graph", mode="after")
-    @classmethod
-    def _check_min_tokens(cls, value: int, info: ValidationInfo) -> int:
-        mode, sizes = info.data.get("mode"), info.data.get("capture_sizes")
-        largest = info.data.get("max_capture_size")
-        if mode is CUDAGraphMode.NONE or largest is None:
-            return value
-        largest = sizes[-1] if sizes else default_capture_sizes(largest)[-1]
-        if value > largest:
-            raise ValueError(
-                f"min_tokens_for_graph={value} is above the largest capture size {largest}: no batch would "
-                f"replay a graph; lower it (or set mode: NONE to run eagerly)"
-            )
-        return value
+    def model_post_init(self, context: Any, /) -> None:
+        """Resolve the derived values once, while the config is being made (it is frozen after)."""
+        if self.max_capture_size is None:
+            # An explicit null means "derive it", as if left out: replace() derives it again.
+            self.model_fields_set.discard("max_capture_size")
+        largest, sizes = resolve_capture_sizes(
+            self.capture_sizes, self.max_capture_size, self.max_num_reqs, self.uniform_decode_query_len,
+            round_to_query_len=self.mode.decode_mode() is CUDAGraphMode.FULL,
+        )
+        # The one field a config derives: it reads as the resolved value (to_dict round-trips).
+        object.__setattr__(self, "max_capture_size", largest)
+        self._sizes = () if self.mode is CUDAGraphMode.NONE else tuple(sizes)
 
-    @field_validator("max_tokens_for_graph", mode="after")
-    @classmethod
-    def _check_max_tokens(cls, value: Optional[int], info: ValidationInfo) -> Optional[int]:
-        low = info.data.get("min_tokens_for_graph")
-        if value is not None and low is not None and value < low:
-            raise ValueError(_tokens_message(value, low))
-        return value
+    # -- deriving configs ----------------------------------------------------------------------
 
-    @model_validator(mode="after")
-    def _resolve_sizes(self) -> CUDAGraphConfig:
-        sizes = self.capture_sizes
-        if sizes is not None:
-            if "max_capture_size" in self.model_fields_set:
-                if sizes and sizes[-1] > self.max_capture_size:
-                    raise ValueError(_above_max_message(sizes[-1], self.max_capture_size))
-            elif sizes:
-                # Only sizes given: they define the largest size, so keep the two fields consistent.
-                object.__setattr__(self, "max_capture_size", sizes[-1])
-        if self.mode is CUDAGraphMode.NONE:
-            self._sizes = ()
-        elif sizes is None:
-            self._sizes = tuple(default_capture_sizes(self.max_capture_size))
-        else:
-            self._sizes = tuple(sizes)
-        if self.max_tokens_for_graph is not None and self.max_tokens_for_graph < self.min_tokens_for_graph:
-            raise ValueError(_tokens_message(self.max_tokens_for_graph, self.min_tokens_for_graph))
-        return self
+    def replace(self, **changes: Any) -> CUDAGraphConfig:
+        """A new, validated config: the fields this one was given, updated with ``changes``.
+
+        Fields this config derived (``max_capture_size`` from ``capture_sizes``) are derived
+        again, so ``replace(capture_sizes=[1, 2])`` gives a largest size of 2. Errors raise
+        ``ConfigError`` naming the field.
+        """
+        data = {name: getattr(self, name) for name in self.model_fields_set}
+        data.update(changes)
+        return type(self).from_dict(data)
+
+    def model_copy(self, *, update: Optional[Mapping[str, Any]] = None, deep: bool = False) -> CUDAGraphConfig:
+        """Pydantic's copy, validated: ``update`` goes through ``replace`` (pydantic would skip validation)."""
+        if update:
+            return self.replace(**update)
+        return super().model_copy(deep=deep)
 
     # -- derived values ------------------------------------------------------------------------
 
@@ -424,7 +317,7 @@ class CUDAGraphConfig(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as err:
-            raise ConfigError(format_validation_error(err, source=source)) from None
+            raise ConfigError(format_validation_error(err, source=source, fields=cls.model_fields)) from None
 
     @classmethod
     def disabled(cls) -> CUDAGraphConfig:
@@ -445,65 +338,6 @@ class CUDAGraphConfig(BaseModel):
         save_config(self, path)
 
 
-def _above_max_message(largest: int, max_capture_size: int) -> str:
-    return (
-        f"capture_sizes has {largest}, above max_capture_size={max_capture_size}; "
-        f"raise max_capture_size or drop the larger sizes"
-    )
-
-
-def _tokens_message(high: int, low: int) -> str:
-    return f"max_tokens_for_graph={high} is below min_tokens_for_graph={low}"
-
-
-def field_path(loc: tuple[Any, ...]) -> str:
-    """``("capture_sizes", 3)`` -> ``capture_sizes[3]``."""
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            part = str(part)
-            if not part.isprintable() or len(part) > 80:
-                part = _short_repr(part)  # a key from a file: one line, bounded
-            path += f".{part}" if path else part
-    return path or "<config>"
-
-
-def format_validation_error(
-    err: ValidationError, *, source: Optional[str] = None, line_of: Any = None
-) -> str:
-    """One line per problem: file, line (when known), field path, bad value, what is allowed."""
-    lines = []
-    for problem in err.errors():
-        loc = tuple(problem.get("loc", ()))
-        message = problem.get("msg", "invalid value")
-        if message.startswith("Value error, "):
-            message = message[len("Value error, "):]
-        if problem.get("type") == "extra_forbidden":
-            message = (
-                f"unknown field; valid fields: {', '.join(CUDAGraphConfig.model_fields)}"
-            )
-        where = source or "config"
-        line = line_of(loc) if line_of is not None else None
-        if line is not None:
-            where += f":{line}"
-        if not loc:
-            # A rule across fields: its message names the fields and values itself.
-            lines.append(f"{where}: {message}")
-            continue
-        shown = "" if problem.get("type") == "extra_forbidden" or "input" not in problem else (
-            f" (got {_short_repr(problem['input'])})"
-        )
-        lines.append(f"{where}: field '{field_path(loc)}': {message}{shown}")
-    return "\n".join(lines)
-
-
-def _short_repr(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 _DISABLE_LOGGED = False
 _DEFAULT_CONFIG: Optional[CUDAGraphConfig] = None
 
@@ -522,10 +356,8 @@ def set_default_config(config: Optional[CUDAGraphConfig]) -> Optional[CUDAGraphC
 
 
 def default_config() -> CUDAGraphConfig:
-    """A fresh copy of the default config (each front door may change its own)."""
-    if _DEFAULT_CONFIG is None:
-        return CUDAGraphConfig()
-    return CUDAGraphConfig(**_DEFAULT_CONFIG.to_dict())
+    """The config front doors use when given none (configs are immutable, so it is shared)."""
+    return _DEFAULT_CONFIG if _DEFAULT_CONFIG is not None else CUDAGraphConfig()
 
 
 def graphs_disabled_by_env() -> bool:
@@ -536,3 +368,10 @@ def graphs_disabled_by_env() -> bool:
         _DISABLE_LOGGED = True
         logger.warning("CUPYGRAPH_DISABLE is set: every cupygraph front door runs eagerly (mode NONE)")
     return disabled
+
+
+def apply_env_overrides(config: CUDAGraphConfig) -> CUDAGraphConfig:
+    """``config`` as front doors run it: under ``CUPYGRAPH_DISABLE`` the same config in mode NONE."""
+    if graphs_disabled_by_env() and config.mode is not CUDAGraphMode.NONE:
+        return config.replace(mode=CUDAGraphMode.NONE)
+    return config

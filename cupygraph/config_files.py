@@ -30,14 +30,63 @@ else:  # pragma: no cover - exercised only on 3.10
 # before it is parsed, so a huge file costs nothing.
 MAX_CONFIG_BYTES = 1 << 20
 
+# A config is a mapping whose values are at most lists: two levels. Deeper nesting is refused
+# before the parsers recurse into it (they recurse per level and would hit Python's recursion
+# limit slowly, or crash); 8 leaves room for a clear field error on a value nested by mistake.
+MAX_NESTING_DEPTH = 8
+
 SUFFIXES = (".yaml", ".yml", ".json", ".toml")
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+class _TooDeep(Exception):
+    """Values nested deeper than ``MAX_NESTING_DEPTH``, found at ``line`` (1-based; 0: unknown)."""
+
+    def __init__(self, line: int = 0):
+        super().__init__(line)
+        self.line = line
+
+
+# Strings and comments are skipped, so brackets inside them do not count as nesting.
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_TOML_TOKENS = re.compile(
+    r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*|[\[\]{}]'
+)
+
+
+def _check_bracket_depth(text: str, tokens: re.Pattern[str]) -> None:
+    """Raise ``_TooDeep`` at the first bracket or brace that opens level ``MAX_NESTING_DEPTH + 1``."""
+    depth = 0
+    for token in tokens.finditer(text):
+        char = token.group()
+        if char in "[{":
+            depth += 1
+            if depth > MAX_NESTING_DEPTH:
+                raise _TooDeep(text.count("\n", 0, token.start()) + 1)
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+
+
+def _check_data_depth(data: Any, line_of: Callable[[tuple[Any, ...]], Optional[int]]) -> None:
+    """The same limit on parsed data (TOML's dotted keys nest tables without brackets); no recursion."""
+    if not isinstance(data, dict):
+        return
+    stack: list[tuple[Any, int, Any]] = [(value, 2, key) for key, value in data.items()]
+    while stack:
+        value, depth, field = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_NESTING_DEPTH:
+                raise _TooDeep(line_of((field,)) or 0)
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((item, depth + 1, field) for item in items)
+
+
 class _NoAliasLoader(yaml.SafeLoader):
     """SafeLoader that refuses anchors/aliases (a config never needs them, and alias bombs exist)
     and keys given twice (PyYAML would silently keep the last one)."""
+
+    _depth = 0
 
     def compose_node(self, parent: Optional[yaml.Node], index: int) -> Optional[yaml.Node]:
         if self.check_event(yaml.AliasEvent):
@@ -47,7 +96,14 @@ class _NoAliasLoader(yaml.SafeLoader):
                 f"YAML aliases (*{event.anchor}) are not allowed in cupygraph config files; write the value out",
                 event.start_mark,
             )
-        return super().compose_node(parent, index)
+        nested = self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent)
+        if nested and self._depth >= MAX_NESTING_DEPTH:
+            raise _TooDeep(self.peek_event().start_mark.line + 1)  # type: ignore[no-untyped-call]
+        self._depth += nested
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= nested
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         seen: dict[Any, int] = {}
@@ -93,7 +149,7 @@ def _text_line_finder(text: str, suffix: str) -> Callable[[tuple[Any, ...]], Opt
         if suffix == ".json":
             pattern = re.compile(rf'"{name}"\s*:')
         else:
-            pattern = re.compile(rf'^\s*(?:{name}|"{name}"|\'{name}\')\s*=')
+            pattern = re.compile(rf'^\s*(?:{name}|"{name}"|\'{name}\')\s*[=.]')  # a.b = 1 is a dotted key
         for number, line in enumerate(lines, 1):
             if pattern.search(line):
                 return number
@@ -153,10 +209,26 @@ def _read_text(path: Path) -> str:
 
 def _parse(path: Path, text: str) -> tuple[Any, Callable[[tuple[Any, ...]], Optional[int]]]:
     try:
-        return _parse_format(path, text)
-    except RecursionError:
-        # The parsers recurse per nesting level; a config is two levels deep at most.
-        raise ConfigError(f"{path}: values are nested too deeply to be a config") from None
+        suffix = path.suffix.lower()
+        if suffix == ".json":
+            _check_bracket_depth(text, _JSON_TOKENS)
+        elif suffix == ".toml":
+            _check_bracket_depth(text, _TOML_TOKENS)
+        data, line_of = _parse_format(path, text)
+        _check_data_depth(data, line_of)
+        return data, line_of
+    except _TooDeep as err:
+        where = f"{path}:{err.line}" if err.line else str(path)
+        raise ConfigError(f"{where}: {_too_deep_message()}") from None
+    except RecursionError:  # a backstop: the limits above stop nesting long before this
+        raise ConfigError(f"{path}: {_too_deep_message()}") from None
+
+
+def _too_deep_message() -> str:
+    return (
+        f"values are nested too deeply: more than {MAX_NESTING_DEPTH} levels (the limit); a config is a "
+        f"mapping of fields whose values are numbers, names or lists"
+    )
 
 
 def _parse_format(path: Path, text: str) -> tuple[Any, Callable[[tuple[Any, ...]], Optional[int]]]:
@@ -224,7 +296,9 @@ def load_config(path: PathLike) -> CUDAGraphConfig:
     try:
         return CUDAGraphConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err, source=str(path), line_of=line_of)) from None
+        raise ConfigError(
+            format_validation_error(err, source=str(path), line_of=line_of, fields=CUDAGraphConfig.model_fields)
+        ) from None
 
 
 def save_config(config: CUDAGraphConfig, path: PathLike) -> None:

@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from typing import Optional
 
 from .config import CUDAGraphMode
-from .sizes import check_positive_int, default_capture_sizes, normalise_sizes
+from .sizes import (
+    DEFAULT_MAX_CAPTURE_SIZE,
+    check_positive_int,
+    default_max_capture_size,
+    normalise_sizes,
+    resolve_capture_sizes,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,11 +33,12 @@ class BatchDescriptor:
     seq_len: Optional[int] = None
 
     def __post_init__(self) -> None:
-        check_positive_int(self.num_tokens, "num_tokens")
+        # NumPy integers are stored as Python ints, so keys print, compare and serialise alike.
+        object.__setattr__(self, "num_tokens", check_positive_int(self.num_tokens, "num_tokens"))
         if self.num_reqs is not None:
-            check_positive_int(self.num_reqs, "num_reqs")
+            object.__setattr__(self, "num_reqs", check_positive_int(self.num_reqs, "num_reqs"))
         if self.seq_len is not None:
-            check_positive_int(self.seq_len, "seq_len")
+            object.__setattr__(self, "seq_len", check_positive_int(self.seq_len, "seq_len"))
         if not isinstance(self.uniform_decode, bool):
             raise TypeError(f"uniform_decode must be a bool, got {self.uniform_decode!r}")
 
@@ -70,25 +77,36 @@ def get_cudagraph_sizes(
     max_num_reqs: Optional[int],
     max_num_tokens: Optional[int],
     mode: CUDAGraphMode,
+    uniform_decode_query_len: int = 1,
 ) -> list[int]:
-    """The sizes to capture: the given (or default) sizes within the limits the mode allows.
+    """The sizes to capture for a scheduler's limits, by vLLM's rules.
 
-    Mode NONE captures nothing. FULL_DECODE_ONLY graphs only serve decode batches, so its sizes
-    also stop at ``max_num_reqs``.
+    Given ``capture_sizes`` are kept up to ``max_num_tokens``. Unset, the defaults go up to
+    min(2 x max_num_reqs x query length, 512) (512 without ``max_num_reqs``), and not past
+    ``max_num_tokens``: ``(None, 128, 2048, FULL_AND_PIECEWISE)`` stops at 256. With a query length
+    above 1 and FULL decode graphs, sizes are rounded up to multiples of it. Mode NONE captures
+    nothing; FULL_DECODE_ONLY graphs only serve decode batches, so its sizes also stop at
+    ``max_num_reqs`` x query length.
     """
     mode = CUDAGraphMode.parse(mode)
     if not mode.has_graphs():
         return []
     if max_num_tokens is not None:
-        check_positive_int(max_num_tokens, "max_num_tokens")
+        max_num_tokens = check_positive_int(max_num_tokens, "max_num_tokens")
     if max_num_reqs is not None:
-        check_positive_int(max_num_reqs, "max_num_reqs")
+        max_num_reqs = check_positive_int(max_num_reqs, "max_num_reqs")
+    q = check_positive_int(uniform_decode_query_len, "uniform_decode_query_len")
+    largest: Optional[int] = None
+    sizes: Optional[list[int]] = None
     if capture_sizes is None:
-        sizes = default_capture_sizes(max_num_tokens or 512)
+        largest = min(default_max_capture_size(max_num_reqs, q), max_num_tokens or DEFAULT_MAX_CAPTURE_SIZE)
     else:
-        sizes = normalise_sizes(capture_sizes)
-    if max_num_tokens is not None:
-        sizes = [s for s in sizes if s <= max_num_tokens]
+        sizes = [s for s in normalise_sizes(capture_sizes) if max_num_tokens is None or s <= max_num_tokens]
+        if not sizes:
+            return []
+    _, resolved = resolve_capture_sizes(
+        sizes, largest, max_num_reqs, q, round_to_query_len=mode.decode_mode() is CUDAGraphMode.FULL
+    )
     if mode is CUDAGraphMode.FULL_DECODE_ONLY and max_num_reqs is not None:
-        sizes = [s for s in sizes if s <= max_num_reqs]
-    return sizes
+        resolved = [s for s in resolved if s <= max_num_reqs * q]
+    return resolved

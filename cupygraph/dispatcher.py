@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from .config import CUDAGraphConfig, CUDAGraphMode
 from .descriptor import BatchDescriptor
 from .policy import DefaultDispatchPolicy, DispatchPolicy
+from .sizes import decode_capture_sizes, pad_to_capture_size
 from .stats import CUDAGraphStats, DispatchStats
 
 if TYPE_CHECKING:
@@ -67,6 +68,8 @@ class CudagraphDispatcher:
         self.keys_initialized = False
         self.cudagraph_mode = self.config.mode
         self.uniform_decode_query_len = self.config.uniform_decode_query_len
+        # Sizes of the FULL uniform-decode keys, which uniform-decode batches are padded to.
+        self._decode_sizes: tuple[int, ...] = ()
         self.dispatch_stats = DispatchStats()
         self._graphs: dict[BatchDescriptor, RegisteredGraph] = {}
         # FULL keys that exist only because a graph was registered; clear_cache drops them again.
@@ -101,8 +104,10 @@ class CudagraphDispatcher:
 
         Mixed batches get ``BatchDescriptor(s)`` (and ``BatchDescriptor(s, seq_len=b)`` per
         bucket) under the mixed mode. Separate-routine modes with a FULL decode mode also get
-        uniform-decode keys ``BatchDescriptor(s, s // q, uniform_decode=True)`` for sizes that
-        are multiples of ``q = uniform_decode_query_len`` within ``q .. q * max_num_reqs``.
+        uniform-decode keys ``BatchDescriptor(s, s // q, uniform_decode=True)``, ``q =
+        uniform_decode_query_len``, for the capture sizes rounded up to multiples of ``q`` (vLLM's
+        rule; the config already rounds its sizes when its own query length is ``q``) up to
+        ``q * max_num_reqs``, so uniform-decode batches pad to whole requests and replay FULL.
         """
         cudagraph_mode = CUDAGraphMode.parse(cudagraph_mode)
         q = uniform_decode_query_len
@@ -118,11 +123,10 @@ class CudagraphDispatcher:
                 for s in sizes:
                     for seq in seq_axes:
                         self.add_cudagraph_key(mixed, BatchDescriptor(s, seq_len=seq))
+            self._decode_sizes = ()
             if cudagraph_mode.separate_routine() and cudagraph_mode.decode_mode() is CUDAGraphMode.FULL:
-                max_reqs = self.config.max_num_reqs
-                for s in sizes:
-                    if s < q or s % q or (max_reqs is not None and s > q * max_reqs):
-                        continue
+                self._decode_sizes = decode_capture_sizes(sizes, q, self.config.max_num_reqs)
+                for s in self._decode_sizes:
                     for seq in seq_axes:
                         self.add_cudagraph_key(
                             CUDAGraphMode.FULL, BatchDescriptor(s, s // q, uniform_decode=True, seq_len=seq)
@@ -132,20 +136,26 @@ class CudagraphDispatcher:
     # -- dispatch ------------------------------------------------------------------------------
 
     def _pad(self, batch: BatchDescriptor) -> Optional[BatchDescriptor]:
-        """``batch`` padded to its capture size and bucket; None when above the largest."""
-        padded = self.config.get_padded_batch_size(batch.num_tokens)
-        if padded is None:
-            return None
+        """``batch`` padded to its capture size and bucket; None when above the largest.
+
+        A uniform-decode batch is padded to the smallest decode size (a multiple of the query
+        length) and keeps its uniformity, with the request count of the padded size; one above
+        the decode sizes is padded like a mixed batch (it can only replay a relaxed key).
+        """
         seq_len = None
         if batch.seq_len is not None and self.config.seq_len_buckets:
             seq_len = self.config.get_padded_seq_len(batch.seq_len)
             if seq_len is None:
                 return None
-        num_reqs = batch.num_reqs
         q = self.uniform_decode_query_len
-        if batch.uniform_decode and self.cudagraph_mode.decode_mode() is CUDAGraphMode.FULL and padded % q == 0:
-            num_reqs = padded // q
-        return BatchDescriptor(padded, num_reqs, batch.uniform_decode, seq_len)
+        if batch.uniform_decode and batch.num_tokens % q == 0:
+            decode = pad_to_capture_size(batch.num_tokens, self._decode_sizes)
+            if decode is not None:
+                return BatchDescriptor(decode, decode // q, True, seq_len)
+        padded = self.config.get_padded_batch_size(batch.num_tokens)
+        if padded is None:
+            return None
+        return BatchDescriptor(padded, batch.num_reqs, batch.uniform_decode, seq_len)
 
     def policy_key(self, batch_descriptor: BatchDescriptor) -> Optional[BatchDescriptor]:
         """The padded, relaxed key policies see for this batch; None when it is above the largest."""

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
-from .config import CUDAGraphMode, graphs_disabled_by_env
+from .config import CUDAGraphConfig, CUDAGraphMode, apply_env_overrides, graphs_disabled_by_env
 from .descriptor import BatchDescriptor
 from .dispatcher import CudagraphDispatcher
 from .errors import CupyGraphError, InputMismatchError
@@ -25,12 +25,21 @@ class CUDAGraphManager:
     """
 
     def __init__(self, config: ConfigLike = None):
-        self.config = resolve_config(config)
-        self.registry = CUDAGraphRegistry(self.config)
-        self.dispatcher = CudagraphDispatcher(self.config, registry=self.registry)
-        self.dispatcher.initialize_cudagraph_keys(self.config.mode, self.config.uniform_decode_query_len)
-        self._functions: dict[int, tuple[Callable[..., Any], GraphedFunction]] = {}
         self._lock = threading.Lock()
+        self._functions: dict[int, tuple[Callable[..., Any], GraphedFunction]] = {}
+        self._build(resolve_config(config), previous=None)
+
+    def _build(self, config: CUDAGraphConfig, previous: Optional[CUDAGraphRegistry]) -> None:
+        """Make the registry and dispatcher ``config`` describes (keeping ``previous``'s backend and stats)."""
+        registry = CUDAGraphRegistry(config, backend=None if previous is None else previous.backend)
+        if previous is not None:
+            registry.stats().merge(previous.stats())
+        dispatcher = CudagraphDispatcher(config, registry=registry)
+        dispatcher.initialize_cudagraph_keys(config.mode, config.uniform_decode_query_len)
+        with self._lock:
+            self.config, self.registry, self.dispatcher = config, registry, dispatcher
+            # Graphed functions hold the old registry and dispatcher: they are made again on next use.
+            self._functions.clear()
 
     @property
     def mode(self) -> CUDAGraphMode:
@@ -38,13 +47,13 @@ class CUDAGraphManager:
 
     @mode.setter
     def mode(self, value: Any) -> None:
-        """Switch modes: graphs of the old mode are dropped and keys re-initialised."""
-        self.config.mode = CUDAGraphMode.parse(value)
-        self.registry.clear()
-        self.dispatcher.enable_mode(self.config.mode)
-        with self._lock:
-            for _, graphed in self._functions.values():
-                graphed.clear()
+        """Switch modes: the config is derived anew, graphs of the old mode are dropped, and the
+        registry and dispatcher are rebuilt from the new config (statistics carry over).
+        ``CUPYGRAPH_DISABLE`` still wins: under it the mode stays NONE."""
+        config = apply_env_overrides(self.config.replace(mode=CUDAGraphMode.parse(value)))
+        previous = self.registry
+        previous.clear()
+        self._build(config, previous)
 
     def is_enabled(self) -> bool:
         return self.config.mode.has_graphs() and not graphs_disabled_by_env()

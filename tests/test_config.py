@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -17,6 +19,7 @@ from cupygraph.config import (
     graphs_disabled_by_env,
     parse_byte_size,
 )
+from cupygraph.config_values import pad_value_problem
 from cupygraph.errors import ConfigError
 
 M = CUDAGraphMode
@@ -61,7 +64,7 @@ def test_default_sizes_clip_to_max_capture_size(max_size, last, count):
 
 def test_explicit_sizes_are_deduplicated_and_sorted():
     c = CUDAGraphConfig(capture_sizes=[16, 4, 1, 4, 8, 1])
-    assert c.capture_sizes == [1, 4, 8, 16]
+    assert c.capture_sizes == (1, 4, 8, 16)
     assert c.cudagraph_capture_sizes == (1, 4, 8, 16)
 
 
@@ -71,9 +74,9 @@ def test_explicit_sizes_alone_set_max_capture_size():
     assert c.get_padded_batch_size(25) is None
 
 
-def test_explicit_sizes_below_explicit_max_are_kept():
-    c = CUDAGraphConfig(capture_sizes=[1, 8], max_capture_size=64)
-    assert c.max_capture_size == 64 and c.cudagraph_capture_sizes == (1, 8)
+def test_explicit_sizes_with_the_same_explicit_max_are_kept():
+    c = CUDAGraphConfig(capture_sizes=[1, 8], max_capture_size=8)
+    assert c.max_capture_size == 8 and c.cudagraph_capture_sizes == (1, 8)
 
 
 def test_explicit_size_above_max_names_both_values():
@@ -137,7 +140,7 @@ def test_sequence_index_is_in_the_field_path():
 
 
 def test_tuple_sizes_accepted():
-    assert CUDAGraphConfig(capture_sizes=(2, 1)).capture_sizes == [1, 2]
+    assert CUDAGraphConfig(capture_sizes=[2, 1]).capture_sizes == (1, 2)
 
 
 def test_min_tokens_above_max_tokens_is_rejected():
@@ -153,22 +156,68 @@ def test_choice_fields_are_case_insensitive(field, given, stored):
     assert getattr(CUDAGraphConfig(**{field: given}), field) == stored
 
 
-def test_assignment_is_validated_and_keeps_the_old_value():
+@pytest.mark.parametrize("field, value", [
+    ("max_capture_size", 64), ("max_capture_size", -1), ("mode", "none"), ("eviction", "lfu"),
+])
+def test_config_is_immutable(field, value):
+    """Regression (issue 11): a field changed after jit was silently ignored (the keys were built
+    once), so a batch of 20 ran eagerly with a misleading reason. Assignment now fails, naming the
+    way to derive a config."""
     c = CUDAGraphConfig()
-    with pytest.raises(ConfigError, match="max_capture_size"):
-        c.max_capture_size = -1
-    assert c.max_capture_size == 512
+    before = c.to_dict()
+    with pytest.raises(dataclasses.FrozenInstanceError, match=rf"cannot set '{field}'.*replace\({field}="):
+        setattr(c, field, value)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        delattr(c, field)
+    assert c.to_dict() == before
+
+
+def test_sizes_are_tuples_so_they_cannot_change_in_place():
+    c = CUDAGraphConfig(capture_sizes=[4, 1], seq_len_buckets=[64])
+    assert isinstance(c.capture_sizes, tuple) and isinstance(c.seq_len_buckets, tuple)
+    with pytest.raises(AttributeError):
+        c.capture_sizes.append(1024)  # type: ignore[union-attr]
+
+
+def test_replace_derives_a_validated_config():
+    c = CUDAGraphConfig(capture_sizes=[1, 2, 4, 8], eviction="lfu")
+    smaller = c.replace(capture_sizes=[1, 2])
+    assert smaller.max_capture_size == 2 and smaller.cudagraph_capture_sizes == (1, 2)
+    assert smaller.eviction == "lfu" and c.cudagraph_capture_sizes == (1, 2, 4, 8)
+    wider = CUDAGraphConfig().replace(max_capture_size=64)
+    assert wider.cudagraph_capture_sizes[-1] == 64 and len(wider.cudagraph_capture_sizes) == 11
+    assert CUDAGraphConfig(capture_sizes=[1, 2]).replace(mode="none").cudagraph_capture_sizes == ()
+    with pytest.raises(ConfigError, match="field 'max_capture_size'"):
+        c.replace(max_capture_size=-1)
+    with pytest.raises(ConfigError, match="unknown field"):
+        c.replace(max_capture_sizes=8)
+
+
+def test_model_copy_with_update_is_validated():
+    """pydantic's model_copy(update=...) skips validation; the config's goes through replace."""
+    c = CUDAGraphConfig()
+    assert c.model_copy(update={"max_capture_size": 16}).cudagraph_capture_sizes[-1] == 16
     with pytest.raises(ConfigError, match="eviction"):
-        c.eviction = "fifo"
-    assert c.eviction == "lru"
+        c.model_copy(update={"eviction": "fifo"})
+    with pytest.raises(ConfigError, match="max_capture_size"):
+        c.model_copy(update={"max_capture_size": 0})
+    assert c.model_copy() == c
 
 
-def test_assignment_recomputes_sizes():
-    c = CUDAGraphConfig()
-    c.max_capture_size = 64
-    assert c.cudagraph_capture_sizes[-1] == 64 and len(c.cudagraph_capture_sizes) == 11
-    c.mode = "none"
-    assert c.cudagraph_capture_sizes == ()
+def test_a_jit_keeps_the_config_it_was_given(monkeypatch):
+    """The scenario of issue 11: instead of changing a config under a jit, derive one for a new jit."""
+    from cupygraph import jit
+
+    monkeypatch.delenv("CUPYGRAPH_DISABLE", raising=False)
+    small = CUDAGraphConfig(backend="host", max_capture_size=16)
+    f = jit(lambda x: x * 2, config=small)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        small.max_capture_size = 32
+    g = jit(lambda x: x * 2, config=small.replace(max_capture_size=32))
+    x = np.arange(20.0).reshape(20, 1)
+    assert np.array_equal(f(x), x * 2) and np.array_equal(g(x), x * 2)
+    assert f.registry.num_graphs() == 0 and f.stats().fallbacks == 1  # 20 > 16: eager, as configured
+    assert g.registry.num_graphs() == 1 and g.stats().fallbacks == 0  # 20 pads to 24
 
 
 # -- modes -----------------------------------------------------------------------------------------
@@ -176,8 +225,7 @@ def test_assignment_recomputes_sizes():
 
 @pytest.mark.parametrize("text, mode", [
     ("full", M.FULL), ("FULL", M.FULL), (" Piecewise ", M.PIECEWISE), ("none", M.NONE),
-    ("full_decode_only", M.FULL_DECODE_ONLY), ("Full_And_Piecewise", M.FULL_AND_PIECEWISE),
-    (M.FULL, M.FULL), (0, M.NONE), (2, M.FULL), ([2, 1], M.FULL_AND_PIECEWISE), ((2, 0), M.FULL_DECODE_ONLY),
+    ("full_decode_only", M.FULL_DECODE_ONLY), ("Full_And_Piecewise", M.FULL_AND_PIECEWISE), (M.FULL, M.FULL),
 ])
 def test_mode_parsing(text, mode):
     assert M.parse(text) is mode
@@ -189,6 +237,16 @@ def test_mode_parse_errors_list_valid_modes(bad):
     with pytest.raises(ValueError) as info:
         M.parse(bad)
     assert "FULL_AND_PIECEWISE" in str(info.value) and "NONE" in str(info.value)
+
+
+@pytest.mark.parametrize("value", [0, 2, 2.0, 1.0, [2, 0], (2, 1), [2, 1], np.int64(2)])
+def test_mode_values_are_not_names(value):
+    """Regression (issue 11): the enum's internal values were accepted (``2.0 == 2``, a list passed
+    for the tuple of FULL_DECODE_ONLY), although the schema allows only names."""
+    with pytest.raises(ValueError, match="unknown CUDA graph mode"):
+        M.parse(value)
+    with pytest.raises(ConfigError, match=r"field 'mode': unknown CUDA graph mode .*valid modes"):
+        CUDAGraphConfig(mode=value)
 
 
 # (decode_mode, mixed_mode, separate_routine, max_cudagraph_mode, has_full, has_piecewise, has_graphs, runtime)
@@ -266,7 +324,7 @@ def test_should_use_cudagraph():
 
 def test_seq_len_buckets():
     c = CUDAGraphConfig(seq_len_buckets=[512, 128, 2048])
-    assert c.seq_len_buckets == [128, 512, 2048]
+    assert c.seq_len_buckets == (128, 512, 2048)
     assert [c.get_padded_seq_len(s) for s in (None, 1, 128, 129, 2048, 2049)] == [None, 128, 128, 512, 2048, None]
     assert c.should_use_cudagraph(8, seq_len=2000) and not c.should_use_cudagraph(8, seq_len=4096)
     assert CUDAGraphConfig().get_padded_seq_len(777) == 777
@@ -291,6 +349,19 @@ def test_parse_byte_size_errors(bad):
     assert "byte size" in str(info.value)
 
 
+@pytest.mark.parametrize("text", ["1.9 B", "0.5b", "1.0001KiB", "2.5"])
+def test_fractional_bytes_are_refused_not_rounded(text):
+    """Regression (issue 11): "1.9 B" became 1 byte."""
+    with pytest.raises(ValueError, match="not a whole number"):
+        parse_byte_size(text)
+    with pytest.raises(ConfigError, match=r"field 'memory_budget'.*not a whole number"):
+        CUDAGraphConfig(memory_budget=text)
+
+
+def test_fractions_of_larger_units_are_whole_bytes():
+    assert parse_byte_size("0.5KiB") == 512 and parse_byte_size("1.5 GB") == 1_500_000_000
+
+
 def test_memory_budget_accepts_strings_and_ints():
     assert CUDAGraphConfig(memory_budget="256MiB").memory_budget == 256 * 2**20
     assert CUDAGraphConfig(memory_budget=10**9).memory_budget == 10**9
@@ -300,11 +371,50 @@ def test_memory_budget_accepts_strings_and_ints():
         CUDAGraphConfig(memory_budget=-5)
 
 
+# -- NumPy integers --------------------------------------------------------------------------------
+
+
+def test_numpy_integers_are_accepted_wherever_ints_are():
+    """Regression (issue 11): capture_sizes=np.arange(1, 5) gave an unclear error."""
+    c = CUDAGraphConfig(
+        capture_sizes=np.arange(1, 5), seq_len_buckets=np.array([512, 128], dtype=np.int32),
+        num_warmups=np.int64(2), max_num_reqs=np.uint16(4), uniform_decode_query_len=np.int8(1),
+        max_cached_graphs=np.int64(3), memory_budget=np.int64(2**20), capture_after=np.int32(2),
+        min_tokens_for_graph=np.int64(1), max_tokens_for_graph=np.int64(4), pad_value=np.int16(-1),
+    )
+    assert c.capture_sizes == (1, 2, 3, 4) and c.seq_len_buckets == (128, 512)
+    assert c.cudagraph_capture_sizes == (1, 2, 3, 4) and c.max_capture_size == 4
+    values = [c.num_warmups, c.max_num_reqs, c.max_cached_graphs, c.memory_budget, c.capture_after, c.pad_value]
+    assert values == [2, 4, 3, 2**20, 2, -1] and all(type(v) is int for v in values)
+    assert all(type(s) is int for s in c.capture_sizes)
+    assert CUDAGraphConfig(max_capture_size=np.int64(64)).cudagraph_capture_sizes[-1] == 64
+    assert CUDAGraphConfig(capture_sizes=range(2, 5)).capture_sizes == (2, 3, 4)
+    assert type(CUDAGraphConfig(pad_value=np.float32(0.5)).pad_value) is float
+    assert CUDAGraphConfig.from_dict(c.to_dict()) == c
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("capture_sizes", np.array([1, 2, 4], dtype=bool), "capture_sizes[0]"),
+    ("capture_sizes", np.array([1.0, 2.0]), "capture_sizes[0]"),
+    ("capture_sizes", np.arange(4).reshape(2, 2), "got a 2-D array"),
+    ("capture_sizes", [np.int64(1), np.bool_(True)], "capture_sizes[1]"),
+    ("num_warmups", np.bool_(True), "num_warmups"),
+    ("num_warmups", np.float64(2.0), "num_warmups"),
+    ("max_capture_size", np.int64(0), "greater than or equal to 1"),
+    ("memory_budget", np.bool_(True), "memory_budget"),
+    ("pad_value", np.bool_(False), "pad_value"),
+])
+def test_numpy_bools_floats_and_shapes_are_still_refused(field, value, words):
+    with pytest.raises(ConfigError) as info:
+        CUDAGraphConfig(**{field: value})
+    assert f"field '{field}" in str(info.value) and words in str(info.value)
+
+
 # -- conversions -----------------------------------------------------------------------------------
 
 
 NON_DEFAULT = dict(
-    mode="FULL_AND_PIECEWISE", capture_sizes=[1, 2, 4, 8, 64], max_capture_size=128, max_num_reqs=32,
+    mode="FULL_AND_PIECEWISE", capture_sizes=[1, 2, 4, 8, 64], max_capture_size=64, max_num_reqs=32,
     uniform_decode_query_len=2, seq_len_buckets=[256, 1024], num_warmups=3, max_cached_graphs=7,
     memory_budget="1GiB", eviction="lfu", min_replays_to_keep=5, capture_after=2, pad_value=-1.5,
     output_mode="view", on_capture_error="raise", capture_mode="global", gc_freeze=False, debug=True,
@@ -378,6 +488,22 @@ def test_format_validation_error_uses_source_and_lines():
     ]
 
 
+def test_json_schema_uses_json_schema_bounds():
+    """pydantic's own names (ge, le) would be keywords JSON Schema validators silently ignore."""
+    def keys(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield key
+                yield from keys(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from keys(value)
+
+    schema = CUDAGraphConfig.model_json_schema()
+    assert not {"ge", "le", "gt", "lt"} & set(keys(schema))
+    assert schema["properties"]["capture_sizes"]["anyOf"][0]["items"]["minimum"] == 1
+
+
 def test_json_schema_describes_every_field_and_files_use_names():
     schema = CUDAGraphConfig.model_json_schema()
     assert schema["additionalProperties"] is False
@@ -414,3 +540,46 @@ def test_graphs_disabled_by_env_logs_once(monkeypatch, caplog):
     assert [r.getMessage() for r in caplog.records].count(
         "CUPYGRAPH_DISABLE is set: every cupygraph front door runs eagerly (mode NONE)"
     ) == 1
+
+
+def test_set_default_config_returns_the_previous_one_to_restore():
+    mine = CUDAGraphConfig(max_capture_size=8)
+    previous = config_module.set_default_config(mine)
+    try:
+        assert config_module.default_config() is mine  # immutable, so shared rather than copied
+        assert config_module.set_default_config(None) is mine
+        assert config_module.default_config() == CUDAGraphConfig()
+    finally:
+        config_module.set_default_config(previous)
+
+
+def test_apply_env_overrides(monkeypatch):
+    monkeypatch.setattr(config_module, "_DISABLE_LOGGED", True)
+    c = CUDAGraphConfig(capture_sizes=[1, 2, 4], eviction="lfu")
+    monkeypatch.delenv("CUPYGRAPH_DISABLE", raising=False)
+    assert config_module.apply_env_overrides(c) is c
+    monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
+    off = config_module.apply_env_overrides(c)
+    assert off.mode is M.NONE and off.replace(mode="FULL") == c
+
+
+# -- pad_value against an input dtype (a helper the front doors call when they make a key) --------
+
+
+@pytest.mark.parametrize("pad, dtype, words", [
+    (2.7, "int32", "not a whole number"), (float("nan"), "int32", "not finite"), (-1, "uint8", "outside the range"),
+    (256, "uint8", "0..255"), (1e300, "float16", "would become inf"), (2, "bool", "0 or 1"),
+    (0, "object", "cannot be padded"), (float("-inf"), "int64", "not finite"),
+])
+def test_pad_value_problem_names_the_value_and_dtype(pad, dtype, words):
+    problem = pad_value_problem(pad, dtype)
+    assert problem is not None and words in problem and dtype in problem and "pad_value=" in problem
+
+
+@pytest.mark.parametrize("pad, dtype", [
+    (0, "int8"), (2.0, "int32"), (255, "uint8"), (-1.5, "float16"), (float("nan"), "float32"),
+    (float("-inf"), "float16"), (1, "bool"), (0.5, "complex64"), (65504, "float16"),
+])
+def test_pad_value_problem_accepts_values_the_dtype_holds(pad, dtype):
+    assert pad_value_problem(pad, dtype) is None
+    assert np.full(2, pad, dtype=dtype)[0] == pad or pad != pad  # NumPy stores it exactly (NaN aside)

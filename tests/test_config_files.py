@@ -4,7 +4,6 @@ the line (YAML/JSON), the field and what is allowed; every shipped config in con
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -80,10 +79,8 @@ def test_oversized_file_is_refused_before_parsing(tmp_path, monkeypatch):
         raise AssertionError("an oversized file must not reach the parser")
 
     monkeypatch.setattr(config_files, "_parse", parse_called)
-    start = time.perf_counter()
     with pytest.raises(ConfigError) as info:
         load_config(path)
-    assert time.perf_counter() - start < 0.5
     message = str(info.value)
     assert str(path) in message and str(MAX_CONFIG_BYTES) in message and "limited" in message
 
@@ -96,15 +93,13 @@ def test_file_at_the_size_limit_still_loads(tmp_path):
     assert load_config(path).mode is CUDAGraphMode.PIECEWISE
 
 
-def test_alias_bomb_is_refused_quickly(tmp_path):
+def test_alias_bomb_is_refused_at_the_first_alias(tmp_path):
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
     path = tmp_path / "bomb.yaml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    start = time.perf_counter()
-    with pytest.raises(ConfigError, match="aliases"):
+    with pytest.raises(ConfigError, match=rf"^{path}:2: invalid YAML: YAML aliases \(\*a0\) are not allowed"):
         load_config(path)
-    assert time.perf_counter() - start < 0.5
 
 
 def test_missing_file_and_directory(tmp_path):

@@ -52,8 +52,9 @@ def test_piecewise_mode_keys():
 
 def test_full_and_piecewise_keys_respect_q_len_and_max_num_reqs():
     d = make("FULL_AND_PIECEWISE", q=2, max_num_reqs=8)
-    assert d.cudagraph_keys[PIECEWISE] == {BatchDescriptor(s) for s in SIZES}
-    # 1 < q; 32 > q * max_num_reqs = 16.
+    # vLLM rounds every capture size up to a multiple of q: 1 becomes 2.
+    assert d.cudagraph_keys[PIECEWISE] == {BatchDescriptor(s) for s in (2, 4, 8, 16, 32)}
+    # 32 > q * max_num_reqs = 16.
     assert d.cudagraph_keys[FULL] == {decode(s, q=2) for s in (2, 4, 8, 16)}
     assert BatchDescriptor(4, 2, uniform_decode=True) in d.cudagraph_keys[FULL]
 
@@ -249,6 +250,86 @@ def test_uniform_decode_dispatch_is_consistent(reqs, q, max_num_reqs, cascade):
         assert (mode, got) == (FULL, BatchDescriptor(reqs * q, reqs, uniform_decode=True))
     else:
         assert (mode, got) == (PIECEWISE, BatchDescriptor(reqs * q))
+
+
+# -- uniform decode with a query length above 1 (issue 21, item 2) -------------------------------
+
+
+def spec(mode="FULL_AND_PIECEWISE", q=3, **config):
+    """A dispatcher on the default sizes (as vLLM's tests use them) with query length ``q``."""
+    cfg = CUDAGraphConfig(mode=mode, uniform_decode_query_len=q, **config)
+    dispatcher = CudagraphDispatcher(cfg)
+    dispatcher.initialize_cudagraph_keys(cfg.mode, q)
+    return dispatcher
+
+
+def test_speculative_decode_batches_replay_full_graphs():
+    """Regression (issue 21, item 2): with query length 3 cupygraph only had decode keys for sizes
+    already divisible by 3, so both batches below went to PIECEWISE at 16."""
+    d = spec()
+    assert d.dispatch(BatchDescriptor(12, 4, uniform_decode=True)) == (FULL, BatchDescriptor(18, 6, True))
+    # An exact match is not over-padded.
+    assert d.dispatch(BatchDescriptor(9, 3, uniform_decode=True)) == (FULL, BatchDescriptor(9, 3, True))
+    # Mixed batches pad to the same rounded sizes (vLLM's rule).
+    assert d.dispatch(BatchDescriptor(12, 2)) == (PIECEWISE, BatchDescriptor(18))
+
+
+@pytest.mark.parametrize("mode", ["FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"])
+@pytest.mark.parametrize("q", [2, 3, 4, 5])
+def test_every_uniform_decode_batch_within_the_limits_is_full(mode, q):
+    d = spec(mode, q, max_num_reqs=64)
+    sizes = d.config.cudagraph_capture_sizes
+    decode_sizes = [s for s in sizes if s <= 64 * q]
+    assert all(s % q == 0 for s in sizes)
+    assert d.cudagraph_keys[FULL] == {BatchDescriptor(s, s // q, True) for s in decode_sizes}
+    for reqs in range(1, 65):
+        n = reqs * q
+        mode_got, key = d.dispatch(BatchDescriptor(n, reqs, uniform_decode=True))
+        padded = min(s for s in decode_sizes if s >= n)
+        assert (mode_got, key) == (FULL, BatchDescriptor(padded, padded // q, True)), n
+        if n in sizes:
+            assert key.num_tokens == n  # exact matches are not over-padded
+
+
+def test_decode_batches_above_the_request_limit_are_not_full():
+    # Sizes up to min(2 x 4 x 3, 512) = 24, rounded: 3, 6, 9, 18, 24; decode graphs up to 4 x 3 = 12.
+    d = spec("FULL_AND_PIECEWISE", 3, max_num_reqs=4)
+    assert d.config.cudagraph_capture_sizes == (3, 6, 9, 18, 24)
+    assert d.dispatch(BatchDescriptor(9, 3, True)) == (FULL, BatchDescriptor(9, 3, True))
+    # 12 tokens would pad to 18 = 6 requests, more than max_num_reqs: no FULL key (as in vLLM,
+    # whose decode keys stop at max_num_seqs x query length too).
+    assert d.dispatch(BatchDescriptor(12, 4, True)) == (PIECEWISE, BatchDescriptor(18))
+    assert d.dispatch(BatchDescriptor(15, 5, True)) == (PIECEWISE, BatchDescriptor(18))
+    only = spec("FULL_DECODE_ONLY", 3, max_num_reqs=4)
+    assert only.dispatch(BatchDescriptor(15, 5, True)) == (NONE, None)
+
+
+def test_decode_keys_follow_the_query_length_the_keys_are_made_for():
+    """initialize_cudagraph_keys(mode, q) may name another query length than the config's (vLLM's
+    signature): the decode keys are still rounded to it."""
+    cfg = CUDAGraphConfig(mode="FULL_AND_PIECEWISE")  # query length 1: sizes 1, 2, 4, 8, 16, ...
+    d = CudagraphDispatcher(cfg)
+    d.initialize_cudagraph_keys(cfg.mode, 3)
+    assert d.dispatch(BatchDescriptor(12, 4, True)) == (FULL, BatchDescriptor(18, 6, True))
+    assert d.dispatch(BatchDescriptor(9, 3, True)) == (FULL, BatchDescriptor(9, 3, True))
+    assert d.dispatch(BatchDescriptor(12, 2)) == (PIECEWISE, BatchDescriptor(16))  # mixed: the config's sizes
+
+
+def test_speculative_decode_end_to_end_on_the_host_backend(monkeypatch):
+    """A jit with query length 3: a 12-token decode step is captured and replayed as one FULL graph
+    of 18 rows, and its result is the eager one."""
+    from cupygraph import jit
+
+    monkeypatch.delenv("CUPYGRAPH_DISABLE", raising=False)
+    f = jit(lambda x: x * 2 + 1, config=dict(backend="host", mode="FULL_AND_PIECEWISE", uniform_decode_query_len=3))
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        x = rng.standard_normal((12, 4))
+        out = f.call_with_descriptor(BatchDescriptor(12, 4, uniform_decode=True), x)
+        assert np.array_equal(out, x * 2 + 1)
+    (entry,) = f.registry.entries()
+    assert entry.key.mode is FULL and entry.key.descriptor == BatchDescriptor(18, 6, True)
+    assert f.stats().hits == 1
 
 
 # -- stats -----------------------------------------------------------------------------------

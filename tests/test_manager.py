@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cupygraph.config
-from cupygraph import CUDAGraphManager, CUDAGraphMode, CupyGraphError, InputMismatchError
+from cupygraph import CUDAGraphConfig, CUDAGraphManager, CUDAGraphMode, CupyGraphError, InputMismatchError
 
 SIZES = [1, 2, 4, 8, 16]
 D = 4
@@ -85,6 +85,31 @@ def test_mode_get_set():
     assert manager.is_enabled()
     assert np.array_equal(manager.execute_or_capture(3, None, mix_rows, [x, y]), mix_rows(x, y))
     assert manager.registry.num_graphs() == 1 and manager.stats().captures == 2
+
+
+def test_mode_switch_derives_a_config_and_leaves_the_callers_alone():
+    """Regression (issue 11): the setter assigned to the caller's config object (shared with any
+    other front door built from it) instead of deriving a new one."""
+    config = CUDAGraphConfig(backend="host", capture_sizes=SIZES)
+    manager = CUDAGraphManager(config)
+    other = CUDAGraphManager(config)
+    manager.mode = "PIECEWISE"
+    assert config.mode is CUDAGraphMode.FULL and other.mode is CUDAGraphMode.FULL
+    assert manager.config is not config and manager.config.mode is CUDAGraphMode.PIECEWISE
+    assert manager.config.replace(mode="FULL") == config  # nothing else changed
+    assert manager.dispatcher.config is manager.config and manager.registry.config is manager.config
+    assert other.get_mode_for_batch(3) is CUDAGraphMode.FULL
+
+
+def test_mode_switch_keeps_the_env_override(monkeypatch):
+    monkeypatch.setattr(cupygraph.config, "_DISABLE_LOGGED", True)
+    monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
+    manager = make_manager()
+    manager.mode = "FULL"
+    assert manager.mode is CUDAGraphMode.NONE
+    x, y = rand(3), rand(3, 1)
+    assert np.array_equal(manager.execute_or_capture(3, None, mix_rows, [x, y]), mix_rows(x, y))
+    assert manager.registry.num_graphs() == 0
 
 
 def test_mode_switch_to_piecewise_dispatches_piecewise():

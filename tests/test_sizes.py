@@ -16,7 +16,15 @@ from cupygraph.descriptor import (
     get_cudagraph_sizes,
     get_padded_key,
 )
-from cupygraph.sizes import check_positive_int, default_capture_sizes, normalise_sizes, pad_to_capture_size
+from cupygraph.errors import ConfigError
+from cupygraph.sizes import (
+    check_positive_int,
+    default_capture_sizes,
+    default_max_capture_size,
+    normalise_sizes,
+    pad_to_capture_size,
+    round_up_to_multiples,
+)
 
 M = CUDAGraphMode
 
@@ -193,3 +201,189 @@ def test_cudagraph_sizes_validates_limits():
         get_cudagraph_sizes(None, -1, None, M.FULL)
     with pytest.raises(ValueError, match="unknown CUDA graph mode"):
         get_cudagraph_sizes(None, None, None, "sometimes")
+
+
+# -- NumPy integers (issue 11) ---------------------------------------------------------------------
+
+
+def test_numpy_integers_are_sizes_and_keys():
+    import numpy as np
+
+    assert normalise_sizes(np.arange(1, 5)) == [1, 2, 3, 4]
+    assert all(type(s) is int for s in normalise_sizes(np.array([8, 2], dtype=np.int32)))
+    assert check_positive_int(np.uint8(3), "n") == 3 and type(check_positive_int(np.int64(3), "n")) is int
+    d = BatchDescriptor(np.int64(8), np.int32(2), seq_len=np.int16(64))
+    assert (type(d.num_tokens), type(d.num_reqs), type(d.seq_len)) == (int, int, int)
+    assert d == BatchDescriptor(8, 2, seq_len=64) and repr(d) == repr(BatchDescriptor(8, 2, seq_len=64))
+    assert get_cudagraph_sizes(np.array([4, 1, 2]), np.int64(2), np.int64(4), M.FULL) == [1, 2, 4]
+    for bad in (np.bool_(True), np.float64(2.0)):
+        with pytest.raises(TypeError, match="num_tokens must be a positive integer"):
+            BatchDescriptor(bad)
+
+
+# -- vLLM parity of sizes (issue 21) ---------------------------------------------------------------
+# Each case is a rule vLLM documents for max_cudagraph_capture_size / cudagraph_capture_sizes
+# (vllm/config/compilation.py, VllmConfig._set_cudagraph_sizes) or asserts in its tests, in
+# cupygraph's terms: max_num_seqs is max_num_reqs, the speculative query length is
+# uniform_decode_query_len.
+
+VLLM_DEFAULT = [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
+
+
+@pytest.mark.parametrize("max_num_reqs, q, largest", [
+    (None, 1, 512), (128, 1, 256), (256, 1, 512), (300, 1, 512), (8, 1, 16), (1, 1, 2),
+    (64, 2, 256), (80, 3, 480), (100, 3, 512),
+])
+def test_default_largest_size_follows_the_request_limit(max_num_reqs, q, largest):
+    """Regression (issue 21, item 1): CUDAGraphConfig(max_num_reqs=128) captured up to 512."""
+    assert default_max_capture_size(max_num_reqs, q) == largest
+    c = CUDAGraphConfig(mode="PIECEWISE", max_num_reqs=max_num_reqs, uniform_decode_query_len=q)
+    assert c.max_capture_size == largest  # PIECEWISE: no rounding to the query length
+    assert list(c.cudagraph_capture_sizes) == [s for s in VLLM_DEFAULT if s <= largest]
+
+
+def test_default_largest_size_for_128_requests_is_256():
+    c = CUDAGraphConfig(max_num_reqs=128)
+    assert c.max_capture_size == 256 == c.largest_capture_size and len(c.cudagraph_capture_sizes) == 35
+    assert c.get_padded_batch_size(256) == 256 and c.get_padded_batch_size(257) is None
+    assert not c.should_use_cudagraph(300)
+
+
+def test_explicit_settings_win_over_the_request_limit():
+    assert CUDAGraphConfig(max_num_reqs=128, max_capture_size=512).largest_capture_size == 512
+    assert CUDAGraphConfig(max_num_reqs=8, capture_sizes=[1, 64]).max_capture_size == 64
+    # A config written back and read again keeps its sizes (the derived maximum is written out).
+    c = CUDAGraphConfig(max_num_reqs=128)
+    assert CUDAGraphConfig.from_dict(c.to_dict()) == c and c.to_dict()["max_capture_size"] == 256
+    assert c.replace(max_num_reqs=32).max_capture_size == 64  # derived again, not kept at 256
+
+
+def test_get_cudagraph_sizes_stops_where_vllm_does():
+    """Regression (issue 21, item 1): the defaults went up to the token limit (2048)."""
+    sizes = get_cudagraph_sizes(None, 128, 2048, M.FULL_AND_PIECEWISE)
+    assert sizes == [s for s in VLLM_DEFAULT if s <= 256]
+    assert get_cudagraph_sizes(None, None, 2048, M.FULL) == VLLM_DEFAULT  # 512 without a request limit
+    assert get_cudagraph_sizes(None, 128, 100, M.PIECEWISE)[-1] == 96  # and never past the token limit
+    assert get_cudagraph_sizes(None, 8, None, M.FULL_AND_PIECEWISE, 3) == [3, 6, 9, 18, 24, 33, 42, 48]
+
+
+@pytest.mark.parametrize("mode", ["FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"])
+def test_sizes_are_rounded_to_the_query_length_under_full_decode_graphs(mode):
+    """vLLM's adjust_cudagraph_sizes_for_spec_decode: every size rounded up to a multiple of the
+    query length, dropping those past the largest, so each uniform-decode batch has a graph."""
+    c = CUDAGraphConfig(mode=mode, uniform_decode_query_len=3)
+    sizes = c.cudagraph_capture_sizes
+    assert sizes[:8] == (3, 6, 9, 18, 24, 33, 42, 48) and all(s % 3 == 0 for s in sizes)
+    assert sizes == tuple(sorted({-(-s // 3) * 3 for s in VLLM_DEFAULT} - {513}))
+    assert c.largest_capture_size == 498 and c.max_capture_size == 512  # documented: kept as derived
+    assert CUDAGraphConfig.from_dict(c.to_dict()) == c
+
+
+def test_rounding_needs_full_decode_graphs_and_a_query_length_above_one():
+    assert CUDAGraphConfig(mode="PIECEWISE", uniform_decode_query_len=3).cudagraph_capture_sizes[:3] == (1, 2, 4)
+    assert CUDAGraphConfig(mode="FULL_AND_PIECEWISE").cudagraph_capture_sizes[:3] == (1, 2, 4)
+
+
+@pytest.mark.parametrize("sizes, q, expected", [
+    ([1, 2, 4, 8], 3, (3, 6)),        # 8 -> 9 passes the largest (8): dropped
+    ([4], 3, (3,)),                   # every rounded size too big, but one request fits
+    ([2, 4, 6, 8], 2, (2, 4, 6, 8)),  # already multiples: unchanged
+    ([5, 10], 5, (5, 10)),
+])
+def test_rounding_explicit_sizes(sizes, q, expected):
+    c = CUDAGraphConfig(mode="FULL_AND_PIECEWISE", capture_sizes=sizes, uniform_decode_query_len=q)
+    assert c.cudagraph_capture_sizes == expected and c.max_capture_size == max(sizes)
+    assert c.capture_sizes == tuple(sizes)  # the field keeps what was given
+
+
+def test_rounding_that_leaves_no_size_names_the_fields():
+    with pytest.raises(ConfigError) as info:
+        CUDAGraphConfig(mode="FULL_DECODE_ONLY", capture_sizes=[1, 2], uniform_decode_query_len=3)
+    message = str(info.value)
+    assert "field 'uniform_decode_query_len'" in message and "max_capture_size" in message
+    with pytest.raises(ValueError, match="even 4 is above the largest capture size 3"):
+        round_up_to_multiples([1, 2, 3], 4, 3)
+
+
+@pytest.mark.parametrize("sizes, largest", [([1, 2, 4], 8), ([1, 2, 4], 2), ([8], 16), ([16], 8)])
+def test_inconsistent_explicit_sizes_and_max_are_refused(sizes, largest):
+    """Regression (issue 21, item 3): capture_sizes=[1, 2, 4] with max_capture_size=8 kept 8 as the
+    maximum while batches of 5..8 ran eagerly; vLLM refuses the pair naming both fields."""
+    with pytest.raises(ConfigError) as info:
+        CUDAGraphConfig(capture_sizes=sizes, max_capture_size=largest)
+    message = str(info.value)
+    assert "field 'max_capture_size'" in message and f"max_capture_size={largest}" in message
+    assert "capture_sizes" in message and str(max(sizes)) in message
+
+
+@pytest.mark.parametrize("fields", [
+    dict(capture_sizes=[]), dict(max_capture_size=0), dict(capture_sizes=[], max_capture_size=0),
+    dict(capture_sizes=[1, 2], max_capture_size=0),  # nothing is captured, so nothing to disagree
+])
+def test_mode_none_accepts_nothing_to_capture(fields):
+    """Regression (issue 21, item 4): vLLM accepts mode NONE with no sizes; cupygraph raised, with a
+    message that suggested mode NONE."""
+    c = CUDAGraphConfig(mode="NONE", **fields)
+    assert c.cudagraph_capture_sizes == () and c.largest_capture_size is None
+    assert not c.should_use_cudagraph(1) and c.get_padded_batch_size(1) is None
+    assert CUDAGraphConfig.from_dict(c.to_dict()) == c
+
+
+@pytest.mark.parametrize("mode", ["FULL", "PIECEWISE", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"])
+def test_graph_modes_still_need_something_to_capture(mode):
+    with pytest.raises(ConfigError, match=r"field 'capture_sizes': the list is empty.*set mode: NONE"):
+        CUDAGraphConfig(mode=mode, capture_sizes=[])
+    with pytest.raises(ConfigError, match=r"field 'max_capture_size'.*only under mode NONE"):
+        CUDAGraphConfig(mode=mode, max_capture_size=0)
+
+
+def test_mode_none_with_no_sizes_runs_eagerly_in_a_jit(monkeypatch):
+    import numpy as np
+
+    from cupygraph import jit
+
+    monkeypatch.delenv("CUPYGRAPH_DISABLE", raising=False)
+    f = jit(lambda x: x + 1, config=dict(backend="host", mode="NONE", capture_sizes=[]))
+    x = np.arange(6.0).reshape(3, 2)
+    assert np.array_equal(f(x), x + 1) and f.registry.num_graphs() == 0
+
+
+def test_mode_none_with_no_sizes_in_files(tmp_path):
+    from cupygraph.config_files import load_config
+
+    (tmp_path / "off.yaml").write_text("mode: NONE\ncapture_sizes: []\n", encoding="utf-8")
+    (tmp_path / "off.toml").write_text('mode = "none"\nmax_capture_size = 0\n', encoding="utf-8")
+    for name in ("off.yaml", "off.toml"):
+        assert load_config(tmp_path / name).cudagraph_capture_sizes == ()
+
+
+@pytest.mark.parametrize("capture_sizes, max_capture_size, mode, largest", [
+    # vLLM's tests/compile/test_config.py::test_cudagraph_sizes_post_init, with max_num_seqs 128
+    # (max_num_reqs here) and no sequence parallelism; "largest" is the largest size captured.
+    (None, None, "FULL_AND_PIECEWISE", 256),
+    ([1, 2, 4], 4, "FULL_AND_PIECEWISE", 4),
+    ([1, 2, 4], 8, "FULL_AND_PIECEWISE", ConfigError),
+    ([1, 256], None, "FULL_AND_PIECEWISE", 256),
+    ([], None, "NONE", None),
+    (None, 0, "NONE", None),
+    (None, 257, "FULL_AND_PIECEWISE", 256),  # vLLM also lowers the field to 256; cupygraph keeps 257
+    ([1, 2, 4, 15], None, "FULL_AND_PIECEWISE", 15),
+    ([], None, "FULL_AND_PIECEWISE", ConfigError),
+    (None, 0, "FULL_AND_PIECEWISE", ConfigError),
+])
+def test_vllm_capture_size_cases(capture_sizes, max_capture_size, mode, largest):
+    fields = dict(mode=mode, max_num_reqs=128)
+    if capture_sizes is not None:
+        fields["capture_sizes"] = capture_sizes
+    if max_capture_size is not None:
+        fields["max_capture_size"] = max_capture_size
+    if largest is ConfigError:
+        with pytest.raises(ConfigError, match=r"field .(max_capture_size|capture_sizes)"):
+            CUDAGraphConfig(**fields)
+        return
+    c = CUDAGraphConfig(**fields)
+    assert c.largest_capture_size == largest
+    if mode == "NONE":
+        assert c.max_capture_size == 0  # vLLM: 0 under NONE; here the largest of [] or the 0 given
+    elif max_capture_size is None:
+        assert c.max_capture_size == largest

@@ -22,7 +22,11 @@ END = "<!-- config-reference:end -->"
 
 def _default(name: str) -> str:
     value = CUDAGraphConfig().to_dict()[name]
-    return "unset" if value is None else f"`{value}`"
+    if value is None:
+        return "unset"
+    if CUDAGraphConfig.model_fields[name].default is None:
+        return f"unset (`{value}`)"  # derived from other fields: the default config's value
+    return f"`{value}`"
 
 
 def render() -> str:

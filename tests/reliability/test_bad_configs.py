@@ -4,15 +4,15 @@ loader or makes it hang.
 
 The corpus is ``tests/data/bad_configs`` (its ``expected.yaml`` says what each message must contain,
 and why a file has no line or no field when it has none; ``tests/test_config_files.py`` checks the
-wording). Here every file is also loaded against the clock, and cases too large or too binary to
-keep in the repository are generated: 10 MB files, alias bombs, deep nesting, other encodings.
-hypothesis then feeds the loader random bytes and random values for every field.
+wording). Here cases too large or too binary to keep in the repository are generated: 10 MB files,
+alias bombs, deep nesting, other encodings. Pathological inputs are refused by explicit limits
+(file size, nesting depth, aliases, list length), each checked here by what the loader does, never
+by a clock. hypothesis then feeds the loader random bytes and random values for every field.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -23,8 +23,9 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from reliability_helpers import record  # noqa: E402
 
-from cupygraph.config import CUDAGraphConfig  # noqa: E402
-from cupygraph.config_files import load_config  # noqa: E402
+from cupygraph import config_files  # noqa: E402
+from cupygraph.config import MAX_LIST_LENGTH, CUDAGraphConfig  # noqa: E402
+from cupygraph.config_files import MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, load_config  # noqa: E402
 from cupygraph.errors import ConfigError  # noqa: E402
 
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad_configs"
@@ -34,13 +35,10 @@ LINED = (".yaml", ".yml", ".json", ".toml")
 LONGEST_LINE = 2000  # a message echoes values shortened, never a whole file
 
 
-def rejected(path: Path, seconds: float = 1.0) -> str:
-    """Load ``path``; it must fail with ConfigError within ``seconds``; return the message."""
-    start = time.perf_counter()
+def rejected(path: Path) -> str:
+    """Load ``path``; it must fail with a ConfigError naming the file on every line; return the message."""
     with pytest.raises(ConfigError) as info:
         load_config(path)
-    elapsed = time.perf_counter() - start
-    assert elapsed < seconds, f"{path.name}: rejected after {elapsed:.2f} s"
     message = str(info.value)
     lines = message.splitlines()
     assert lines and all(line.startswith(str(path)) for line in lines), message[:500]
@@ -56,8 +54,7 @@ def test_corpus_has_at_least_forty_files_each_with_expectations():
     assert {".yaml", ".yml", ".json", ".toml", ".ini"} <= kinds
 
 
-@pytest.mark.parametrize("name", CORPUS)
-def test_each_corpus_file_is_rejected_with_file_field_and_line(name):
+def _check_corpus_file(name: str) -> None:
     path = BAD / name
     expected = EXPECTED[name]
     message = rejected(path)
@@ -69,6 +66,25 @@ def test_each_corpus_file_is_rejected_with_file_field_and_line(name):
         assert "field '" in message, f"{name}: the message names no field: {message}"
 
 
+@pytest.mark.parametrize("name", CORPUS)
+def test_each_corpus_file_is_rejected_with_file_field_and_line(name):
+    _check_corpus_file(name)
+
+
+def test_corpus_figures_are_what_the_run_found():
+    """The figure recorded for the corpus counts files actually loaded and failures actually seen
+    (it used to add hard-coded and order-dependent counts, and could never fail)."""
+    failures = []
+    for name in CORPUS:
+        try:
+            _check_corpus_file(name)
+        except (AssertionError, pytest.fail.Exception) as err:
+            failures.append(f"{name}: {err}")
+    row = record("bad_configs", "corpus", cases=len(CORPUS), failures=len(failures))
+    assert failures == [], failures
+    assert row["cases"] == len(EXPECTED) >= 40 and row["failures"] == 0
+
+
 # -- generated at test time ------------------------------------------------------------------------
 
 
@@ -77,16 +93,21 @@ def test_each_corpus_file_is_rejected_with_file_field_and_line(name):
     (".json", '{"seq_len_buckets": [' + "1, " * 3_500_000 + "1]}"),
     (".toml", "seq_len_buckets = [" + "1, " * 3_500_000 + "1]\n"),
 ], ids=["yaml", "json", "toml"])
-def test_ten_megabyte_files_are_rejected_in_under_a_second(tmp_path, suffix, body):
+def test_ten_megabyte_files_are_refused_by_the_size_limit_before_parsing(tmp_path, monkeypatch, suffix, body):
     path = tmp_path / f"huge{suffix}"
     path.write_text(body, encoding="utf-8")
     assert path.stat().st_size >= 10 * 10**6
-    message = rejected(path, seconds=1.0)
-    assert "limited to" in message
+
+    def parse_called(*args, **kwargs):
+        raise AssertionError("an oversized file must not reach the parser")
+
+    monkeypatch.setattr(config_files, "_parse", parse_called)
+    message = rejected(path)
+    assert f"limited to {MAX_CONFIG_BYTES} bytes" in message
 
 
 @pytest.mark.parametrize("kind", ["lists", "mappings", "strings"])
-def test_alias_bombs_are_rejected_quickly(tmp_path, kind):
+def test_alias_bombs_are_refused_at_the_first_alias(tmp_path, kind):
     if kind == "lists":
         lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
         lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 12)]
@@ -97,22 +118,63 @@ def test_alias_bombs_are_rejected_quickly(tmp_path, kind):
         lines = ["s0: &s0 " + "lol" * 1000] + [f"s{i}: &s{i} [*s{i - 1}, *s{i - 1}]" for i in range(1, 30)]
     path = tmp_path / "bomb.yaml"
     path.write_text("\n".join(lines) + "\nmode: FULL\n", encoding="utf-8")
-    message = rejected(path, seconds=1.0)
+    message = rejected(path)
     assert f"{path}:2:" in message and "aliases" in message
 
 
-@pytest.mark.parametrize("suffix, body", [
-    (".json", '{"capture_sizes": ' + "[" * 100_000 + "]" * 100_000 + "}"),
-    (".yaml", "capture_sizes: " + "[" * 100_000 + "]" * 100_000 + "\n"),
-    (".toml", "capture_sizes = " + "[" * 100_000 + "]" * 100_000 + "\n"),
-    (".yaml", "capture_sizes:\n" + "".join("  " * i + "- \n" for i in range(900))),
-], ids=["json", "yaml_flow", "toml", "yaml_block"])
-def test_deep_nesting_is_rejected_without_a_crash(tmp_path, suffix, body):
-    """Regression: the parsers recurse per level and raised RecursionError out of the loader."""
+@pytest.mark.parametrize("suffix, body, line", [
+    (".json", '{"capture_sizes": ' + "[" * 100_000 + "]" * 100_000 + "}", 1),
+    (".yaml", "capture_sizes: " + "[" * 100_000 + "]" * 100_000 + "\n", 1),
+    (".toml", "capture_sizes = " + "[" * 100_000 + "]" * 100_000 + "\n", 1),
+    # The mapping is level 1 and each "- " line one more: level 9 starts on line 9.
+    (".yaml", "capture_sizes:\n" + "".join("  " * i + "- \n" for i in range(900)), MAX_NESTING_DEPTH + 1),
+    (".toml", "mode = 'FULL'\nseq_len_buckets" + ".k" * 5000 + " = 1\n", 2),
+], ids=["json", "yaml_flow", "toml", "yaml_block", "toml_dotted_keys"])
+def test_deep_nesting_is_refused_by_the_depth_limit(tmp_path, suffix, body, line):
+    """Regression: the parsers recurse per level and raised RecursionError out of the loader (and
+    the YAML file took over a second, which a wall-clock assertion here turned into a flaky test)."""
     path = tmp_path / f"deep{suffix}"
     path.write_text(body, encoding="utf-8")
-    message = rejected(path, seconds=5.0)
-    assert "nested too deeply" in message or "invalid" in message or "field '" in message
+    message = rejected(path)
+    assert f"{path}:{line}: values are nested too deeply: more than {MAX_NESTING_DEPTH} levels (the limit)" in message
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml", ".toml"])
+def test_the_depth_limit_is_exact(tmp_path, suffix):
+    """A mapping with lists nested to exactly the limit is parsed (and its value refused as a field
+    error); one more level is refused by the limit, naming the file, the line and the limit."""
+    for lists, refused_by_limit in ((MAX_NESTING_DEPTH - 1, False), (MAX_NESTING_DEPTH, True)):
+        value = "[" * lists + "1" + "]" * lists
+        text = {".json": f'{{"mode": "FULL",\n"capture_sizes": {value}}}',
+                ".yaml": f"mode: FULL\ncapture_sizes: {value}\n",
+                ".toml": f'mode = "FULL"\ncapture_sizes = {value}\n'}[suffix]
+        path = tmp_path / f"depth{lists}{suffix}"
+        path.write_text(text, encoding="utf-8")
+        message = rejected(path)
+        if refused_by_limit:
+            assert f"{path}:2: values are nested too deeply: more than {MAX_NESTING_DEPTH} levels" in message
+        else:
+            assert f"{path}:2: field 'capture_sizes[0]'" in message and "nested" not in message
+
+
+def test_brackets_in_strings_and_comments_are_not_nesting(tmp_path):
+    deep = "[" * (MAX_NESTING_DEPTH + 5)
+    (tmp_path / "s.toml").write_text(f'mode = "FULL"  # {deep}\nbackend = \'\'\'host\'\'\'\n', encoding="utf-8")
+    assert load_config(tmp_path / "s.toml").backend == "host"
+    for suffix in (".json", ".yaml"):
+        path = tmp_path / f"m{suffix}"
+        path.write_text(json.dumps({"mode": deep}), encoding="utf-8")  # JSON is YAML too
+        assert "field 'mode': unknown CUDA graph mode" in rejected(path)
+
+
+@pytest.mark.parametrize("field", ["capture_sizes", "seq_len_buckets"])
+def test_size_lists_are_limited_in_length(tmp_path, field):
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps({field: list(range(1, MAX_LIST_LENGTH + 2))}), encoding="utf-8")
+    message = rejected(path)
+    assert f"field '{field}'" in message and f"at most {MAX_LIST_LENGTH}" in message and "the limit" in message
+    path.write_text(json.dumps({field: list(range(1, MAX_LIST_LENGTH + 1))}), encoding="utf-8")
+    assert len(getattr(load_config(path), field)) == MAX_LIST_LENGTH
 
 
 @pytest.mark.parametrize("encoding, words", [
@@ -187,44 +249,50 @@ def _dump(data: dict, suffix: str) -> str:
     return tomli_w.dumps(data)
 
 
-_COUNTS = {"random_files": 0, "accepted": 0}
+def test_random_field_values_are_accepted_or_rejected_cleanly(tmp_path_factory):
+    seen = {"files": 0, "accepted": 0}
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+    @given(data=st.dictionaries(st.one_of(st.sampled_from(FIELDS), st.text(max_size=12)), values, max_size=6),
+           suffix=st.sampled_from([".json", ".yaml", ".toml"]))
+    def check(data, suffix):
+        try:
+            text = _dump(data, suffix)
+        except (TypeError, ValueError):
+            hypothesis.assume(False)  # not representable in this format (None in TOML, ...)
+        path = tmp_path_factory.mktemp("random") / f"config{suffix}"
+        path.write_text(text, encoding="utf-8")
+        seen["files"] += 1
+        try:
+            config = load_config(path)
+        except ConfigError as err:
+            assert all(line.startswith(str(path)) for line in str(err).splitlines())
+            assert max(map(len, str(err).splitlines())) <= LONGEST_LINE
+        else:
+            seen["accepted"] += 1
+            assert set(data) <= set(FIELDS)  # an unknown key is never accepted
+            assert CUDAGraphConfig.from_dict(config.to_dict()) == config
+
+    check()
+    record("bad_configs", "random field values", cases=seen["files"], accepted=seen["accepted"])
+    # Both outcomes were exercised, so the figure means something.
+    assert 0 < seen["accepted"] < seen["files"], seen
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
-@given(data=st.dictionaries(st.one_of(st.sampled_from(FIELDS), st.text(max_size=12)), values, max_size=6),
-       suffix=st.sampled_from([".json", ".yaml", ".toml"]))
-def test_random_field_values_are_accepted_or_rejected_cleanly(tmp_path_factory, data, suffix):
-    try:
-        text = _dump(data, suffix)
-    except (TypeError, ValueError):
-        hypothesis.assume(False)  # not representable in this format (None in TOML, ...)
-    path = tmp_path_factory.mktemp("random") / f"config{suffix}"
-    path.write_text(text, encoding="utf-8")
-    _COUNTS["random_files"] += 1
-    start = time.perf_counter()
-    try:
-        config = load_config(path)
-    except ConfigError as err:
-        assert all(line.startswith(str(path)) for line in str(err).splitlines())
-        assert max(map(len, str(err).splitlines())) <= LONGEST_LINE
-    else:
-        _COUNTS["accepted"] += 1
-        assert set(data) <= set(FIELDS)  # an unknown key is never accepted
-        assert CUDAGraphConfig.from_dict(config.to_dict()) == config
-    assert time.perf_counter() - start < 2.0
+def test_random_bytes_never_crash_the_loader(tmp_path_factory):
+    seen = {"files": 0}
 
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(blob=st.binary(max_size=300), suffix=st.sampled_from([".json", ".yaml", ".toml", ".yml"]))
+    def check(blob, suffix):
+        path = tmp_path_factory.mktemp("bytes") / f"blob{suffix}"
+        path.write_bytes(blob)
+        seen["files"] += 1
+        try:
+            load_config(path)
+        except ConfigError as err:
+            assert all(line.startswith(str(path)) for line in str(err).splitlines())
 
-@settings(max_examples=300, deadline=None, derandomize=True)
-@given(blob=st.binary(max_size=300), suffix=st.sampled_from([".json", ".yaml", ".toml", ".yml"]))
-def test_random_bytes_never_crash_the_loader(tmp_path_factory, blob, suffix):
-    path = tmp_path_factory.mktemp("bytes") / f"blob{suffix}"
-    path.write_bytes(blob)
-    try:
-        load_config(path)
-    except ConfigError:
-        pass
-
-
-def test_record_bad_config_figures():
-    record("bad_configs", "corpus + generated + random", cases=len(CORPUS) + 20 + _COUNTS["random_files"] + 300,
-           corpus_files=len(CORPUS), random_files_accepted=_COUNTS["accepted"])
+    check()
+    record("bad_configs", "random bytes", cases=seen["files"])
+    assert seen["files"] > 0

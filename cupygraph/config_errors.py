@@ -1,0 +1,54 @@
+"""Config errors as one line per problem: file, line, field path, bad value and what is allowed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Optional
+
+from pydantic import ValidationError
+
+from .modes import short_repr
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """``("capture_sizes", 3)`` -> ``capture_sizes[3]``."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            part = str(part)
+            if not part.isprintable() or len(part) > 80:
+                part = short_repr(part)  # a key from a file: one line, bounded
+            path += f".{part}" if path else part
+    return path or "<config>"
+
+
+def format_validation_error(
+    err: ValidationError, *, source: Optional[str] = None, line_of: Any = None, fields: Iterable[str] = ()
+) -> str:
+    """One line per problem: file, line (when known), field path, bad value, what is allowed.
+
+    ``fields``: the valid field names, listed when a field is unknown.
+    """
+    lines = []
+    for problem in err.errors():
+        loc = tuple(problem.get("loc", ()))
+        message = problem.get("msg", "invalid value")
+        if message.startswith("Value error, "):
+            message = message[len("Value error, "):]
+        if problem.get("type") == "extra_forbidden":
+            message = f"unknown field; valid fields: {', '.join(fields)}"
+        where = source or "config"
+        line = line_of(loc) if line_of is not None else None
+        if line is not None:
+            where += f":{line}"
+        if not loc:
+            # A rule across fields: its message names the fields and values itself.
+            lines.append(f"{where}: {message}")
+            continue
+        shown = "" if problem.get("type") == "extra_forbidden" or "input" not in problem else (
+            f" (got {short_repr(problem['input'])})"
+        )
+        lines.append(f"{where}: field '{field_path(loc)}': {message}{shown}")
+    return "\n".join(lines)
