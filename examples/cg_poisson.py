@@ -172,6 +172,12 @@ class CupyCG:
         self.k["cg_update_p"](self.grid, (BLOCK,), (p, r, beta, np.int64(self.total)))
 
 
+def _safe_ratio(num, den):
+    """num / den, 0 where den is 0, without reading either to the host (as the GPU kernels do)."""
+    nonzero = den != 0.0
+    return np.where(nonzero, num / np.where(nonzero, den, 1.0), 0.0)
+
+
 class NumpyCG:
     """The same steps in NumPy (one partial sum), for machines without a GPU."""
 
@@ -182,7 +188,7 @@ class NumpyCG:
         x[...] = 0.0
         r[...] = b
         p[...] = b
-        part[0] = np.vdot(r, r)
+        part[:1] = np.sum(r * r)
 
     def start(self, part, rr, go, tol2):
         rr[...] = part[0]
@@ -196,18 +202,18 @@ class NumpyCG:
         out[:-1, :] -= grid[1:, :]
         out[:, 1:] -= grid[:, :-1]
         out[:, :-1] -= grid[:, 1:]
-        part[0] = np.vdot(p, Ap)
+        part[:1] = np.sum(p * Ap)
 
     def alpha(self, part, rr, alpha):
-        alpha[...] = rr / part[0] if part[0] != 0.0 else 0.0
+        alpha[...] = _safe_ratio(rr, part[0])
 
     def update_xr(self, x, r, p, Ap, alpha, part):
         x += alpha * p
         r -= alpha * Ap
-        part[0] = np.vdot(r, r)
+        part[:1] = np.sum(r * r)
 
     def beta(self, part, rr, beta, go, tol2):
-        beta[...] = part[0] / rr if rr != 0.0 else 0.0
+        beta[...] = _safe_ratio(part[0], rr)
         rr[...] = part[0]
         go[...] = rr >= tol2
 

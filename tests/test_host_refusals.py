@@ -143,7 +143,7 @@ ALLOWED = {
 @pytest.mark.parametrize("name", sorted(ALLOWED))
 def test_shape_and_array_only_work_is_captured_and_replays(name):
     fn = ALLOWED[name]
-    f = cg.jit(fn, config=dict(HOST, capture_sizes=[4]))
+    f = cg.jit(fn, config=dict(backend="host", capture_sizes=[4]))
     for x in batches((4, 1), (4, 2), (4, 3)):
         got = f(x)
         assert type(got) is np.ndarray  # plain arrays reach the caller, 0-d ones too
