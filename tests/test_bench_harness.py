@@ -365,7 +365,8 @@ def test_quick_run_writes_rows_errors_tables_json_and_a_page(fake_gpu, tmp_path)
         assert r["ratio_to_bare_graph"] == pytest.approx(r["latency_us"] / bare["latency_us"])
     assert all("differs from eager CuPy" in r["error"] for r in by_key["jit-view"])
     assert all("torch unavailable" in r["error"] for r in by_key["torch-compile"])
-    assert {r["key"] for r in rows if r["workload"] == "stencil-serving"} == set(bench.SERVING_COMPETITORS) - {"torch"}
+    serving_keys = {r["key"] for r in rows if r["workload"] == "stencil-serving"}
+    assert serving_keys == set(bench.SERVING_COMPETITORS) - set(bench.QUICK_SKIPS) - set(bench.QUICK_SERVING_SKIPS)
     text = md.read_text()
     assert "## Headline" in text and "## Targets" in text and "### capture" in text
     assert "result differs from eager CuPy" in text
@@ -388,16 +389,35 @@ def test_report_cli_rebuilds_the_page_and_one_plot_per_workload_from_json(fake_g
     assert "| #6 | device while ≥ 2× faster than graphed body + host check (64², 128²) | 2.50×, 2.50× | met |" in text
 
 
-def test_a_failing_workload_is_reported_and_the_others_still_run(fake_gpu, monkeypatch, tmp_path):
-    class BrokenChain(FakeCase):
-        def __init__(self, workload, *args, **kwargs):
-            if workload.name == "chain":
-                raise RuntimeError("kernel compile failed")
-            super().__init__(workload, *args, **kwargs)
+def test_a_failing_case_keeps_the_rows_before_it_and_the_other_workloads_still_run(fake_gpu, monkeypatch, tmp_path):
+    class BrokenLargeChain(FakeCase):
+        def __init__(self, workload, size, *args, **kwargs):
+            if workload.name == "chain" and size > 1024:
+                raise RuntimeError("an illegal memory access was encountered")
+            super().__init__(workload, size, *args, **kwargs)
 
-    monkeypatch.setattr(bench, "Case", BrokenChain)
+    monkeypatch.setattr(bench, "Case", BrokenLargeChain)
     out = tmp_path / "bench.json"
     assert bench.main(["--quick", "--block", "2", "--rounds", "1", "--workloads", "chain,mlp", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert "kernel compile failed" in data["notes"]["chain"][0]
-    assert {r["workload"] for r in data["results"]} == {"mlp"}
+    assert any(n.startswith("case n=65536 failed and ended this workload") and "illegal memory access" in n
+               for n in data["notes"]["chain"])
+    assert {(r["workload"], r["size"]) for r in data["results"]} == {("chain", 1024), ("mlp", 1), ("mlp", 64)}
+
+
+def test_runs_merge_only_when_card_and_settings_match():
+    def payload(card, rows, command, rounds=5):
+        return dict(environment=dict(card=card, driver="1"), settings=dict(quick=False, block=200, rounds=rounds),
+                    results=rows, command=command, notes={}, capture=None, complete=True)
+
+    main = payload("H200", [row("chain", 1, "bare", 10.0)], "python3 tools/bench.py --workloads chain")
+    alone = payload("H200", [row("piecewise", 1, "bare", 20.0)], "python3 tools/bench.py --workloads piecewise")
+    merged = bench_report.merge([main, alone])
+    assert [r["workload"] for r in merged["results"]] == ["chain", "piecewise"]
+    text = bench_report.page(merged)
+    both = "`python3 tools/bench.py --workloads chain` then `python3 tools/bench.py --workloads piecewise`"
+    assert f"{both} (one process each)" in text
+    with pytest.raises(ValueError, match="card"):
+        bench_report.merge([main, payload("H100", [], "x")])
+    with pytest.raises(ValueError, match="rounds"):
+        bench_report.merge([main, payload("H200", [], "x", rounds=7)])

@@ -57,6 +57,7 @@ FULL_ROUNDS = 7
 # PyTorch eager is 10-40x slower than every graph row and nobody's graph alternative: the quick
 # run, which must fit in 2 minutes, leaves it to the full run.
 QUICK_SKIPS = ("torch",)
+QUICK_SERVING_SKIPS = ("torch-compile",)
 
 
 class Case:
@@ -233,24 +234,54 @@ def run_capture() -> dict:
                 memory_ratio=all_bytes / largest_bytes if largest_bytes else float("nan"), fallbacks=fallbacks)
 
 
+def _run_cases(cases: list[tuple[Any, ...]], frameworks: Frameworks, keys: list[str], settings: dict,
+               serving: bool = False) -> tuple[list[dict], list[str]]:
+    """Run (workload, size, shapes, seed) cases in order; rows of finished cases survive a failing one.
+
+    A case that fails outside a competitor (eager CuPy itself, or a CUDA error that poisons the
+    context and surfaces in the sync after the case) ends the workload: later cases would only
+    report the same error.
+    """
+    rows: list[dict] = []
+    notes: list[str] = []
+    for workload, size, shapes, seed in cases:
+        label = "the serving mix" if serving else f"{workload.axis}={size}"
+        try:
+            case = Case(workload, size, shapes, seed=seed, frameworks=frameworks)
+            new_rows, case_notes = run_case(case, keys, settings, serving=serving)
+            rows += new_rows
+            notes += [n for n in case_notes if n not in notes]
+            del case
+            frameworks.release_memory()
+            frameworks.device_sync()  # a fault inside this case surfaces here, not in the next one
+        except Exception as err:
+            if settings.get("verbose"):
+                traceback.print_exc()
+            notes.append(f"case {label} failed and ended this workload: {_error_text(err)}")
+            print(f"  {workload.name} {label} failed: {_error_text(err)}", flush=True)
+            break
+    return rows, notes
+
+
 def run_workload(name: str, frameworks: Frameworks, keys: list[str],
                  settings: dict) -> tuple[list[dict], dict[str, list[str]], Optional[dict]]:
     """(rows, notes by workload, capture figures or None) of one workload of WORKLOAD_NAMES."""
-    rows: list[dict] = []
     if name == "capture":
         try:
             capture = run_capture()
         except Exception as err:
             capture = dict(workload="capture", error=_error_text(err))
-        return rows, {"capture": ["All default capture sizes of stencil (B=1..512, 32 steps) captured with "
-                                  "jit(...).warmup() into one pool, against the largest size captured alone."]}, capture
+        return [], {"capture": ["All default capture sizes of stencil (B=1..512, 32 steps) captured with "
+                                "jit(...).warmup() into one pool, against the largest size captured alone."]}, capture
     if name == "serving":
         workload = WORKLOADS["stencil"]
-        sizes = serving_sizes(count=24 if settings["quick"] else 64)
-        case = Case(workload, None, [workload.shape(n) for n in sizes], seed=7, frameworks=frameworks)
-        rows, case_notes = run_case(case, [k for k in SERVING_COMPETITORS if k in keys], settings, serving=True)
-        del case
-        frameworks.release_memory()
+        sizes = serving_sizes(count=16 if settings["quick"] else 64)
+        serving_keys = [k for k in SERVING_COMPETITORS if k in keys
+                        and not (settings["quick"] and k in QUICK_SERVING_SKIPS)]
+        rows, case_notes = _run_cases([(workload, None, [workload.shape(n) for n in sizes], 7)], frameworks,
+                                      serving_keys, settings, serving=True)
+        quick_note = (["--quick leaves torch.compile out of the serving mix: recording one graph per distinct "
+                       "shape takes it about 25 s; the full run has it."] if settings["quick"] else [])
         return rows, {"stencil-serving": [
             f"B drawn geometric (p=0.05) between 1 and {SERVING_MAX_BATCH}, {len(sizes)} inputs rotating, "
             f"{len(set(sizes))} distinct sizes; cupygraph pads to its {SERVING_MAX_BATCH}-bounded capture sizes "
@@ -259,21 +290,17 @@ def run_workload(name: str, frameworks: Frameworks, keys: list[str],
             "No bare CuPy graph, torch.cuda.CUDAGraph or jax.jit here: a hand-captured graph needs one capture "
             "and one set of static buffers per distinct B (or padding and dispatch, which is what cupygraph is), "
             "and jax.jit recompiles for every new shape.",
-            *case_notes,
+            *quick_note, *case_notes,
         ]}, None
     workload = WORKLOADS[name]
     why_not = piecewise_unavailable() if name == "piecewise" else None
     if why_not:
-        return rows, {name: [why_not]}, None
+        return [], {name: [why_not]}, None
+    sizes = workload.sizes(settings["quick"])
+    cases = [(workload, size, [workload.shape(size)] * 4, 100 + i) for i, size in enumerate(sizes)]
+    rows, case_notes = _run_cases(cases, frameworks, keys, settings)
     notes = [workload.fusion_note, f"tolerance for PyTorch, JAX and the fused row: {workload.tolerance()}"]
-    for i, size in enumerate(workload.sizes(settings["quick"])):
-        case = Case(workload, size, [workload.shape(size)] * 4, seed=100 + i, frameworks=frameworks)
-        new_rows, case_notes = run_case(case, keys, settings)
-        rows += new_rows
-        notes += [n for n in case_notes if n not in notes]
-        del case
-        frameworks.release_memory()
-    return rows, {name: notes}, None
+    return rows, {name: notes + case_notes}, None
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:

@@ -120,7 +120,7 @@ def measure(competitors: list[Any], schedule: Schedule, device_sync: Callable[[]
                 lat = latency_block(c, schedule.block, device_sync, clock)
                 host, gpu = throughput_block(c, schedule.block, device_sync, clock)
             except Exception as err:
-                errors[key] = f"while timing: {type(err).__name__}: {err}"
+                errors[key] = f"while timing (round {r + 1} of {schedule.rounds}): {type(err).__name__}: {err}"
                 alive.remove(key)
                 continue
             figures[key].latency.append(lat)

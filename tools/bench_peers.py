@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -307,12 +308,12 @@ def build_torch_graph_same_kernels(case: Any, serving: bool) -> Competitor:
         static_in[...] = case.cupy_inputs[0]
     cupy.cuda.Device(fw.index).synchronize()
     side = torch.cuda.Stream(device=fw.device)
-    with cupy.cuda.using_allocator(pool.malloc), cupy.cuda.ExternalStream(side.cuda_stream, fw.index):
+    with cupy.cuda.using_allocator(pool.malloc), _external_stream(cupy, side.cuda_stream, fw.index):
         fn(static_in)  # compile, and leave this stream's pool bins holding every buffer the capture asks for
     side.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=side, capture_error_mode="relaxed"):
-        capture_stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(fw.device).cuda_stream, fw.index)
+        capture_stream = _external_stream(cupy, torch.cuda.current_stream(fw.device).cuda_stream, fw.index)
         with cupy.cuda.using_allocator(pool.malloc), capture_stream:
             static_out = fn(static_in)
     torch.cuda.synchronize(fw.device)
@@ -328,6 +329,13 @@ def build_torch_graph_same_kernels(case: Any, serving: bool) -> Competitor:
 
     return Competitor("torch-graph-same", call, inputs, fw, exact=True, graph_bytes=nbytes,
                       memory_method="CuPy private MemoryPool (its buffers) + PyTorch graph pool segments")
+
+
+def _external_stream(cupy: Any, ptr: int, index: int) -> Any:
+    """CuPy's handle on torch's stream (``ExternalStream``; CuPy 14 warns it is deprecated)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return cupy.cuda.ExternalStream(ptr, index)
 
 
 def _torch_view(torch: Any, array: Any, device: Any) -> Any:

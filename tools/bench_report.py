@@ -174,13 +174,35 @@ def _control_flow_table(cf: dict) -> str:
     return "\n".join(lines)
 
 
+def merge(payloads: list[dict]) -> dict:
+    """One payload from runs of the same settings on the same card (e.g. a workload in its own process)."""
+    first = payloads[0]
+    for other in payloads[1:]:
+        for field in ("card", "driver", "cupy", "torch", "jax"):
+            if other["environment"].get(field) != first["environment"].get(field):
+                raise ValueError(f"cannot merge runs with different {field}: {first['environment'].get(field)!r} "
+                                 f"and {other['environment'].get(field)!r}")
+        for field in ("quick", "block", "rounds"):
+            if other.get("settings", {}).get(field) != first.get("settings", {}).get(field):
+                raise ValueError(f"cannot merge runs with different settings.{field}")
+    merged = dict(first, results=[r for p in payloads for r in p["results"]],
+                  commands=[p["command"] for p in payloads], complete=all(p.get("complete", True) for p in payloads),
+                  capture=next((p["capture"] for p in payloads if p.get("capture")), None),
+                  notes={k: v for p in payloads for k, v in p.get("notes", {}).items()},
+                  why={k: v for p in payloads for k, v in p.get("why", {}).items()})
+    return merged
+
+
 def page(payload: dict, control_flow: Optional[dict] = None, label: str = "", plots: Iterable[str] = ()) -> str:
     """The results page (benchmarks/RESULTS.md) from one run's JSON, and optionally control_flow.json."""
     env, rows, notes = payload["environment"], payload["results"], payload.get("notes", {})
     settings = payload.get("settings", {})
     kind = label or ("quick run" if settings.get("quick") else "full run")
     out = ["# Benchmark results", "",
-           f"Every figure on this page comes from one {kind} of `{payload['command']}` on **one {env.get('card')}** "
+           f"Every figure on this page comes from one {kind} of "
+           + " then ".join(f"`{c}`" for c in payload.get("commands", [payload["command"]]))
+           + (" (one process each)" if len(payload.get("commands", [])) > 1 else "")
+           + f" on **one {env.get('card')}** "
            f"(device {env.get('pinned_device', 0)} of {env.get('gpus_on_host', '?')} on the host), started "
            f"{env.get('date')}; driver {env.get('driver')}, CUDA runtime {env.get('cuda_runtime')}, CuPy "
            f"{env.get('cupy')}, PyTorch {env.get('torch')}, JAX {env.get('jax')}, Python {env.get('python')}. "
@@ -278,16 +300,17 @@ def write_plots(rows: list[dict], directory: Path) -> list[Path]:
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("json", type=Path, help="the JSON tools/bench.py --out wrote")
+    parser.add_argument("json", type=Path, nargs="+", help="the JSON tools/bench.py --out wrote (several: "
+                        "runs of the same settings on the same card, e.g. a workload run in its own process)")
     parser.add_argument("--control-flow", type=Path, help="the JSON tools/bench_control_flow.py --out wrote")
     parser.add_argument("--markdown", type=Path, help="write the results page here (default: print it)")
     parser.add_argument("--plots", type=Path, metavar="DIR", help="write one PNG per workload here (matplotlib)")
     parser.add_argument("--label", default="", help="what run this was, e.g. 'quick run' (default from the JSON)")
     args = parser.parse_args(argv)
     try:
-        payload = json.loads(args.json.read_text())
+        payload = merge([json.loads(path.read_text()) for path in args.json])
         control_flow = json.loads(args.control_flow.read_text()) if args.control_flow else None
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, KeyError) as err:
         parser.error(f"cannot read the results: {err}")
     plots: list[str] = []
     if args.plots:
