@@ -226,6 +226,8 @@ def test_headline_where_cupygraph_wins_names_the_runner_up_and_skips_error_rows(
     sentence = metric_sentence(rows, "latency_us", "Latency")
     assert sentence.startswith("**Latency**: cupygraph jit (copy) is lowest at n=1 (80.0 µs)")
     assert "next: torch.compile (reduce-overhead) at 1.50×" in sentence
+    # No bare graph in this case: no same-kernel sentence comparing against nothing.
+    assert not any("Same RawKernels" in s for s in headline(rows)["stencil"])
 
 
 # -- pinning ---------------------------------------------------------------------------------------------

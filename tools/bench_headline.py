@@ -30,6 +30,8 @@ def _size_label(row: dict) -> str:
 
 def _span(values: list[float], fmt: str = ".1f", unit: str = " µs") -> str:
     lo, hi = min(values), max(values)
+    if unit == "×" and fmt == ".2f" and format(lo, fmt) == "1.00":  # "1.00× lower" would hide the sign of a win
+        fmt = ".3f"
     text = format(lo, fmt) if format(lo, fmt) == format(hi, fmt) else f"{format(lo, fmt)}–{format(hi, fmt)}"
     return text + unit
 
@@ -80,15 +82,15 @@ def metric_sentence(rows: list[dict], metric: str, title: str) -> Optional[str]:
     return f"**{title}**: {lead}{tail}{bound}."
 
 
-SAME_KERNELS = ("bare", "jit-view", "jit-copy", "torch-graph-same")  # one set of RawKernels, four graph managers
+SAME_KERNELS = ("bare", "jit-view", "jit-copy", "torch-graph-same")  # one set of RawKernels, several graph managers
 FUSION_ROUTE = ("jit-copy", "jit-fused", "torch-compile", "jax")
 
 
-def _compare(rows: list[dict], keys: Iterable[str], title: str) -> Optional[str]:
+def _compare(rows: list[dict], keys: tuple[str, ...], title: str) -> Optional[str]:
     """Latency and GPU time of ``keys`` side by side (spans over sizes), the latency winner named."""
     mine = [r for r in _good(rows, "latency_us") if r["key"] in keys]
     present = [k for k in keys if any(r["key"] == k for r in mine)]
-    if len(present) < 2:
+    if len(present) < 2 or present[0] != keys[0]:  # nothing to compare against the first key's row
         return None
     parts = []
     for key in present:
@@ -109,7 +111,7 @@ def headline(rows: list[dict]) -> dict[str, list[str]]:
     for workload in dict.fromkeys(r["workload"] for r in rows):
         mine = [r for r in rows if r["workload"] == workload]
         sentences = [s for metric, title in METRICS if (s := metric_sentence(mine, metric, title))]
-        same = _compare(mine, SAME_KERNELS, "Same RawKernels, four ways to manage the graph")
+        same = _compare(mine, SAME_KERNELS, "Same RawKernels, different graph managers")
         fused = _compare(mine, FUSION_ROUTE, "The fusion route") if any(
             r["key"] == "jit-fused" for r in mine) else None
         sentences += [s for s in (same, fused) if s]

@@ -193,7 +193,8 @@ def merge(payloads: list[dict]) -> dict:
     return merged
 
 
-def page(payload: dict, control_flow: Optional[dict] = None, label: str = "", plots: Iterable[str] = ()) -> str:
+def page(payload: dict, control_flow: Optional[dict] = None, label: str = "", plots: Iterable[str] = (),
+         remarks: Iterable[str] = ()) -> str:
     """The results page (benchmarks/RESULTS.md) from one run's JSON, and optionally control_flow.json."""
     env, rows, notes = payload["environment"], payload["results"], payload.get("notes", {})
     settings = payload.get("settings", {})
@@ -214,6 +215,7 @@ def page(payload: dict, control_flow: Optional[dict] = None, label: str = "", pl
         meta = control_flow.get("meta", {})
         out += [f"Control flow: `{meta.get('command', 'python3 tools/bench_control_flow.py')}` in the same device "
                 f"session ({meta.get('device')}, {meta.get('date')}).", ""]
+    out += [f"- {r}" for r in remarks] + ([""] if remarks else [])
     out += ["## Method", "", METHOD, "", "## Headline", ""]
     for workload, sentences in headline(rows).items():
         out += [f"### {workload}", "", *[f"- {s}" for s in sentences]]
@@ -259,10 +261,15 @@ def write_plots(rows: list[dict], directory: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     plain = FuncFormatter(lambda value, _: f"{value:g}")
     good = [r for r in rows if not r.get("error") and r.get("size") is not None and r.get("latency_us")]
+    # One colour and marker per competitor across every figure (eleven competitors: more than one colour cycle).
+    palette = plt.get_cmap("tab20").colors
+    markers = "osD^v<>pP*Xh"
+    styles = {label: (palette[2 * i % 20 + (2 * i // 20) % 2], markers[i % len(markers)])
+              for i, label in enumerate(ordered(r["competitor"] for r in good))}
     paths = []
     for workload in ordered(r["workload"] for r in good):
         mine = [r for r in good if r["workload"] == workload]
@@ -277,11 +284,13 @@ def write_plots(rows: list[dict], directory: Path) -> list[Path]:
                 xs, ys = [p[0] for p in points], [p[1] for p in points]
                 lows = [p[1] - p[2] if p[2] is not None else 0.0 for p in points]
                 highs = [p[3] - p[1] if p[3] is not None else 0.0 for p in points]
-                ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=label)
+                color, marker = styles[label]
+                ax.errorbar(xs, ys, yerr=[lows, highs], marker=marker, color=color, capsize=3, label=label)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
             ax.yaxis.set_major_formatter(plain)
-            ax.yaxis.set_minor_formatter(plain)
+            ax.yaxis.set_minor_formatter(NullFormatter())
             ax.grid(True, which="both", alpha=0.3)
             ax.set_xlabel(mine[0].get("axis", "size"))
             ax.set_ylabel(ylabel)
@@ -306,6 +315,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--markdown", type=Path, help="write the results page here (default: print it)")
     parser.add_argument("--plots", type=Path, metavar="DIR", help="write one PNG per workload here (matplotlib)")
     parser.add_argument("--label", default="", help="what run this was, e.g. 'quick run' (default from the JSON)")
+    parser.add_argument("--remark", action="append", default=[], help="a line for the page's preamble (repeatable)")
     args = parser.parse_args(argv)
     try:
         payload = merge([json.loads(path.read_text()) for path in args.json])
@@ -322,7 +332,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             base = args.markdown.parent if args.markdown else Path.cwd()
             plots = [str(p.resolve().relative_to(base.resolve())) if p.resolve().is_relative_to(base.resolve())
                      else str(p) for p in written]
-    text = page(payload, control_flow, args.label, plots)
+    text = page(payload, control_flow, args.label, plots, args.remark)
     if args.markdown:
         args.markdown.write_text(text)
     else:
