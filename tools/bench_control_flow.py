@@ -87,7 +87,7 @@ def _graph_body_solver(b: Any, tol: float, max_iters: int) -> Callable[[], int]:
     return solve
 
 
-def _jax_solver(b_host: np.ndarray, tol: float, max_iters: int) -> Optional[Callable[[], int]]:
+def _jax_solver(b_host: np.ndarray, tol: float, max_iters: int, device: int) -> Optional[Callable[[], int]]:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave memory to CuPy
     try:
         import jax
@@ -95,6 +95,7 @@ def _jax_solver(b_host: np.ndarray, tol: float, max_iters: int) -> Optional[Call
     except ImportError:
         return None
     jax.config.update("jax_enable_x64", True)
+    _pin_jax(jax, device)
     n = b_host.shape[-1]
 
     def apply_a(p: Any) -> Any:
@@ -123,18 +124,33 @@ def _jax_solver(b_host: np.ndarray, tol: float, max_iters: int) -> Optional[Call
     return lambda: int(solve(b)[4].block_until_ready())
 
 
-def run(sizes: list[int], tol: float, repeats: int) -> tuple[list[dict], dict]:
+def _pin_jax(jax: Any, device: int) -> None:
+    """JAX on the same card as CuPy; then CuPy back on it (JAX's start-up can switch the current device)."""
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        return  # JAX without a GPU backend runs on the host: nothing to pin
+    matching = [d for d in gpus if getattr(d, "local_hardware_id", None) == device]
+    jax.config.update("jax_default_device", matching[0] if matching else gpus[device])
     if cupygraph.gpu_available():
         import cupy
 
-        xp, sync = cupy, cupy.cuda.Device().synchronize
-        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        cupy.cuda.Device(device).use()
+
+
+def run(sizes: list[int], tol: float, repeats: int, device: int = 0) -> tuple[list[dict], dict]:
+    if cupygraph.gpu_available():
+        import cupy
+
+        cupy.cuda.Device(device).use()
+        xp, sync = cupy, cupy.cuda.Device(device).synchronize
+        props = cupy.cuda.runtime.getDeviceProperties(device)
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-        device = {"device": name, "cupy": cupy.__version__,
+        info = {"device": name, "cupy": cupy.__version__,
                   "driver": cupy.cuda.runtime.driverGetVersion(), "runtime": cupy.cuda.runtime.runtimeGetVersion()}
     else:
         xp, sync = np, (lambda: None)
-        device = {"device": f"host (NumPy, no GPU: {platform.processor() or platform.machine()})"}
+        info = {"device": f"host (NumPy, no GPU: {platform.processor() or platform.machine()})"}
         print("no GPU: timing the NumPy versions on the host backend; these are not GPU figures\n")
     notes = []
     rows = []
@@ -148,7 +164,7 @@ def run(sizes: list[int], tol: float, repeats: int) -> tuple[list[dict], dict]:
             "graph_body": _graph_body_solver(b, tol, max_iters),
         }
         b_host = b.get() if hasattr(b, "get") else b
-        jax_solve = _jax_solver(b_host, tol, max_iters)
+        jax_solve = _jax_solver(b_host, tol, max_iters, device)
         if jax_solve is None:
             if not notes:
                 notes.append("jax is not installed: variant (c) skipped")
@@ -162,8 +178,8 @@ def run(sizes: list[int], tol: float, repeats: int) -> tuple[list[dict], dict]:
         rows.append(row)
         print(f"  {n}x{n}: " + ", ".join(f"{k} {v['median_ms']:.2f} ms ({v['iterations']} it)"
                                          for k, v in row.items() if isinstance(v, dict)), flush=True)
-    meta = {**device, "tol": tol, "repeats": repeats, "python": platform.python_version(),
-            "date": datetime.date.today().isoformat(), "notes": notes}
+    meta = {**info, "tol": tol, "repeats": repeats, "python": platform.python_version(), "pinned_device": device,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "notes": notes}
     return rows, meta
 
 
@@ -195,8 +211,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--tol", type=float, default=1e-6, help="residual norm to reach")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--device", type=int, default=0, help="CUDA device CuPy and JAX are pinned to (default 0)")
     args = parser.parse_args(argv)
-    rows, meta = run(args.sizes, args.tol, args.repeats)
+    rows, meta = run(args.sizes, args.tol, args.repeats, args.device)
+    meta["command"] = " ".join(["python3 tools/bench_control_flow.py", *(argv if argv is not None else sys.argv[1:])])
     print()
     print(markdown(rows, meta))
     if args.out is not None:

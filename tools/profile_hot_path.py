@@ -16,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import cupy
 
 import cupygraph as cg
-from tools.bench import BareGraph, chain_fn
+from tools.bench_cupy import BareGraph
+from tools.bench_workloads import chain_fn
 
 
 def per_op(label: str, fn, reps: int = 20000) -> None:
@@ -31,6 +32,7 @@ def per_op(label: str, fn, reps: int = 20000) -> None:
 
 
 def main() -> None:
+    cupy.cuda.Device(0).use()  # pinned, as tools/bench.py is
     x = cupy.asarray(np.random.default_rng(0).standard_normal(1024).astype(np.float32))
     fn = chain_fn(100)
     bare = BareGraph(fn, x)
