@@ -10,6 +10,8 @@ import abc
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..foreign import Watch, check_watches
+
 
 class Recording(abc.ABC):
     """One captured executable: replaying it recomputes ``outputs`` in place from the static inputs."""
@@ -20,6 +22,10 @@ class Recording(abc.ABC):
     nbytes: int
     """Device (or host) bytes this recording keeps alive, static inputs excluded."""
 
+    watches: Sequence[Watch] = ()
+    """Arrays the recording reads by address without owning them (found at capture in a closure
+    or global); ``check_references`` tells whether they are still alive and bound."""
+
     @abc.abstractmethod
     def launch(self) -> None:
         """Run the recorded work on the caller's current stream."""
@@ -27,6 +33,11 @@ class Recording(abc.ABC):
     @abc.abstractmethod
     def release(self) -> None:
         """Drop the executable and the memory only it holds."""
+
+    def check_references(self, fn_name: str) -> None:
+        """Debug mode, before a replay: ``ForeignMemoryError`` when a watched array was freed or rebound."""
+        if self.watches:
+            check_watches(self.watches, fn_name)
 
     def to_dot(self) -> str:
         """The recorded graph in Graphviz DOT, where the backend can describe it."""

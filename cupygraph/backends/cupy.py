@@ -20,6 +20,8 @@ from ..errors import CaptureError
 from ..piecewise import recording_breaks
 from ..pytree import flatten, unflatten
 from .base import Backend, Recording
+from .cupy_audit import audit_capture
+from .cupy_fft import isolated_plan_cache
 
 _runtime = cupy.cuda.runtime
 _CAPTURE_MODES = {
@@ -160,12 +162,19 @@ def _is_capturing(stream: Any) -> bool:
 
 
 class CupyRecording(Recording):
-    """One graph (FULL) or a sequence of graph pieces and eager steps (PIECEWISE)."""
+    """One graph (FULL) or a sequence of graph pieces and eager steps (PIECEWISE).
 
-    def __init__(self, steps: list[Any], outputs: Any, nbytes: int):
+    Holds, for as long as it lives, the library state its kernels use (``held``: cuFFT plans made
+    during its warm-up and capture); ``audit`` says who owns each address its nodes touch.
+    """
+
+    def __init__(self, steps: list[Any], outputs: Any, nbytes: int, held: Sequence[Any] = ()):
         self.steps = steps
         self.outputs = outputs
         self.nbytes = nbytes
+        self.held = list(held)
+        self.audit: Any = None
+        self.watches = ()
         # Per instance: a single graph launches directly, without the loop over steps.
         self.launch = steps[0].launch if len(steps) == 1 else self._launch_steps  # type: ignore[method-assign]
 
@@ -187,6 +196,8 @@ class CupyRecording(Recording):
     def release(self) -> None:
         self.steps = []
         self.outputs = None
+        self.held = []  # after the graphs: a plan is destroyed once nothing can launch its kernels
+        self.watches = ()
         self.launch = self._launch_steps  # type: ignore[method-assign]  # undo __init__'s per-instance launch
 
     def to_dot(self) -> str:
@@ -225,6 +236,9 @@ class _DeviceBlocks:
         memory = self._blocks[self._starts[i]]
         return memory if ptr < memory.ptr + memory.size else None
 
+    def regions(self) -> list[tuple[int, int]]:
+        return [(ptr, int(self._blocks[ptr].size)) for ptr in self._starts]
+
     def release(self) -> None:
         self._blocks.clear()
         self._starts.clear()
@@ -252,6 +266,8 @@ class CupyBackend(Backend):
             self.pool = cupy.cuda.MemoryPool(self._blocks.allocate)
             self._capture_stream = cupy.cuda.Stream(non_blocking=True)
         self._last_stream: Any = None
+        self.warned: set[str] = set()
+        """Foreign memory already reported for this family (one warning each, not one per size)."""
 
     def is_array(self, value: Any) -> bool:
         return isinstance(value, cupy.ndarray)
@@ -316,7 +332,10 @@ class CupyBackend(Backend):
             # The capture stream must see everything the caller enqueued (the static inputs' copies).
             stream.wait_event(caller.record())
             before = self._blocks.nbytes
-            with cupy.cuda.using_allocator(self.pool.malloc), stream:
+            held: list[Any] = []
+            # The function's own cuFFT plan cache: its plans get their work areas from this pool
+            # and live as long as the recording, whatever happens to CuPy's cache.
+            with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held):
                 for _ in range(num_warmups):
                     fn(*args, **kwargs)
                 steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
@@ -326,7 +345,10 @@ class CupyBackend(Backend):
             caller.wait_event(stream.record())
             self._last_stream = caller
             outputs = self._detach(outputs)
-            return CupyRecording(steps, outputs, self._blocks.nbytes - before)
+            recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held)
+            audit_capture(self, recording, [step.graph for step in steps if not isinstance(step, _EagerStep)],
+                          fn, args, kwargs)
+            return recording
 
     def _detach(self, outputs: Any) -> Any:
         """The outputs as views that do not hold their pool blocks.
@@ -382,6 +404,14 @@ class CupyBackend(Backend):
     def pool_bytes(self) -> int:
         """Device bytes this family holds (what its pool asked the driver for)."""
         return int(self._blocks.nbytes)
+
+    def owns(self, ptr: int) -> bool:
+        """Whether device address ``ptr`` lies in this family's pool memory."""
+        return self._blocks.owner_of(ptr) is not None
+
+    def pool_regions(self) -> list[tuple[int, int]]:
+        """(address, size) of every device block behind this family's pool."""
+        return self._blocks.regions()
 
     def release_memory(self) -> None:
         # Arrays of the family may sit in reference cycles (closures, tracebacks): collect them

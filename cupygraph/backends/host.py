@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CaptureError
+from ..foreign import watch_unowned
 from ..pytree import flatten, unflatten
 from .base import Backend, Recording
 
@@ -52,6 +53,7 @@ class HostRecording(Recording):
     def release(self) -> None:
         # None, not a Callable: a released recording is never launched again.
         self._fn, self._args, self._kwargs, self._leaves, self.outputs = None, [], {}, [], None  # type: ignore[assignment]
+        self.watches = ()
 
     def to_dot(self) -> str:
         name = getattr(self._fn, "__qualname__", "function")
@@ -94,4 +96,9 @@ class HostBackend(Backend):
         if any(isinstance(leaf, np.generic) for leaf in leaves):
             # A NumPy scalar cannot be rewritten in place: hold it as a 0-d array (as CuPy returns).
             outputs = unflatten(spec, [np.asarray(v) if isinstance(v, np.generic) else v for v in leaves])
-        return HostRecording(fn, args, kwargs, outputs)
+        recording = HostRecording(fn, args, kwargs, outputs)
+        # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
+        # One warning per array and family (set here: subclasses need not call an __init__).
+        warned = self.__dict__.setdefault("_foreign_warned", set())
+        recording.watches = watch_unowned(fn, args, kwargs, _is_numpy, np.may_share_memory, warned)
+        return recording
