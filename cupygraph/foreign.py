@@ -290,8 +290,9 @@ def watch_unowned(
             continue
         label = f"{found.name} ({describe_array(found.array)})"
         watches.append(found.watch)
-        if label not in warned:
-            warned.add(label)
+        key = f"{label} #{id(found.array)}"  # a new array under the same name warns again
+        if key not in warned:
+            warned.add(key)
             lines.append(label)
     if lines:
         warn_foreign(fn, lines, "reads arrays that are not its arguments, by address")

@@ -82,6 +82,8 @@ class Reference:
     label: str
     address: int
     """The first address seen in it."""
+    base: int = 0
+    """Where the region (or the allocation) starts: with ``label``, what it is."""
     nodes: list[str] = dataclasses.field(default_factory=list)
     """Up to three nodes that touch it, for messages."""
     allocation: Optional[tuple[int, int]] = None
@@ -162,15 +164,15 @@ def classify(
     indexes = [(owner, _RegionIndex(found)) for owner, found in by_owner.items() if found]
     lowest = min((index.starts[0] for _, index in indexes), default=_ADDRESS_LIMIT)
     highest = max((index.reach[-1] for _, index in indexes), default=0)
-    references: dict[tuple[str, object], Reference] = {}
+    references: dict[tuple[str, int, str], Reference] = {}
     allocations: dict[int, Optional[tuple[int, int]]] = {}
     count = 0
 
-    def note(owner: str, ident: object, label: str, address: int, node: NodeRefs,
+    def note(owner: str, base: int, label: str, address: int, node: NodeRefs,
              allocation: Optional[tuple[int, int]] = None) -> None:
-        ref = references.get((owner, ident))
+        ref = references.get((owner, base, label))
         if ref is None:
-            ref = references[(owner, ident)] = Reference(owner, label, address, allocation=allocation)
+            ref = references[(owner, base, label)] = Reference(owner, label, address, base, allocation=allocation)
         name = node.describe()
         if len(ref.nodes) < _MAX_NODES_NAMED and name not in ref.nodes:
             ref.nodes.append(name)
@@ -182,7 +184,7 @@ def classify(
                 continue
             region = _find(indexes, word) if lowest <= word < highest else None
             if region is not None:
-                note(region.owner, (region.start, region.size, region.label), region.label, word, node)
+                note(region.owner, region.start, region.label, word, node)
                 continue
             if word not in allocations:
                 allocations[word] = allocation_of(word)
@@ -191,7 +193,7 @@ def classify(
                 continue  # not device memory: a size, a stride, a scalar
             if node.library is not None:
                 label = f"{node.library} internal memory, held with its plan"
-                note("held", ("library", node.library, allocation[0]), label, word, node, allocation)
+                note("held", allocation[0], label, word, node, allocation)
             else:
                 note("unknown", allocation[0], "device memory of unknown owner", word, node, allocation)
     ordered = sorted(references.values(), key=lambda r: (OWNERS.index(r.owner), r.address))

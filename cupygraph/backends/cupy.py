@@ -5,7 +5,6 @@ Imported only when a GPU backend is asked for, so ``import cupygraph`` works wit
 
 from __future__ import annotations
 
-import bisect
 import gc
 import linecache
 import threading
@@ -22,6 +21,7 @@ from ..pytree import flatten, unflatten
 from .base import Backend, Recording
 from .cupy_audit import audit_capture
 from .cupy_fft import isolated_plan_cache
+from .cupy_pool import DeviceBlocks, fill_free_blocks
 
 _runtime = cupy.cuda.runtime
 _CAPTURE_MODES = {
@@ -206,45 +206,6 @@ class CupyRecording(Recording):
         return "\n".join(step.debug_dot_str(flags) for step in self.steps if not isinstance(step, _EagerStep))
 
 
-class _DeviceBlocks:
-    """The device memory behind one family's pool, owned here rather than by the pool.
-
-    Graphs keep using blocks the pool considers free (intermediates freed during capture, and
-    outputs, which later captures of the family may reuse). CuPy's pool frees its free blocks on
-    its own when an allocation fails; owning the memory here means such a free only forgets the
-    block, never returns memory a graph still uses. The memory goes back when the family holds no
-    graph (``release``), except blocks a caller still holds a view of.
-    """
-
-    def __init__(self) -> None:
-        self._blocks: dict[int, Any] = {}
-        self._starts: list[int] = []
-        self.nbytes = 0
-
-    def allocate(self, size: int) -> Any:
-        memory = cupy.cuda.Memory(size)
-        self._blocks[memory.ptr] = memory
-        bisect.insort(self._starts, memory.ptr)
-        self.nbytes += size
-        return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(memory.ptr, size, memory), 0)
-
-    def owner_of(self, ptr: int) -> Any:
-        """The block holding address ``ptr``, or None when it is not this family's memory."""
-        i = bisect.bisect_right(self._starts, ptr) - 1
-        if i < 0:
-            return None
-        memory = self._blocks[self._starts[i]]
-        return memory if ptr < memory.ptr + memory.size else None
-
-    def regions(self) -> list[tuple[int, int]]:
-        return [(ptr, int(self._blocks[ptr].size)) for ptr in self._starts]
-
-    def release(self) -> None:
-        self._blocks.clear()
-        self._starts.clear()
-        self.nbytes = 0
-
-
 class CupyBackend(Backend):
     """CuPy stream capture on a private non-blocking stream, one memory pool per graph family.
 
@@ -261,7 +222,7 @@ class CupyBackend(Backend):
 
     def __init__(self, device: Optional[int] = None):
         self.device_id = cupy.cuda.Device(device).id
-        self._blocks = _DeviceBlocks()
+        self._blocks = DeviceBlocks()
         with cupy.cuda.Device(self.device_id):
             self.pool = cupy.cuda.MemoryPool(self._blocks.allocate)
             self._capture_stream = cupy.cuda.Stream(non_blocking=True)
@@ -412,6 +373,17 @@ class CupyBackend(Backend):
     def pool_regions(self) -> list[tuple[int, int]]:
         """(address, size) of every device block behind this family's pool."""
         return self._blocks.regions()
+
+    def poison_free_memory(self, value: int) -> int:
+        """Testing: fill the pool's free blocks with byte ``value``; return the bytes filled.
+
+        Free blocks hold only scratch a replay rewrites before reading (intermediates, outputs
+        already consumed), so a graph that relies on their old contents shows up. No new device
+        memory is taken. Not to be called while a replay of this family is being enqueued.
+        """
+        with _capture_lock(self.device_id), cupy.cuda.Device(self.device_id):
+            # The capture stream's arena: the one warm-ups and captures allocate from.
+            return fill_free_blocks(self.pool, self._blocks, self._capture_stream, value)
 
     def release_memory(self) -> None:
         # Arrays of the family may sit in reference cycles (closures, tracebacks): collect them

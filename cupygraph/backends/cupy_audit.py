@@ -268,7 +268,7 @@ def audit_capture(backend: Any, recording: Any, graphs: Sequence[int], fn: Any, 
         watch = watches.get(ref.label)
         if watch is not None:
             watched.append(watch)
-        key = ref.label if ref.allocation is None else f"allocation 0x{ref.allocation[0]:x}"
+        key = f"{ref.label} at 0x{ref.base:x}"  # a new array under the same name warns again
         if key not in backend.warned:
             backend.warned.add(key)
             lines.append(ref.describe())
