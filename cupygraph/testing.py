@@ -271,10 +271,10 @@ def assert_graph_memory_safe(
     ``fn`` is a function (jitted here with ``config`` and the options) or a ``GraphedFunction``.
     ``args`` are examples, redrawn with fresh random data as in ``assert_graph_matches_eager``.
     For each size: capture, then ``replays`` times: run ``between()`` (what the rest of a program
-    does meanwhile: clear a cache, drop an array), compute eager, then poison — the free blocks
-    of CuPy's default pool (current stream) become sentinel arrays filled with NaN bytes and kept,
-    the free blocks of the function's own pool are filled and handed back, the static outputs are
-    filled — replay, and check that no sentinel and no array in ``watch`` changed (only the
+    does meanwhile: clear a cache, drop an array), poison — the free blocks of CuPy's default
+    pool (current stream) become sentinel arrays filled with NaN bytes and kept, the free blocks
+    of the function's own pool are filled and handed back — compute eager, fill the static
+    outputs, replay, and check that no sentinel and no array in ``watch`` changed (only the
     graph's outputs may) and that the outputs equal eager (bit for bit unless ``rtol``/``atol``).
     A CUDA error during the replays propagates. Returns the graphed function.
     """
@@ -299,12 +299,14 @@ def assert_graph_memory_safe(
             if between is not None:
                 between()
             call = draw(size)
-            want = eager(*call)
             before = [_to_numpy(w).copy() for w in watch]
             poison = FreeMemoryPoison()
             try:
                 poison_family(graphed.backend)
                 poison.take()
+                # Eager runs after the poisoning: what it allocates cannot take the freed memory a
+                # faulty graph still uses, so such a graph writes into a sentinel, not into eager's data.
+                want = eager(*call)
                 _poison(graphed)
                 got = graphed(*call)
                 graphed.backend.synchronize()
