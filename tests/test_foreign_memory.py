@@ -131,6 +131,57 @@ def test_overlapping_regions_of_one_owner_are_all_found():
     assert {r.label for r in report.references} == {"argument 2 (a large weight)", "argument 3 (a view)"}
 
 
+# Recorded on an H200 (CuPy 14.2, CUDA 13.2): the graph of ``fft(x * 2, axis=1) + 1`` on a
+# complex64 (8, 4099) batch — a CuPy multiply, six cuFFT Bluestein kernels, a CuPy add. Word lists
+# abridged to the pointers and a few sizes; the two 69120-byte allocations are cuFFT's own.
+X, TMP, OUT = 0x7FA40DE40200, 0x7FA40DEC0600, 0x7FA40DF22400
+WORK, INTERNAL = 0x7FA413A00000, (0x7FA40DF00800, 0x7FA40DF11600)
+BLUESTEIN = "_Z19multi_bluestein_fftILj5E3EPTIJLj5EEELj256ELj0EL9padding_t14EL9twiddle_t0E"
+
+
+def h200_fft_graph(library):
+    fft_nodes = [
+        (TMP, WORK, 0x6C0FFFFFFFF, 0x100000008, *INTERNAL), (WORK, WORK + 0x87000, 0x40FFFFFFFF, *INTERNAL),
+        (WORK + 0x87000, WORK, 0x87FFFFFFFF, *INTERNAL), (WORK, WORK, 0x6C000000001, *INTERNAL),
+        (WORK, WORK + 0x87000, 0x4000000001, *INTERNAL), (WORK + 0x87000, OUT, 0x8700000001, *INTERNAL),
+    ]
+    return [
+        NodeRefs("kernel", "cupy_multiply__complex64_complex_complex64", (X, 0x8018, 0x8018, 8, 0x40000000, TMP)),
+        *[NodeRefs("kernel", BLUESTEIN, words, library=library) for words in fft_nodes],
+        NodeRefs("kernel", "cupy_add__complex64_complex_complex64", (OUT, 0x8018, 0x8018, 8, 0x3F800000, TMP)),
+    ]
+
+
+# The family pool's device blocks: cuFFT's own allocations sit between them.
+POOL_BLOCKS = [(X, 0x80400), (TMP, 0x40200), (OUT, 0x40200)]
+
+
+def h200_allocations():
+    return allocations(*POOL_BLOCKS, *((base, 69120) for base in INTERNAL), (WORK, 1105920))
+
+
+def h200_regions(work_area_owner, work_area_label):
+    return [
+        *(Region(start, size, "pool", "the function's memory pool") for start, size in POOL_BLOCKS),
+        Region(X, 262656, "static", "argument 0 (complex64[8, 4099], static buffer)"),
+        Region(WORK, 1105920, work_area_owner, work_area_label),
+    ]
+
+
+def test_recorded_h200_fft_graph_is_fully_owned_when_the_graph_holds_its_plan():
+    regions = h200_regions("held", "a cuFFT plan's work area, held by the graph")
+    report = classify(h200_fft_graph("cuFFT"), regions, h200_allocations())
+    assert report.owners() == {"static": 1, "held": 3, "pool": 2}  # as the audit reported on the H200
+    assert report.foreign() == []
+
+
+def test_recorded_h200_fft_graph_using_a_plan_from_cupys_cache_is_foreign():
+    regions = h200_regions("foreign", "the work area of a cuFFT plan in CuPy's plan cache")
+    report = classify(h200_fft_graph(None), regions, h200_allocations())
+    assert report.owners() == {"static": 1, "pool": 2, "foreign": 1, "unknown": 2}
+    assert {ref.allocation for ref in report.foreign() if ref.owner == "unknown"} == {(b, 69120) for b in INTERNAL}
+
+
 def test_a_region_must_name_a_known_owner():
     with pytest.raises(ValueError, match="owner must be one of"):
         Region(0, 8, "mine", "x")

@@ -2,7 +2,8 @@
 
 Each runs in a fresh process (tests/gpu/test_memory_safety.py starts them), so a replay that
 kills the CUDA context cannot take the rest of the suite with it. A scenario prints ``OK NAME``
-when everything it checks held and exits 0; any failed check raises (exit 1).
+when everything it checks held and exits 0; any failed check raises (exit 1). ``dump`` is not a
+test: it prints what the graph walker sees in a cuFFT graph and what the audit costs a capture.
 
 Comparisons use fresh random data, poison the outputs first, and are bit for bit against an
 eager run with the same kind of cuFFT plan.
@@ -244,6 +245,58 @@ def scenario_closure() -> None:
         raise AssertionError("debug mode replayed a graph whose closure array was freed")
 
 
+def _looped(table: cupy.ndarray):
+    def looped(x):
+        acc = x.copy()
+        count = cupy.zeros(1, dtype=cupy.int32)
+
+        def body():
+            cupy.multiply(acc, table, out=acc)  # the only read of ``table``: inside the loop body
+            cupy.add(count, 1, out=count)
+
+        cg.while_loop(lambda: count < 3, body)
+        return acc
+
+    return looped
+
+
+def scenario_structure() -> None:
+    """The audit walks the bodies of conditional nodes and every piece of a PIECEWISE recording."""
+    from cupygraph.control_flow import conditional_nodes_unavailable_reason
+
+    rng = np.random.default_rng(5)
+    reason = conditional_nodes_unavailable_reason()
+    if reason is None:
+        looped = _looped(cupy.asarray(rng.standard_normal(256).astype(np.float32)))
+        graphed = cg.jit(looped, config=FFT_ONLY)
+        x = cupy.asarray(rng.standard_normal((8, 256)).astype(np.float32))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = graphed(x)
+        messages = [str(w.message) for w in caught if issubclass(w.category, ForeignMemoryWarning)]
+        assert len(messages) == 1 and "closure variable 'table'" in messages[0], messages
+        assert same_bits(got, looped(x)), "the loop's replay differs from eager"
+        print("conditional body:", messages[0].splitlines()[1].strip())
+    else:
+        print("conditional nodes unavailable here:", reason)
+
+    doubled = cg.graph_break(lambda y: y * 2)
+
+    def pipeline(x):
+        return cupy.fft.ifft(doubled(cupy.fft.fft(x, axis=1)), axis=1)
+
+    graphed = cg.jit(pipeline, config=dict(FFT_ONLY, mode="PIECEWISE"))
+    x = complex_random(rng)
+    fft(x)  # CuPy's cache holds the plan before the capture, as in the issue
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ForeignMemoryWarning)
+        graphed(x)
+    rec = recording(graphed)
+    assert rec.num_pieces == 2 and rec.held, (rec.num_pieces, len(rec.held))
+    print("piecewise: pieces", rec.num_pieces, "plans held", len(rec.held), "owners", rec.audit.owners())
+    assert_graph_memory_safe(graphed, complex_random(rng), replays=3, between=cupy.fft.config.get_plan_cache().clear)
+
+
 def scenario_dump() -> None:
     """Calibration: what the walker sees in an FFT graph and an elementwise graph; audit cost."""
     from cupygraph.backends import cupy_audit
@@ -312,6 +365,7 @@ SCENARIOS = {
     "fft_fresh": scenario_fft_fresh,
     "fft_unsafe": scenario_fft_unsafe,
     "closure": scenario_closure,
+    "structure": scenario_structure,
     "dump": scenario_dump,
 }
 

@@ -11,6 +11,7 @@ only bounds a hung process; nothing here is timed.
   helper fails.
 * A closure array: a warning at capture names it; rebound after capture, the poisoning helper
   fails (read and write), and debug mode refuses the replay.
+* The audit reaches into conditional-node bodies and every piece of a PIECEWISE recording.
 """
 
 from __future__ import annotations
@@ -60,3 +61,8 @@ def test_closure_array_rebound_after_capture_warns_fails_the_helper_and_errors_i
     output = run_scenario("closure")
     assert "HELPER FAILED (read)" in output and "HELPER FAILED (write)" in output
     assert "debug error:" in output
+
+
+def test_audit_walks_conditional_bodies_and_piecewise_pieces():
+    output = run_scenario("structure")
+    assert "piecewise: pieces 2" in output
