@@ -16,6 +16,7 @@ from typing import Any, Optional
 import cupy
 
 from ..errors import CaptureError
+from ..graph_bodies import collecting_bodies
 from ..piecewise import recording_breaks
 from ..pytree import flatten, unflatten
 from .base import Backend, Recording
@@ -296,7 +297,8 @@ class CupyBackend(Backend):
             held: list[Any] = []
             # The function's own cuFFT plan cache: its plans get their work areas from this pool
             # and live as long as the recording, whatever happens to CuPy's cache.
-            with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held):
+            with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held), \
+                    collecting_bodies() as bodies:
                 for _ in range(num_warmups):
                     fn(*args, **kwargs)
                 steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
@@ -307,8 +309,8 @@ class CupyBackend(Backend):
             self._last_stream = caller
             outputs = self._detach(outputs)
             recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held)
-            audit_capture(self, recording, [step.graph for step in steps if not isinstance(step, _EagerStep)],
-                          fn, args, kwargs)
+            graphs = [step.graph for step in steps if not isinstance(step, _EagerStep)]
+            audit_capture(self, recording, graphs + [int(body) for body in bodies], fn, args, kwargs)
             return recording
 
     def _detach(self, outputs: Any) -> Any:

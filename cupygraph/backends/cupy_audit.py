@@ -83,8 +83,13 @@ class GraphWalker:
         self.unaudited: list[str] = []
         self._layouts: dict[int, Optional[list[tuple[int, int]]]] = {}
         self._names: dict[int, str] = {}
+        self._walked: set[int] = set()
 
     def walk(self, graph: int, depth: int = 0) -> None:
+        """Describe every node of ``graph`` (and of the graphs nested in it), once per graph."""
+        if not int(graph) or int(graph) in self._walked:
+            return
+        self._walked.add(int(graph))
         drv = self.drv
         handle = drv.CUgraph(int(graph))
         got = _ok(drv.cuGraphGetNodes(handle, 0))
@@ -99,7 +104,10 @@ class GraphWalker:
             self.unaudited.append("a graph whose nodes could not be listed")
             return
         for node in list(got[0])[:count]:
-            self._node(node, depth)
+            try:
+                self._node(node, depth)
+            except Exception as err:  # one unreadable node must not hide the others
+                self.unaudited.append(f"a node that could not be read ({type(err).__name__}: {err})")
 
     def _node(self, node: Any, depth: int) -> None:
         drv = self.drv

@@ -274,6 +274,8 @@ def scenario_structure() -> None:
             warnings.simplefilter("always")
             got = graphed(x)
         messages = [str(w.message) for w in caught if issubclass(w.category, ForeignMemoryWarning)]
+        audit = recording(graphed).audit
+        print("loop audit:", audit and audit.owners(), audit and audit.unaudited)
         assert len(messages) == 1 and "closure variable 'table'" in messages[0], messages
         assert same_bits(got, looped(x)), "the loop's replay differs from eager"
         print("conditional body:", messages[0].splitlines()[1].strip())
@@ -293,7 +295,7 @@ def scenario_structure() -> None:
         graphed(x)
     rec = recording(graphed)
     assert rec.num_pieces == 2 and rec.held, (rec.num_pieces, len(rec.held))
-    print("piecewise: pieces", rec.num_pieces, "plans held", len(rec.held), "owners", rec.audit.owners())
+    print("piecewise: pieces", rec.num_pieces, "plans held", len(rec.held), "owners", rec.audit and rec.audit.owners())
     assert_graph_memory_safe(graphed, complex_random(rng), replays=3, between=cupy.fft.config.get_plan_cache().clear)
 
 
