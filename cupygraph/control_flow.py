@@ -38,6 +38,7 @@ import numpy as np
 
 from .backends.host_guard import reads_allowed
 from .errors import CaptureError
+from .graph_bodies import note_body
 
 __all__ = ["cond", "conditional_nodes_unavailable_reason", "while_loop"]
 
@@ -233,6 +234,7 @@ class _Cuda:
         else:
             result = rt.cudaGraphAddNode(graph, deps or None, len(deps), params)
         node = self.check("cudaGraphAddNode", result)
+        note_body(params.conditional.phGraph_out[0])  # for the memory audit after the capture
         return node, params.conditional.phGraph_out[0]
 
     def set_dependencies(self, stream: Any, nodes: list[Any]) -> None:

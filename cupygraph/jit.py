@@ -290,6 +290,8 @@ class GraphedFunction:
                 rows = batched[0].shape[0] if batched else plan.entry.key.descriptor.num_tokens
                 if debug:
                     registry.view_epoch.bump()
+                    # An array the graph reads by address (closure, global) must still be there.
+                    plan.entry.cudagraph.check_references(self.__name__)
                 try:
                     out = plan.entry.run(batched, rows, [args[i] for i in plan.whole])
                 except ReplayMismatch as err:

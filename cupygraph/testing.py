@@ -310,3 +310,95 @@ def cupygraph_leak_check() -> Iterator[None]:
         pytest.fail("cupygraph leak check: " + "; ".join(leaks))
     if grown > 0:
         pytest.fail(f"cupygraph leak check: CuPy's default pool holds {grown} more bytes than before the test")
+
+
+# -- memory poisoning (issue 19) -------------------------------------------------------------------
+
+
+def assert_graph_memory_safe(
+    fn: Callable[..., Any],
+    *args: Any,
+    sizes: Optional[Sequence[int]] = None,
+    replays: int = 3,
+    watch: Sequence[Any] = (),
+    between: Optional[Callable[[], Any]] = None,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    config: Any = None,
+    batch_argnums: Sequence[int] = (0,),
+    seed: int = 0,
+    **jit_options: Any,
+) -> GraphedFunction:
+    """Replay ``fn``'s graphs under memory poisoning; fail when they touch memory they do not own.
+
+    ``fn`` is a function (jitted here with ``config`` and the options) or a ``GraphedFunction``.
+    ``args`` are examples, redrawn with fresh random data as in ``assert_graph_matches_eager``.
+    For each size: capture, then ``replays`` times: run ``between()`` (what the rest of a program
+    does meanwhile: clear a cache, drop an array), poison — the free blocks of CuPy's default
+    pool (current stream) become sentinel arrays filled with NaN bytes and kept, the free blocks
+    of the function's own pool are filled and handed back — compute eager, fill the static
+    outputs, replay, and check that no sentinel and no array in ``watch`` changed (only the
+    graph's outputs may) and that the outputs equal eager (bit for bit unless ``rtol``/``atol``).
+    A CUDA error during the replays propagates. Returns the graphed function.
+    """
+    from .memcheck import FreeMemoryPoison, poison_family
+
+    graphed = fn if isinstance(fn, GraphedFunction) else jit(
+        fn, config=config, batch_argnums=tuple(batch_argnums), **jit_options)
+    eager: Callable[..., Any] = vars(graphed)["__wrapped__"] if isinstance(fn, GraphedFunction) else fn
+    batch_argnums = graphed.batch_argnums
+    name = getattr(eager, "__name__", "fn")
+    rng = np.random.default_rng(seed)
+    first = args[batch_argnums[0]]
+    chosen = list(sizes) if sizes is not None else [first.shape[0]]
+
+    def draw(size: int) -> list[Any]:
+        return [_random_like(a, size if i in batch_argnums else None, rng)
+                if hasattr(a, "shape") and hasattr(a, "dtype") else a for i, a in enumerate(args)]
+
+    for size in chosen:
+        graphed(*draw(size))
+        for attempt in range(replays):
+            if between is not None:
+                between()
+            call = draw(size)
+            before = [_to_numpy(w).copy() for w in watch]
+            poison = FreeMemoryPoison()
+            try:
+                poison_family(graphed.backend)
+                poison.take()
+                # Eager runs after the poisoning: what it allocates cannot take the freed memory a
+                # faulty graph still uses, so such a graph writes into a sentinel, not into eager's data.
+                want = eager(*call)
+                _poison(graphed)
+                got = graphed(*call)
+                graphed.backend.synchronize()
+                problems = poison.changed()
+            finally:
+                poison.release()
+            where = f"{name} at batch {size} (replay {attempt + 1} under memory poisoning)"
+            problems += [f"watched array {i} changed" for i, (w, old) in enumerate(zip(watch, before))
+                         if not np.array_equal(_to_numpy(w), old, equal_nan=True)]
+            if problems:
+                pytest.fail(f"{where}: the replay wrote outside its outputs:\n  " + "\n  ".join(problems))
+            _compare(got, want, rtol, atol, where)
+    reasons = graphed.stats().fallbacks_by_reason
+    if reasons:
+        pytest.fail(f"{name} ran eagerly instead of replaying: {dict(reasons)}")
+    return graphed
+
+
+@pytest.fixture
+def cupygraph_memory_poisoning() -> Iterator[Callable[..., GraphedFunction]]:
+    """``assert_graph_memory_safe`` for a test; the functions it jits are cleared afterwards."""
+    created: list[GraphedFunction] = []
+    unsubscribe = on_creation(created.append)
+    try:
+        yield assert_graph_memory_safe
+    finally:
+        unsubscribe()
+        for f in created:
+            f.clear()
+
+
+__all__ += ["assert_graph_memory_safe", "cupygraph_memory_poisoning"]

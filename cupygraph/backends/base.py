@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import CaptureError
+from ..foreign import Watch, check_watches
 from ..reasons import FallbackReason
 
 
@@ -33,6 +34,10 @@ class Recording(abc.ABC):
     nbytes: int
     """Device (or host) bytes this recording keeps alive, static inputs excluded."""
 
+    watches: Sequence[Watch] = ()
+    """Arrays the recording reads by address without owning them (found at capture in a closure
+    or global); ``check_references`` tells whether they are still alive and bound."""
+
     @abc.abstractmethod
     def launch(self) -> None:
         """Run the recorded work on the caller's current stream."""
@@ -40,6 +45,11 @@ class Recording(abc.ABC):
     @abc.abstractmethod
     def release(self) -> None:
         """Drop the executable and the memory only it holds."""
+
+    def check_references(self, fn_name: str) -> None:
+        """Debug mode, before a replay: ``ForeignMemoryError`` when a watched array was freed or rebound."""
+        if self.watches:
+            check_watches(self.watches, fn_name)
 
     def to_dot(self) -> str:
         """The recorded graph in Graphviz DOT, where the backend can describe it."""

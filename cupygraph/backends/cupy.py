@@ -5,7 +5,6 @@ Imported only when a GPU backend is asked for, so ``import cupygraph`` works wit
 
 from __future__ import annotations
 
-import bisect
 import gc
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -16,10 +15,14 @@ import cupy
 
 from ..errors import CaptureError
 from ..frames import location_in_traceback
+from ..graph_bodies import collecting_bodies
 from ..piecewise import recording_breaks
 from ..pytree import flatten, unflatten
 from ..reasons import FallbackReason
 from .base import Backend, Recording
+from .cupy_audit import audit_capture
+from .cupy_fft import isolated_plan_cache
+from .cupy_pool import DeviceBlocks, fill_free_blocks
 
 _runtime = cupy.cuda.runtime
 _CAPTURE_MODES = {
@@ -158,12 +161,19 @@ def _is_capturing(stream: Any) -> bool:
 
 
 class CupyRecording(Recording):
-    """One graph (FULL) or a sequence of graph pieces and eager steps (PIECEWISE)."""
+    """One graph (FULL) or a sequence of graph pieces and eager steps (PIECEWISE).
 
-    def __init__(self, steps: list[Any], outputs: Any, nbytes: int):
+    Holds, for as long as it lives, the library state its kernels use (``held``: cuFFT plans made
+    during its warm-up and capture); ``audit`` says who owns each address its nodes touch.
+    """
+
+    def __init__(self, steps: list[Any], outputs: Any, nbytes: int, held: Sequence[Any] = ()):
         self.steps = steps
         self.outputs = outputs
         self.nbytes = nbytes
+        self.held = list(held)
+        self.audit: Any = None
+        self.watches = ()
         # Per instance: a single graph launches directly, without the loop over steps.
         self.launch = steps[0].launch if len(steps) == 1 else self._launch_steps  # type: ignore[method-assign]
 
@@ -185,48 +195,14 @@ class CupyRecording(Recording):
     def release(self) -> None:
         self.steps = []
         self.outputs = None
+        self.held = []  # after the graphs: a plan is destroyed once nothing can launch its kernels
+        self.watches = ()
         self.launch = self._launch_steps  # type: ignore[method-assign]  # undo __init__'s per-instance launch
 
     def to_dot(self) -> str:
         # Verbose: kernel nodes then carry their function names and launch parameters.
         flags = getattr(_runtime, "graphDebugDotFlagsVerbose", getattr(_runtime, "cudaGraphDebugDotFlagsVerbose", 0))
         return "\n".join(step.debug_dot_str(flags) for step in self.steps if not isinstance(step, _EagerStep))
-
-
-class _DeviceBlocks:
-    """The device memory behind one family's pool, owned here rather than by the pool.
-
-    Graphs keep using blocks the pool considers free (intermediates freed during capture, and
-    outputs, which later captures of the family may reuse). CuPy's pool frees its free blocks on
-    its own when an allocation fails; owning the memory here means such a free only forgets the
-    block, never returns memory a graph still uses. The memory goes back when the family holds no
-    graph (``release``), except blocks a caller still holds a view of.
-    """
-
-    def __init__(self) -> None:
-        self._blocks: dict[int, Any] = {}
-        self._starts: list[int] = []
-        self.nbytes = 0
-
-    def allocate(self, size: int) -> Any:
-        memory = cupy.cuda.Memory(size)
-        self._blocks[memory.ptr] = memory
-        bisect.insort(self._starts, memory.ptr)
-        self.nbytes += size
-        return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(memory.ptr, size, memory), 0)
-
-    def owner_of(self, ptr: int) -> Any:
-        """The block holding address ``ptr``, or None when it is not this family's memory."""
-        i = bisect.bisect_right(self._starts, ptr) - 1
-        if i < 0:
-            return None
-        memory = self._blocks[self._starts[i]]
-        return memory if ptr < memory.ptr + memory.size else None
-
-    def release(self) -> None:
-        self._blocks.clear()
-        self._starts.clear()
-        self.nbytes = 0
 
 
 class CupyBackend(Backend):
@@ -245,11 +221,13 @@ class CupyBackend(Backend):
 
     def __init__(self, device: Optional[int] = None):
         self.device_id = cupy.cuda.Device(device).id
-        self._blocks = _DeviceBlocks()
+        self._blocks = DeviceBlocks()
         with cupy.cuda.Device(self.device_id):
             self.pool = cupy.cuda.MemoryPool(self._blocks.allocate)
             self._capture_stream = cupy.cuda.Stream(non_blocking=True)
         self._last_stream: Any = None
+        self.warned: set[str] = set()
+        """Foreign memory already reported for this family (one warning each, not one per size)."""
 
     def is_array(self, value: Any) -> bool:
         return isinstance(value, cupy.ndarray)
@@ -314,7 +292,11 @@ class CupyBackend(Backend):
             # The capture stream must see everything the caller enqueued (the static inputs' copies).
             stream.wait_event(caller.record())
             before = self._blocks.nbytes
-            with cupy.cuda.using_allocator(self.pool.malloc), stream:
+            held: list[Any] = []
+            # The function's own cuFFT plan cache: its plans get their work areas from this pool
+            # and live as long as the recording, whatever happens to CuPy's cache.
+            with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held), \
+                    collecting_bodies() as bodies:
                 for _ in range(num_warmups):
                     fn(*args, **kwargs)
                 steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
@@ -324,7 +306,10 @@ class CupyBackend(Backend):
             caller.wait_event(stream.record())
             self._last_stream = caller
             outputs = self._detach(outputs)
-            return CupyRecording(steps, outputs, self._blocks.nbytes - before)
+            recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held)
+            graphs = [step.graph for step in steps if not isinstance(step, _EagerStep)]
+            audit_capture(self, recording, graphs + [int(body) for body in bodies], fn, args, kwargs)
+            return recording
 
     def _detach(self, outputs: Any) -> Any:
         """The outputs as views that do not hold their pool blocks.
@@ -380,6 +365,25 @@ class CupyBackend(Backend):
     def pool_bytes(self) -> int:
         """Device bytes this family holds (what its pool asked the driver for)."""
         return int(self._blocks.nbytes)
+
+    def owns(self, ptr: int) -> bool:
+        """Whether device address ``ptr`` lies in this family's pool memory."""
+        return self._blocks.owner_of(ptr) is not None
+
+    def pool_regions(self) -> list[tuple[int, int]]:
+        """(address, size) of every device block behind this family's pool."""
+        return self._blocks.regions()
+
+    def poison_free_memory(self, value: int) -> int:
+        """Testing: fill the pool's free blocks with byte ``value``; return the bytes filled.
+
+        Free blocks hold only scratch a replay rewrites before reading (intermediates, outputs
+        already consumed), so a graph that relies on their old contents shows up. No new device
+        memory is taken. Not to be called while a replay of this family is being enqueued.
+        """
+        with _capture_lock(self.device_id), cupy.cuda.Device(self.device_id):
+            # The capture stream's arena: the one warm-ups and captures allocate from.
+            return fill_free_blocks(self.pool, self._blocks, self._capture_stream, value)
 
     def release_memory(self) -> None:
         # Arrays of the family may sit in reference cycles (closures, tracebacks): collect them

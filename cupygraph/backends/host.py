@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..foreign import watch_unowned
 from ..pytree import flatten
 from .base import Backend, Recording, ReplayMismatch
 from .host_guard import guarded, plain_outputs, refusing
@@ -78,6 +79,7 @@ class HostRecording(Recording):
     def release(self) -> None:
         # None, not a Callable: a released recording is never launched again.
         self._fn, self._args, self._kwargs, self._leaves, self.outputs = None, [], {}, [], None  # type: ignore[assignment]
+        self.watches = ()
 
     def to_dot(self) -> str:
         name = getattr(self._fn, "__qualname__", "function")
@@ -119,4 +121,9 @@ class HostBackend(Backend):
         with refusing(piecewise):
             outputs = fn(*[guarded(a) for a in args], **kwargs)
         # The caller gets plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy returns).
-        return HostRecording(fn, args, kwargs, plain_outputs(outputs))
+        recording = HostRecording(fn, args, kwargs, plain_outputs(outputs))
+        # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
+        # One warning per array and family (set here: subclasses need not call an __init__).
+        warned = self.__dict__.setdefault("_foreign_warned", set())
+        recording.watches = watch_unowned(fn, args, kwargs, _is_numpy, np.may_share_memory, warned)
+        return recording

@@ -1,0 +1,170 @@
+"""The GPU backend's graph walker, driven by a fake driver on the CPU (issue 19).
+
+The walker reads kernel parameters through ``kernelParams`` pointers with ctypes; here they point
+at host buffers, so parameter layouts, 8-byte alignment, copies, memsets, child graphs,
+conditional bodies and unreadable nodes are all checked without a GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from types import SimpleNamespace
+
+import pytest
+
+driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings (test extra) is needed")
+
+from cupygraph.backends.cupy_audit import GraphWalker  # noqa: E402
+
+OK, BAD = driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_INVALID_VALUE
+T = driver.CUgraphNodeType
+DEVICE = driver.CUmemorytype.CU_MEMORYTYPE_DEVICE
+HOST = driver.CUmemorytype.CU_MEMORYTYPE_HOST
+
+
+class KernelParams:
+    """``kernelParams``: an array of pointers, each at one parameter's bytes (kept alive here)."""
+
+    def __init__(self, *values: bytes):
+        self.buffers = [ctypes.create_string_buffer(v, len(v)) for v in values]
+        self.array = (ctypes.c_void_p * len(values))(*[ctypes.addressof(b) for b in self.buffers])
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self.array)
+
+
+class FakeDriver:
+    """The few cuda.bindings.driver calls the walker makes, over a described graph."""
+
+    CUresult, CUgraphNodeType, CUmemorytype = driver.CUresult, driver.CUgraphNodeType, driver.CUmemorytype
+
+    def __init__(self, graphs, nodes, layouts):
+        self.graphs, self.nodes, self.layouts = graphs, nodes, layouts
+        self.listed: list[int] = []
+
+    def CUgraph(self, handle):
+        return handle
+
+    def cuGraphGetNodes(self, graph, count):
+        nodes = self.graphs.get(graph)
+        if nodes is None:
+            return (BAD, None, 0)
+        if count:
+            self.listed.append(graph)
+        return (OK, [] if count == 0 else nodes[:count], len(nodes))
+
+    def cuGraphNodeGetType(self, node):
+        return (OK, self.nodes[node][0])
+
+    def cuGraphKernelNodeGetParams(self, node):
+        return (OK, self.nodes[node][1])
+
+    def cuFuncGetParamInfo(self, func, index):
+        layout = self.layouts[func]
+        return (OK, *layout[index]) if index < len(layout) else (BAD, 0, 0)
+
+    def cuFuncGetName(self, func):
+        return (OK, f"kernel{func}".encode())
+
+    def cuGraphMemcpyNodeGetParams(self, node):
+        return (OK, self.nodes[node][1])
+
+    def cuGraphMemsetNodeGetParams(self, node):
+        return (OK, self.nodes[node][1])
+
+    def cuGraphChildGraphNodeGetGraph(self, node):
+        return (OK, self.nodes[node][1])
+
+    def cuGraphNodeGetParams(self, node):
+        params = self.nodes[node][1]
+        return (BAD, None) if params is None else (OK, params)
+
+
+def kernel(func, params: KernelParams):
+    return (T.CU_GRAPH_NODE_TYPE_KERNEL, SimpleNamespace(func=func, kern=0, kernelParams=params.address, extra=0))
+
+
+def carray(ptr: int, n: int) -> bytes:
+    return struct.pack("<6q", ptr, n, n, 1, 4, 4)
+
+
+def walker_over(graphs, nodes, layouts):
+    walker = GraphWalker(lambda name: "cuFFT" if name == "kernel2" else None)
+    walker.drv = FakeDriver(graphs, nodes, layouts)
+    return walker
+
+
+def test_kernel_parameters_are_read_word_by_word_at_their_offsets():
+    # A CArray at offset 0, an int32 at 48, then a pointer at 56 (8-byte aligned in the buffer).
+    params = KernelParams(carray(0x7F00_0000_1000, 64), struct.pack("<i", 5), struct.pack("<Q", 0x7F00_0000_2000))
+    misaligned = KernelParams(struct.pack("<i", 1), struct.pack("<4xQ", 0x7F00_0000_3000))  # 12 bytes at offset 4
+    nodes = {1: kernel(1, params), 2: kernel(2, misaligned)}
+    walker = walker_over({100: [1, 2]}, nodes, {1: [(0, 48), (48, 4), (56, 8)], 2: [(0, 4), (4, 12)]})
+    walker.walk(100)
+    first, second = walker.nodes
+    assert first.words == (0x7F00_0000_1000, 64, 64, 1, 4, 4, 0x7F00_0000_2000)
+    assert first.name == "kernel1" and first.library is None
+    assert second.words == (0x7F00_0000_3000,) and second.library == "cuFFT"
+    assert walker.unaudited == []
+
+
+def test_copies_memsets_child_graphs_and_conditional_bodies_are_followed_once():
+    copy = SimpleNamespace(srcMemoryType=DEVICE, srcDevice=0x7F00_0000_0100, srcXInBytes=16, srcY=0, srcPitch=0,
+                           dstMemoryType=HOST, dstDevice=0, dstXInBytes=0, dstY=0, dstPitch=0)
+    body_kernel = KernelParams(struct.pack("<Q", 0x7F00_0000_4000))
+    nodes = {
+        1: (T.CU_GRAPH_NODE_TYPE_MEMCPY, copy),
+        2: (T.CU_GRAPH_NODE_TYPE_MEMSET, SimpleNamespace(dst=0x7F00_0000_0200)),
+        3: (T.CU_GRAPH_NODE_TYPE_GRAPH, 200),
+        4: (T.CU_GRAPH_NODE_TYPE_CONDITIONAL, SimpleNamespace(conditional=SimpleNamespace(phGraph_out=[300], size=1))),
+        5: (T.CU_GRAPH_NODE_TYPE_CONDITIONAL, None),  # the driver cannot describe this one
+        6: kernel(3, body_kernel),
+        7: (T.CU_GRAPH_NODE_TYPE_EMPTY, None),
+    }
+    walker = walker_over({100: [1, 2, 3, 4, 5, 7], 200: [7], 300: [6]}, nodes, {3: [(0, 8)]})
+    walker.walk(100)
+    walker.walk(300)  # a body handed over by control_flow too: not walked twice
+    assert [(n.kind, n.words, n.exact) for n in walker.nodes] == [
+        ("memcpy", (0x7F00_0000_0110,), True),  # the host side of the copy is not device memory
+        ("memset", (0x7F00_0000_0200,), True),
+        ("kernel", (0x7F00_0000_4000,), False),
+    ]
+    assert walker.drv.listed == [100, 200, 300]
+    assert walker.unaudited == ["conditional node"]
+
+
+def test_an_unreadable_node_or_graph_is_reported_and_the_rest_still_walked():
+    good = KernelParams(struct.pack("<Q", 0x7F00_0000_5000))
+    nodes = {1: (T.CU_GRAPH_NODE_TYPE_KERNEL, None), 2: kernel(4, good)}  # node 1's params break the reader
+    walker = walker_over({100: [1, 2]}, nodes, {4: [(0, 8)]})
+    walker.walk(100)
+    walker.walk(999)  # a handle the driver does not know
+    assert [n.words for n in walker.nodes] == [(0x7F00_0000_5000,)]
+    assert len(walker.unaudited) == 2
+    assert walker.unaudited[0].startswith("a node that could not be read (AttributeError")
+    assert walker.unaudited[1] == "a graph whose nodes could not be listed"
+
+
+def test_a_kernel_without_a_parameter_layout_is_unaudited():
+    class OldDriver(FakeDriver):
+        def cuFuncGetParamInfo(self, func, index):
+            return (driver.CUresult.CUDA_ERROR_NOT_SUPPORTED, 0, 0)
+
+    walker = GraphWalker()
+    walker.drv = OldDriver({100: [1]}, {1: kernel(5, KernelParams(b"\0" * 8))}, {})
+    walker.walk(100)
+    assert walker.nodes == [] and walker.unaudited == ["kernel 'kernel5' (no parameter layout: needs CUDA 12.4+)"]
+
+
+def test_control_flow_hands_its_body_graphs_to_the_capture_that_collects_them():
+    from cupygraph.graph_bodies import collecting_bodies, note_body
+
+    note_body(1)  # nobody collecting: dropped
+    with collecting_bodies() as outer:
+        note_body(2)
+        with collecting_bodies() as inner:
+            note_body(3)
+        note_body(4)
+    assert outer == [2, 4] and inner == [3]
