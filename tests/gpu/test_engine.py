@@ -148,25 +148,32 @@ def test_uncapturable_ops_fall_back_with_reason_and_engine_keeps_working(body, w
     assert fresh.registry.num_graphs() == 2
 
 
-def test_user_exception_mid_capture_propagates_and_leaves_stream_usable():
+def test_user_exception_mid_capture_falls_back_once_and_leaves_stream_usable():
+    """Only the capture run raises: the call runs eagerly, the key is marked failed (counted once,
+    never re-captured until clear()), the stream is not left capturing, other functions capture."""
     rng = np.random.default_rng(5)
-    calls = {"n": 0}
 
     def flaky(x):
-        calls["n"] += 1
         y = x * 2
-        if calls["n"] == 2:  # warm-up passes, the capture run raises
+        if cupy.cuda.get_current_stream().is_capturing():  # warm-up passes, the capture run raises
             raise ValueError("boom in user code")
         return y + 1
 
     graphed = cg.jit(flaky, config=dict(max_capture_size=8))
-    x = rand(rng, 3, 3)
-    with pytest.raises(ValueError, match="boom"):
-        graphed(x)
+    for _ in range(3):
+        x = rand(rng, 3, 3)
+        assert_same(graphed(x), x * 2 + 1)
+        assert not cupy.cuda.get_current_stream().is_capturing()
+    stats = graphed.stats()
+    assert stats.capture_failures == 1 and stats.fallbacks == 3 and graphed.registry.num_graphs() == 0
+    assert any("boom in user code" in d for d in stats.last_detail_by_reason.values())
+    strict = cg.jit(flaky, config=dict(max_capture_size=8, on_capture_error="raise"))
+    with pytest.raises(cg.CaptureError, match="boom"):
+        strict(rand(rng, 3, 3))
     assert not cupy.cuda.get_current_stream().is_capturing()
-    assert_same(graphed(x), x * 2 + 1)  # captured cleanly on the next call
     fn = affine_chain(3)
     other = cg.jit(fn, config=dict(max_capture_size=8))
+    x = rand(rng, 3, 3)
     assert_same(other(x), fn(x))
 
 
