@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-import sys
 from typing import Any
 
 import cupy
@@ -54,18 +53,9 @@ class DeviceBlocks:
         return [(ptr, int(self._blocks[ptr].size)) for ptr in self._starts]
 
     def release(self) -> None:
-        """Forget the blocks the pool gave back (called after ``free_all_blocks``).
-
-        A block the pool still lends out (a caller's view of an output, a chunk in use on another
-        thread) stays known: it is still this family's memory, and once the pool reuses it for a
-        later capture the audit must not take it for memory of unknown owner.
-        """
-        # References to a block the pool no longer holds: this dict, the loop name, getrefcount's
-        # argument. A chunk still lent out holds one more (through its UnownedMemory).
-        kept = {ptr: memory for ptr, memory in self._blocks.items() if sys.getrefcount(memory) > 3}
-        self._blocks = kept
-        self._starts = sorted(kept)
-        self.nbytes = sum(int(memory.size) for memory in kept.values())
+        self._blocks.clear()
+        self._starts.clear()
+        self.nbytes = 0
 
 
 def fill_free_blocks(pool: Any, blocks: DeviceBlocks, stream: Any, value: int) -> int:
