@@ -19,6 +19,7 @@ from .errors import (
     StaleOutputError,
 )
 from .explain import configure_logging as _configure_logging
+from .foreign import ForeignMemoryError, ForeignMemoryWarning
 from .freshness import check_fresh
 from .jit import GraphedFunction, jit
 from .manager import CUDAGraphManager
@@ -62,6 +63,8 @@ __all__ = [
     "DispatchStats",
     "EvictionReason",
     "FallbackReason",
+    "ForeignMemoryError",
+    "ForeignMemoryWarning",
     "GraphEntry",
     "GraphKey",
     "GraphedFunction",
