@@ -134,7 +134,9 @@ def test_decisions_say_why_a_batch_runs_eagerly():
     config = cg.CUDAGraphConfig(capture_sizes=[4, 8], seq_len_buckets=[64], min_tokens_for_graph=2, **HOST)
     cases = {
         BD(9): ("above_largest_capture_size", "batch of 9 is above the largest capture size 8"),
-        BD(4, seq_len=65): ("seq_len_above_largest_bucket", "sequence length 65 is above the largest seq_len bucket 64"),
+        BD(4, seq_len=65): (
+            "seq_len_above_largest_bucket", "sequence length 65 is above the largest seq_len bucket 64"
+        ),
         BD(1): ("outside_token_limits", "batch of 1 is below min_tokens_for_graph=2"),
     }
     for batch, (code, detail) in cases.items():
@@ -218,7 +220,7 @@ def test_decision_invariants_are_checked():
         Decision(Mode.NONE, BD(4), cg.FallbackReason.MODE_NONE)
     eager = Decision.eager(cg.FallbackReason.EMPTY_BATCH)
     with pytest.raises(ValueError, match="no padded descriptor"):
-        eager.padded
+        _ = eager.padded
 
 
 def test_config_answers_for_uniform_decode_batches_and_empty_ones():
