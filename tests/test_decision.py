@@ -262,3 +262,16 @@ def test_stream_dispatcher_refuses_a_dispatcher_or_registry_for_its_runners():
     for name in ("dispatcher", "registry"):
         with pytest.raises(TypeError, match=name):
             cg.StreamDispatcher(triple, config=HOST, **{name: object()})
+
+
+def test_manager_follows_cupygraph_disable_set_after_it_was_made(monkeypatch):
+    import cupygraph.config
+
+    monkeypatch.setattr(cupygraph.config, "_DISABLE_LOGGED", True)  # keep the once-per-process log for others
+    manager = cg.CUDAGraphManager({"capture_sizes": [4], **HOST})
+    monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
+    assert manager.get_mode_for_batch(3) is Mode.NONE and not manager.should_capture(3)
+    x = rows(3)
+    np.testing.assert_array_equal(manager.execute_or_capture(3, None, triple, [x]), triple(x))
+    assert manager.registry.num_graphs() == 0
+    assert dict(manager.stats().fallbacks_by_reason) == {"mode_none": 1}
