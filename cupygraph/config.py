@@ -107,7 +107,8 @@ class CUDAGraphConfig(BaseModel):
     seq_len_buckets: Optional[tuple[PositiveInt, ...]] = Field(
         None,
         description="Optional second key axis: a sequence length is padded up to the smallest bucket; "
-        "longer sequences run eagerly. At most 4096 buckets.",
+        "longer sequences run eagerly. Unset, the sequence length is not part of any graph key (a batch "
+        "given one replays the graph of its size). At most 4096 buckets.",
     )
     num_warmups: StrictInt = Field(
         1, ge=0, le=MAX_WARMUPS,
