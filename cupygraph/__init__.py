@@ -8,6 +8,7 @@ from .config import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
 from .config_files import load_config
 from .context import cudagraph_context, get_forward_context
 from .control_flow import cond, while_loop
+from .decision import Decision, decide
 from .descriptor import BatchDescriptor, DispatchKey, create_dispatch_key, get_cudagraph_sizes, get_padded_key
 from .dispatcher import CompositeDispatcher, CudagraphDispatcher, DispatchMode
 from .errors import (
@@ -56,6 +57,7 @@ __all__ = [
     "ConfigError",
     "CudagraphDispatcher",
     "CupyGraphError",
+    "Decision",
     "DefaultDispatchPolicy",
     "DispatchKey",
     "DispatchMode",
@@ -78,6 +80,7 @@ __all__ = [
     "cond",
     "create_dispatch_key",
     "cudagraph_context",
+    "decide",
     "default_capture_sizes",
     "get_cudagraph_sizes",
     "get_forward_context",

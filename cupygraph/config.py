@@ -107,7 +107,8 @@ class CUDAGraphConfig(BaseModel):
     seq_len_buckets: Optional[tuple[PositiveInt, ...]] = Field(
         None,
         description="Optional second key axis: a sequence length is padded up to the smallest bucket; "
-        "longer sequences run eagerly. At most 4096 buckets.",
+        "longer sequences run eagerly. Unset, the sequence length is not part of any graph key (a batch "
+        "given one replays the graph of its size). At most 4096 buckets.",
     )
     num_warmups: StrictInt = Field(
         1, ge=0, le=MAX_WARMUPS,
@@ -157,9 +158,16 @@ class CUDAGraphConfig(BaseModel):
     debug: bool = Field(
         False, description="Check inputs, pointers and stale output views on every call; log every decision."
     )
-    min_tokens_for_graph: StrictInt = Field(1, ge=1, description="Batches smaller than this run eagerly.")
+    min_tokens_for_graph: StrictInt = Field(
+        1, ge=1,
+        description="Batches smaller than this run eagerly. Compared with the real batch size, before "
+        "padding: with 4, a batch of 3 runs eagerly even where it would pad to a graph of 4 or more.",
+    )
     max_tokens_for_graph: Optional[StrictInt] = Field(
-        None, ge=1, description="Batches larger than this run eagerly (None: up to max_capture_size)."
+        None, ge=1,
+        description="Batches larger than this run eagerly (None: up to the largest capture size). Compared "
+        "with the real batch size, before padding: with 12, a batch of 10 replays the graph it pads to "
+        "(16, say), a batch of 13 runs eagerly.",
     )
     prefer_piecewise: bool = Field(
         False, description="When both FULL and PIECEWISE graphs exist for a batch, replay the PIECEWISE one."
@@ -281,24 +289,37 @@ class CUDAGraphConfig(BaseModel):
         return self._sizes[-1] if self._sizes else None
 
     def get_padded_batch_size(self, batch_size: int) -> Optional[int]:
-        """The smallest capture size >= ``batch_size``, or None above the largest (runs eagerly)."""
+        """The smallest capture size >= ``batch_size``, or None above the largest.
+
+        The size a batch pads to when it is graphed; whether it is (mode, token limits, buckets)
+        is ``should_use_cudagraph``'s answer.
+        """
         return pad_to_capture_size(batch_size, self._sizes)
 
     def get_padded_seq_len(self, seq_len: Optional[int]) -> Optional[int]:
-        """``seq_len`` padded to its bucket; unchanged without buckets; None when above the largest."""
+        """``seq_len`` padded to its bucket; unchanged without buckets (and then not part of any
+        graph key); None when above the largest bucket."""
         if seq_len is None or self.seq_len_buckets is None:
             return seq_len
         return pad_to_capture_size(seq_len, self.seq_len_buckets)
 
-    def should_use_cudagraph(self, batch_size: int, seq_len: Optional[int] = None) -> bool:
-        """True when a batch of this size (and sequence length) would replay a graph."""
-        if not self.mode.has_graphs() or batch_size < self.min_tokens_for_graph:
-            return False
-        if self.max_tokens_for_graph is not None and batch_size > self.max_tokens_for_graph:
-            return False
-        if self.get_padded_batch_size(batch_size) is None:
-            return False
-        return seq_len is None or self.seq_len_buckets is None or self.get_padded_seq_len(seq_len) is not None
+    def should_use_cudagraph(
+        self, batch_size: int, seq_len: Optional[int] = None, *,
+        num_reqs: Optional[int] = None, uniform_decode: bool = False,
+    ) -> bool:
+        """True when a batch of this real size (and sequence length) would replay a graph.
+
+        The answer of ``decide`` with the keys and default policy this config describes (what a
+        dispatcher made from it decides): the mode, capture sizes, seq_len buckets and the token
+        limits, which bound the real batch size. An empty batch (0) runs eagerly.
+        """
+        # The decision sits above the config (it reads it); imported here so the config's module
+        # stays importable by everything below the decision.
+        from .decision import decide_batch_size
+
+        return decide_batch_size(
+            self, batch_size, seq_len, num_reqs=num_reqs, uniform_decode=uniform_decode
+        ).graphed
 
     # -- conversions -----------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Optional
 
-from .config import CUDAGraphMode
+from .modes import CUDAGraphMode
 from .sizes import (
     DEFAULT_MAX_CAPTURE_SIZE,
     check_positive_int,

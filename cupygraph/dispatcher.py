@@ -1,4 +1,4 @@
-"""Runtime dispatch: map each batch to a runtime mode and the padded key a graph serves (vLLM v1)."""
+"""Runtime dispatch: the keys graphs serve, and per batch the one decision made with them (vLLM v1)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from .config import CUDAGraphConfig, CUDAGraphMode
+from .decision import RUNTIME_GRAPH_MODES, Decision, DispatchKeys, decide, padded_descriptor
 from .descriptor import BatchDescriptor
 from .policy import DefaultDispatchPolicy, DispatchPolicy
-from .sizes import decode_capture_sizes, pad_to_capture_size
+from .reasons import FallbackReason
 from .stats import CUDAGraphStats, DispatchStats
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ logger = logging.getLogger("cupygraph")
 # The seed's DispatchMode: one mode enum in the project.
 DispatchMode = CUDAGraphMode
 
-_RUNTIME_GRAPH_MODES = (CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
+_ABOVE_LARGEST = (FallbackReason.ABOVE_LARGEST, FallbackReason.SEQ_LEN_ABOVE_LARGEST)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +35,7 @@ class RegisteredGraph:
 
 
 class CudagraphDispatcher:
-    """Decide, per batch, the runtime mode (FULL, PIECEWISE, NONE) and the padded descriptor.
+    """Keys per runtime mode (FULL, PIECEWISE) and, per batch, the decision ``decide`` makes with them.
 
     Follows vLLM's v1 ``CudagraphDispatcher``:
 
@@ -42,10 +43,11 @@ class CudagraphDispatcher:
        the only source of truth for what can be captured or replayed. ``initialize_cudagraph_keys``
        fills them from the config's capture sizes (and ``seq_len_buckets``); until it has run,
        every batch dispatches to NONE.
-    2. ``dispatch`` pads the batch to the smallest capture size (and its sequence length to its
-       bucket), then tries the exact FULL key, the relaxed FULL key (no request count, not
-       uniform) and the relaxed PIECEWISE key; cascade attention rules FULL out.
-    3. The policy may veto the graph or choose between the modes that have a key.
+    2. ``decide`` (and vLLM's ``dispatch``, the same decision as a ``(mode, descriptor)`` pair)
+       asks ``decision.decide`` with these keys and this dispatcher's policy: padding to the
+       capture size and seq_len bucket, token limits on the real batch size, the exact FULL key,
+       the relaxed FULL key, the relaxed PIECEWISE key (cascade attention rules FULL out), then the
+       policy's veto and choice. See ``decision.py`` for the rules.
 
     Contract: the dispatcher only decides. It owns no buffers; callers trust the returned
     descriptor to capture or replay (mode FULL/PIECEWISE) or run eagerly (NONE). Without
@@ -61,15 +63,7 @@ class CudagraphDispatcher:
         self.config = config if config is not None else CUDAGraphConfig()
         self.policy = policy if policy is not None else DefaultDispatchPolicy.from_config(self.config)
         self._registry = registry
-        self.cudagraph_keys: dict[CUDAGraphMode, set[BatchDescriptor]] = {
-            CUDAGraphMode.PIECEWISE: set(),
-            CUDAGraphMode.FULL: set(),
-        }
-        self.keys_initialized = False
-        self.cudagraph_mode = self.config.mode
-        self.uniform_decode_query_len = self.config.uniform_decode_query_len
-        # Sizes of the FULL uniform-decode keys, which uniform-decode batches are padded to.
-        self._decode_sizes: tuple[int, ...] = ()
+        self.keys = DispatchKeys(self.config.mode, self.config.uniform_decode_query_len)
         self.dispatch_stats = DispatchStats()
         self._graphs: dict[BatchDescriptor, RegisteredGraph] = {}
         # FULL keys that exist only because a graph was registered; clear_cache drops them again.
@@ -77,6 +71,24 @@ class CudagraphDispatcher:
         self._lock = threading.RLock()
 
     # -- keys ----------------------------------------------------------------------------------
+
+    @property
+    def cudagraph_keys(self) -> dict[CUDAGraphMode, set[BatchDescriptor]]:
+        """vLLM's key table: one set of ``BatchDescriptor`` per runtime graph mode."""
+        return self.keys.by_mode
+
+    @property
+    def keys_initialized(self) -> bool:
+        return self.keys.initialized
+
+    @property
+    def cudagraph_mode(self) -> CUDAGraphMode:
+        """The mode the keys were made for (the config's until ``initialize_cudagraph_keys``)."""
+        return self.keys.mode
+
+    @property
+    def uniform_decode_query_len(self) -> int:
+        return self.keys.uniform_decode_query_len
 
     @property
     def registry(self) -> CUDAGraphRegistry:
@@ -89,78 +101,34 @@ class CudagraphDispatcher:
             return self._registry
 
     def add_cudagraph_key(self, runtime_mode: CUDAGraphMode, batch_descriptor: BatchDescriptor) -> None:
-        if runtime_mode not in _RUNTIME_GRAPH_MODES:
-            name = getattr(runtime_mode, "name", repr(runtime_mode))
-            raise ValueError(f"cudagraph keys are added for PIECEWISE or FULL only, got runtime_mode={name}")
         with self._lock:
-            self.cudagraph_keys[runtime_mode].add(batch_descriptor)
-
-    def _seq_axes(self) -> list[Optional[int]]:
-        buckets = self.config.seq_len_buckets
-        return [None, *buckets] if buckets else [None]
+            self.keys.add(runtime_mode, batch_descriptor)
 
     def initialize_cudagraph_keys(self, cudagraph_mode: CUDAGraphMode, uniform_decode_query_len: int) -> None:
-        """Add the keys ``cudagraph_mode`` captures, for every capture size (and seq_len bucket).
-
-        Mixed batches get ``BatchDescriptor(s)`` (and ``BatchDescriptor(s, seq_len=b)`` per
-        bucket) under the mixed mode. Separate-routine modes with a FULL decode mode also get
-        uniform-decode keys ``BatchDescriptor(s, s // q, uniform_decode=True)``, ``q =
-        uniform_decode_query_len``, for the capture sizes rounded up to multiples of ``q`` (vLLM's
-        rule; the config already rounds its sizes when its own query length is ``q``) up to
-        ``q * max_num_reqs``, so uniform-decode batches pad to whole requests and replay FULL.
-        """
-        cudagraph_mode = CUDAGraphMode.parse(cudagraph_mode)
-        q = uniform_decode_query_len
-        if isinstance(q, bool) or not isinstance(q, int) or q < 1:
-            raise ValueError(f"uniform_decode_query_len must be a positive integer, got {q!r}")
-        sizes = self.config.cudagraph_capture_sizes
-        seq_axes = self._seq_axes()
+        """Add the keys ``cudagraph_mode`` captures (see ``DispatchKeys.initialize``)."""
         with self._lock:
-            self.cudagraph_mode = cudagraph_mode
-            self.uniform_decode_query_len = q
-            mixed = cudagraph_mode.mixed_mode()
-            if mixed in _RUNTIME_GRAPH_MODES:
-                for s in sizes:
-                    for seq in seq_axes:
-                        self.add_cudagraph_key(mixed, BatchDescriptor(s, seq_len=seq))
-            self._decode_sizes = ()
-            if cudagraph_mode.separate_routine() and cudagraph_mode.decode_mode() is CUDAGraphMode.FULL:
-                self._decode_sizes = decode_capture_sizes(sizes, q, self.config.max_num_reqs)
-                for s in self._decode_sizes:
-                    for seq in seq_axes:
-                        self.add_cudagraph_key(
-                            CUDAGraphMode.FULL, BatchDescriptor(s, s // q, uniform_decode=True, seq_len=seq)
-                        )
-            self.keys_initialized = True
+            self.keys.initialize(self.config, cudagraph_mode, uniform_decode_query_len)
 
     # -- dispatch ------------------------------------------------------------------------------
 
-    def _pad(self, batch: BatchDescriptor) -> Optional[BatchDescriptor]:
-        """``batch`` padded to its capture size and bucket; None when above the largest.
-
-        A uniform-decode batch is padded to the smallest decode size (a multiple of the query
-        length) and keeps its uniformity, with the request count of the padded size; one above
-        the decode sizes is padded like a mixed batch (it can only replay a relaxed key).
-        """
-        seq_len = None
-        if batch.seq_len is not None and self.config.seq_len_buckets:
-            seq_len = self.config.get_padded_seq_len(batch.seq_len)
-            if seq_len is None:
-                return None
-        q = self.uniform_decode_query_len
-        if batch.uniform_decode and batch.num_tokens % q == 0:
-            decode = pad_to_capture_size(batch.num_tokens, self._decode_sizes)
-            if decode is not None:
-                return BatchDescriptor(decode, decode // q, True, seq_len)
-        padded = self.config.get_padded_batch_size(batch.num_tokens)
-        if padded is None:
-            return None
-        return BatchDescriptor(padded, batch.num_reqs, batch.uniform_decode, seq_len)
-
     def policy_key(self, batch_descriptor: BatchDescriptor) -> Optional[BatchDescriptor]:
         """The padded, relaxed key policies see for this batch; None when it is above the largest."""
-        padded = self._pad(batch_descriptor)
+        padded = padded_descriptor(self.config, batch_descriptor, self.keys)
         return None if padded is None else padded.relaxed()
+
+    def decide(self, batch_descriptor: BatchDescriptor, use_cascade_attn: bool = False, *,
+               count: bool = True) -> Decision:
+        """The decision for this real (unpadded) batch: runtime mode, padded descriptor, or why eager.
+
+        Counted in ``dispatch_stats`` unless ``count`` is False (a query that runs nothing).
+        """
+        with self._lock:
+            decision = decide(self.config, batch_descriptor, self.keys, self.policy, use_cascade_attn)
+            if count:
+                self._count(batch_descriptor, decision)
+        if decision.reason is not None and logger.isEnabledFor(logging.DEBUG):
+            logger.debug("dispatch %s: %s; eager", batch_descriptor, decision.reason.describe(decision.detail))
+        return decision
 
     def dispatch(
         self, batch_descriptor: BatchDescriptor, use_cascade_attn: bool = False
@@ -170,61 +138,25 @@ class CudagraphDispatcher:
         The descriptor returned may be more general than the input (a uniform batch dispatched
         to a relaxed key) and is padded to a capture size.
         """
-        with self._lock:
-            mode, key = self._decide(batch_descriptor, use_cascade_attn)
-            stats = self.dispatch_stats
-            stats.total += 1
-            if mode is CUDAGraphMode.FULL:
-                stats.full += 1
-            elif mode is CUDAGraphMode.PIECEWISE:
-                stats.piecewise += 1
-            else:
-                stats.none += 1
-            if key is not None and (
-                key.num_tokens != batch_descriptor.num_tokens
-                or (key.seq_len is not None and key.seq_len != batch_descriptor.seq_len)
-            ):
-                stats.padded += 1
-            return mode, key
+        decision = self.decide(batch_descriptor, use_cascade_attn)
+        return decision.mode, decision.descriptor
 
-    def _decide(
-        self, batch: BatchDescriptor, use_cascade_attn: bool
-    ) -> tuple[CUDAGraphMode, Optional[BatchDescriptor]]:
-        none = (CUDAGraphMode.NONE, None)
-        if not self.keys_initialized or not self.cudagraph_mode.has_graphs():
-            return none
-        sizes = self.config.cudagraph_capture_sizes
-        if not sizes:
-            return none
-        padded = self._pad(batch)
-        if padded is None:
-            self.dispatch_stats.above_largest += 1
-            logger.debug("dispatch %s: above the largest capture size %d or seq_len bucket; eager",
-                         batch, sizes[-1])
-            return none
-        relaxed = padded.relaxed()
-        full_keys = self.cudagraph_keys[CUDAGraphMode.FULL]
-        piecewise_keys = self.cudagraph_keys[CUDAGraphMode.PIECEWISE]
-        # dict order is preference order: FULL before PIECEWISE, as vLLM tries them.
-        candidates: dict[CUDAGraphMode, BatchDescriptor] = {}
-        if not use_cascade_attn:
-            if padded in full_keys:
-                candidates[CUDAGraphMode.FULL] = padded
-            elif relaxed in full_keys:
-                candidates[CUDAGraphMode.FULL] = relaxed
-        if relaxed in piecewise_keys:
-            candidates[CUDAGraphMode.PIECEWISE] = relaxed
-        if not candidates:
-            logger.debug("dispatch %s: no FULL or PIECEWISE key for %s; eager", batch, padded)
-            return none
-        if not self.policy.should_use_graph(relaxed, True):
-            logger.debug("dispatch %s: %r vetoed the graph; eager", batch, self.policy)
-            return none
-        mode = self.policy.select_mode(relaxed, list(candidates))
-        if mode not in candidates:
-            logger.debug("dispatch %s: %r chose %s; eager", batch, self.policy, getattr(mode, "name", mode))
-            return none
-        return mode, candidates[mode]
+    def _count(self, batch: BatchDescriptor, decision: Decision) -> None:
+        stats = self.dispatch_stats
+        stats.total += 1
+        if decision.mode is CUDAGraphMode.FULL:
+            stats.full += 1
+        elif decision.mode is CUDAGraphMode.PIECEWISE:
+            stats.piecewise += 1
+        else:
+            stats.none += 1
+        if decision.reason in _ABOVE_LARGEST:
+            stats.above_largest += 1
+        key = decision.descriptor
+        if key is not None and (
+            key.num_tokens != batch.num_tokens or (key.seq_len is not None and key.seq_len != batch.seq_len)
+        ):
+            stats.padded += 1
 
     def record_latency(self, batch_descriptor: BatchDescriptor, mode: CUDAGraphMode, latency: float) -> None:
         """Forward a measured latency to the policy (if it learns) under the key it decides on."""
@@ -316,7 +248,7 @@ class CudagraphDispatcher:
         """Drop the keys of the runtime modes ``mode`` uses (FULL_AND_PIECEWISE: both)."""
         mode = CUDAGraphMode.parse(mode)
         with self._lock:
-            for runtime_mode in _RUNTIME_GRAPH_MODES:
+            for runtime_mode in RUNTIME_GRAPH_MODES:
                 if mode.has_mode(runtime_mode):
                     self.cudagraph_keys[runtime_mode].clear()
                     if runtime_mode is CUDAGraphMode.FULL:

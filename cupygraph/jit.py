@@ -217,14 +217,10 @@ class GraphedFunction:
         if rows == 0 and batched:
             return EMPTY_BATCH, False
         desc = self._descriptor(args, rows, descriptor)
-        mode, padded = self.dispatcher.dispatch(desc)
-        if mode is CUDAGraphMode.NONE or padded is None:
-            largest = self.config.largest_capture_size
-            if largest is not None and desc.num_tokens > largest:
-                return Eager(FallbackReason.ABOVE_LARGEST,
-                             f"batch of {desc.num_tokens} is above the largest capture size {largest}"), False
-            return Eager(FallbackReason.NO_GRAPH_MODE,
-                         f"no graph mode for {desc} under mode {self.config.mode.name}"), False
+        decision = self.dispatcher.decide(desc)
+        if decision.reason is not None:
+            return Eager(decision.reason, decision.detail), False
+        mode, padded = decision.mode, decision.padded
         key = GraphKey(padded, mode, signature)
         failed = self._failed.check(key)
         if failed is not None:

@@ -7,10 +7,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from .config import CUDAGraphConfig, CUDAGraphMode, apply_env_overrides, graphs_disabled_by_env
+from .decision import Decision
 from .descriptor import BatchDescriptor
 from .dispatcher import CudagraphDispatcher
-from .errors import CupyGraphError, InputMismatchError
+from .errors import CaptureError, CupyGraphError, InputMismatchError
 from .jit import ConfigLike, GraphedFunction, resolve_config
+from .plans import Plan
+from .pytree import flatten
+from .reasons import EvictionReason, FallbackReason
 from .registry import CUDAGraphEntry, CUDAGraphRegistry
 from .stats import CUDAGraphStats
 
@@ -27,6 +31,8 @@ class CUDAGraphManager:
     def __init__(self, config: ConfigLike = None):
         self._lock = threading.Lock()
         self._functions: dict[int, tuple[Callable[..., Any], GraphedFunction]] = {}
+        # The graph capture_graph made last per (padded descriptor, mode): what replay_graph replays.
+        self._captured: dict[tuple[BatchDescriptor, CUDAGraphMode], CUDAGraphEntry] = {}
         self._build(resolve_config(config), previous=None)
 
     def _build(self, config: CUDAGraphConfig, previous: Optional[CUDAGraphRegistry]) -> None:
@@ -40,6 +46,7 @@ class CUDAGraphManager:
             self.config, self.registry, self.dispatcher = config, registry, dispatcher
             # Graphed functions hold the old registry and dispatcher: they are made again on next use.
             self._functions.clear()
+            self._captured.clear()
 
     @property
     def mode(self) -> CUDAGraphMode:
@@ -58,24 +65,28 @@ class CUDAGraphManager:
     def is_enabled(self) -> bool:
         return self.config.mode.has_graphs() and not graphs_disabled_by_env()
 
+    def decide(self, batch_size: int, seq_len: Optional[int] = None, uniform_decode: bool = False) -> Decision:
+        """What this manager does with a batch: the dispatcher's decision (``CUPYGRAPH_DISABLE`` wins).
+
+        A query: it is not counted in the dispatch statistics.
+        """
+        if not self.is_enabled():
+            return Decision.eager(FallbackReason.MODE_NONE)
+        if batch_size == 0:
+            return Decision.eager(FallbackReason.EMPTY_BATCH)
+        batch = BatchDescriptor(batch_size, uniform_decode=uniform_decode, seq_len=seq_len)
+        return self.dispatcher.decide(batch, count=False)
+
     def get_mode_for_batch(
         self, batch_size: int, seq_len: Optional[int] = None, uniform_decode: bool = False
     ) -> CUDAGraphMode:
         """The runtime mode a batch would run in (NONE when it would run eagerly)."""
-        if not self.is_enabled():
-            return CUDAGraphMode.NONE
-        mode, _ = self.dispatcher.dispatch(BatchDescriptor(batch_size, uniform_decode=uniform_decode, seq_len=seq_len))
-        if mode is not CUDAGraphMode.NONE and not self.config.should_use_cudagraph(batch_size, seq_len):
-            return CUDAGraphMode.NONE
-        return mode
+        return self.decide(batch_size, seq_len, uniform_decode).mode
 
     def should_capture(self, batch_size: int, seq_len: Optional[int] = None) -> bool:
-        """True when a batch of this size would use a graph that is not captured yet."""
-        mode = self.get_mode_for_batch(batch_size, seq_len)
-        if mode is CUDAGraphMode.NONE:
-            return False
-        key = self.registry.make_key(batch_size, seq_len, mode)
-        return key is None or not self.registry.has_descriptor(key.descriptor, mode)
+        """True when a batch of this size would use a graph that no function has captured yet."""
+        decision = self.decide(batch_size, seq_len)
+        return decision.graphed and not self.registry.has_descriptor(decision.padded, decision.mode)
 
     def capture_graph(
         self,
@@ -86,28 +97,71 @@ class CUDAGraphManager:
         output_shapes: Optional[Sequence[Sequence[int]]] = None,
         inputs: Optional[Sequence[Any]] = None,
     ) -> CUDAGraphEntry:
-        """Capture ``capture_fn(*inputs)`` for this batch size (see ``CUDAGraphRegistry.capture``)."""
-        mode = self.get_mode_for_batch(batch_size, seq_len)
-        if mode is CUDAGraphMode.NONE:
+        """Capture ``capture_fn(*inputs)`` for this batch now (``capture_after`` does not apply).
+
+        The graph is the one ``execute_or_capture`` with the same function and batch replays.
+        ``input_shapes`` gives each input's shape for the real batch (leading axis = batch) or a
+        ``(shape, dtype)`` pair; without ``inputs`` the inputs are filled with ``pad_value``.
+        ``output_shapes``, when given, are checked against the outputs for the real batch.
+        """
+        decision = self.decide(batch_size, seq_len)
+        if not decision.graphed:
             raise CupyGraphError(
                 f"batch_size={batch_size}, seq_len={seq_len} runs eagerly under mode {self.config.mode.name} "
-                f"(largest capture size {self.config.largest_capture_size}); nothing to capture"
+                f"({decision.explain()}); nothing to capture"
             )
-        return self.registry.capture(
-            batch_size, seq_len, capture_fn, input_shapes, output_shapes, inputs=inputs, mode=mode
-        )
+        if inputs is None:
+            inputs = _filled_inputs(self.registry.backend.xp, input_shapes, self.config.pad_value)
+        inputs = self._check_inputs(batch_size, inputs)
+        graphed = self._graphed(capture_fn, len(inputs))
+        with self.registry.exec_lock:
+            plan, _ = graphed._resolve(inputs, {}, force=True, descriptor=BatchDescriptor(batch_size, seq_len=seq_len))
+        if not isinstance(plan, Plan):
+            raise CaptureError(f"cannot capture {getattr(capture_fn, '__name__', 'capture_fn')}() for "
+                               f"batch_size={batch_size}, seq_len={seq_len}: {plan}")
+        entry = plan.entry
+        if output_shapes is not None:
+            got = _shapes(entry.outputs(batch_size))
+            want = [tuple(s) for s in output_shapes]
+            if got != want:
+                detail = f"capture_fn returned outputs of shapes {got} for batch_size={batch_size}, expected {want}"
+                self.registry.evict(entry.key, EvictionReason.UNEXPECTED_OUTPUT_SHAPES, detail)
+                raise CaptureError(detail)
+        self._captured[(entry.key.descriptor, entry.key.mode)] = entry
+        return entry
 
     def replay_graph(self, batch_size: int, seq_len: Optional[int], inputs: Sequence[Any]) -> Any:
-        """Replay the graph captured by ``capture_graph`` for this batch size on ``inputs``."""
-        mode = self.get_mode_for_batch(batch_size, seq_len)
-        entry = self.registry.get(batch_size, seq_len, mode=mode)
-        if entry is None:
+        """Replay the graph held for this batch on ``inputs``: the one ``capture_graph`` captured
+        last for it, else the one graph of a function ``execute_or_capture`` captured for it."""
+        decision = self.decide(batch_size, seq_len)
+        if not decision.graphed:
             raise CupyGraphError(
-                f"no graph captured for batch_size={batch_size}, seq_len={seq_len}; call capture_graph first "
-                f"or use execute_or_capture"
+                f"batch_size={batch_size}, seq_len={seq_len} runs eagerly ({decision.explain()}); no graph to replay"
             )
-        self.registry.stats().record_hit(mode.name)
-        return entry.replay(list(inputs))
+        inputs = self._check_inputs(batch_size, inputs)
+        with self.registry.exec_lock:
+            entry = self._entry_for(decision, inputs)
+            if entry is None:
+                raise CupyGraphError(
+                    f"no graph captured for batch_size={batch_size}, seq_len={seq_len}; call capture_graph first "
+                    f"or use execute_or_capture"
+                )
+            out = entry.replay(list(inputs))
+        self.registry.stats().record_hit(decision.mode.name)
+        return out
+
+    def _entry_for(self, decision: Decision, inputs: tuple[Any, ...]) -> Optional[CUDAGraphEntry]:
+        key = (decision.padded, decision.mode)
+        captured = self._captured.get(key)
+        if captured is not None and captured.alive:
+            return captured
+        fits = [e for e in self.registry.entries() if (e.key.descriptor, e.key.mode) == key and _accepts(e, inputs)]
+        if len(fits) > 1:
+            raise CupyGraphError(
+                f"{len(fits)} functions have graphs for {decision.padded} that take these inputs; replay_graph "
+                f"cannot tell which one to replay: use execute_or_capture(batch_size, seq_len, fn, inputs)"
+            )
+        return fits[0] if fits else None
 
     def execute_or_capture(
         self,
@@ -128,21 +182,30 @@ class CUDAGraphManager:
             for i, (array, shape) in enumerate(zip(inputs, input_shapes)):
                 if tuple(array.shape) != tuple(shape):
                     raise InputMismatchError(f"input {i} has shape {tuple(array.shape)}, expected {tuple(shape)}")
+        inputs = self._check_inputs(batch_size, inputs)
+        if not self.is_enabled():  # CUPYGRAPH_DISABLE set since the manager was made
+            self.registry.stats().record_fallback(FallbackReason.MODE_NONE)
+            result = execute_fn(*inputs)
+        else:
+            graphed = self._graphed(execute_fn, len(inputs))
+            result = graphed.call_with_descriptor(BatchDescriptor(batch_size, seq_len=seq_len), *inputs)
+        if output_shapes is not None:
+            got = _shapes(result)
+            if got != [tuple(s) for s in output_shapes]:
+                raise InputMismatchError(
+                    f"execute_fn returned shapes {got}, expected {list(map(tuple, output_shapes))}")
+        return result
+
+    @staticmethod
+    def _check_inputs(batch_size: int, inputs: Sequence[Any]) -> tuple[Any, ...]:
+        inputs = tuple(inputs)
         for i, array in enumerate(inputs):
             if getattr(array, "shape", (batch_size,))[:1] != (batch_size,):
                 raise InputMismatchError(
                     f"input {i} has {getattr(array, 'shape', None)} but batch_size={batch_size}; inputs are "
                     f"batched along axis 0"
                 )
-        graphed = self._graphed(execute_fn, len(inputs))
-        result = graphed.call_with_descriptor(BatchDescriptor(batch_size, seq_len=seq_len), *inputs)
-        if output_shapes is not None:
-            outs = result if isinstance(result, (tuple, list)) else (result,)
-            got = [tuple(o.shape) for o in outs]
-            if got != [tuple(s) for s in output_shapes]:
-                raise InputMismatchError(
-                    f"execute_fn returned shapes {got}, expected {list(map(tuple, output_shapes))}")
-        return result
+        return inputs
 
     def _graphed(self, fn: Callable[..., Any], n_inputs: int) -> GraphedFunction:
         with self._lock:
@@ -163,5 +226,26 @@ class CUDAGraphManager:
         """Drop every graph (statistics are kept)."""
         self.registry.clear()
         with self._lock:
+            self._captured.clear()
             for _, graphed in self._functions.values():
                 graphed.clear()
+
+
+def _shapes(result: Any) -> list[tuple[int, ...]]:
+    """The shapes of a function's array outputs, in order (a single array is one output)."""
+    leaves, _ = flatten(result, lambda leaf: hasattr(leaf, "shape"))
+    return [tuple(leaf.shape) for leaf in leaves if hasattr(leaf, "shape")]
+
+
+def _accepts(entry: CUDAGraphEntry, inputs: tuple[Any, ...]) -> bool:
+    try:
+        entry.check_inputs(inputs)
+    except InputMismatchError:
+        return False
+    return True
+
+
+def _filled_inputs(xp: Any, input_shapes: Sequence[Any], fill: Any, dtype: Any = "float32") -> list[Any]:
+    """Arrays of ``input_shapes`` (a shape, or a ``(shape, dtype)`` pair) filled with ``fill``."""
+    specs = [s if len(s) == 2 and not isinstance(s[0], int) else (s, dtype) for s in map(tuple, input_shapes)]
+    return [xp.full(tuple(shape), fill, dtype=dt) for shape, dt in specs]

@@ -1,9 +1,17 @@
 """Dispatch policies: whether a batch that has a graph key should replay it, and in which mode.
 
-The dispatcher decides what *can* be replayed (its keys); a policy decides what *should* be. Keys
-passed to a policy are the padded, relaxed descriptors the dispatcher looks graphs up under
-(``BatchDescriptor(num_tokens=padded, seq_len=bucket)``), so every real batch size that replays the
-same graph shares one key. Policies use keys exactly as passed and never pad them again.
+The keys decide what *can* be replayed; a policy decides what *should* be. ``decide`` (the one
+decision, ``decision.py``) asks a policy three things, in this order:
+
+1. ``token_limits()``, checked against the REAL batch size, before padding: batches smaller than
+   ``min_tokens_for_graph`` or larger than ``max_tokens_for_graph`` run eagerly, whatever capture
+   size they would pad to.
+2. ``should_use_graph(key, True)`` with the padded, relaxed key graphs are looked up under
+   (``BatchDescriptor(num_tokens=padded, seq_len=bucket)``), so every real batch size that replays
+   the same graph shares one key (the adaptive policy's latencies are kept per key).
+3. ``select_mode(key, modes)`` with the same key and the runtime modes that have a graph key.
+
+Policies use keys exactly as passed and never pad them again.
 """
 
 from __future__ import annotations
@@ -14,26 +22,37 @@ import threading
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from .config import CUDAGraphConfig, CUDAGraphMode
 from .descriptor import BatchDescriptor
-from .sizes import check_positive_int
+from .modes import CUDAGraphMode
+from .sizes import check_positive_int, outside_token_limits
+
+if TYPE_CHECKING:
+    from .config import CUDAGraphConfig
 
 _GRAPH_MODES = (CUDAGraphMode.FULL, CUDAGraphMode.PIECEWISE)
 
 
 class DispatchPolicy(ABC):
-    """Veto or steer the dispatcher's graph decisions.
+    """Veto or steer the graph decisions of ``decide``.
 
-    ``should_use_graph`` is asked first (False: run eagerly); then ``select_mode`` picks one of the
-    runtime modes the dispatcher found a key for. Returning a mode that is not available, or NONE,
-    makes the batch run eagerly.
+    ``token_limits`` bounds the real batch size (default: none); ``should_use_graph`` is asked next
+    with the padded key (False: run eagerly); then ``select_mode`` picks one of the runtime modes a
+    key was found for. Returning a mode that is not available, or NONE, makes the batch run eagerly.
     """
+
+    def token_limits(self) -> tuple[int, Optional[int]]:
+        """``(min_tokens, max_tokens)`` the real (unpadded) batch size must lie within; max None: no bound."""
+        return 1, None
+
+    def within_limits(self, batch: BatchDescriptor) -> bool:
+        """True when the real batch ``batch`` is within ``token_limits()``."""
+        return outside_token_limits(batch.num_tokens, *self.token_limits()) is None
 
     @abstractmethod
     def should_use_graph(self, key: BatchDescriptor, graph_available: bool) -> bool:
-        """True when the batch under ``key`` should replay a graph (if one is available)."""
+        """True when the batch under the padded ``key`` should replay a graph (if one is available)."""
 
     @abstractmethod
     def select_mode(self, key: BatchDescriptor, available_modes: Iterable[CUDAGraphMode]) -> CUDAGraphMode:
@@ -41,11 +60,13 @@ class DispatchPolicy(ABC):
 
 
 class DefaultDispatchPolicy(DispatchPolicy):
-    """Use a graph when one is available and the padded batch is within the token limits.
+    """Use a graph when one is available and the real batch is within the token limits.
 
-    ``min_tokens_for_graph`` / ``max_tokens_for_graph`` compare against ``key.num_tokens``, which
-    the dispatcher passes padded: the limits bound the size of the graph that would be replayed.
-    Prefers FULL; PIECEWISE when ``prefer_piecewise`` and a PIECEWISE key exists.
+    ``min_tokens_for_graph`` / ``max_tokens_for_graph`` bound the REAL batch size (``token_limits``,
+    checked by ``decide`` before padding): batches smaller than ``min_tokens_for_graph`` run eagerly,
+    even where they would pad to a graph of at least that size. ``should_use_graph`` then only asks
+    whether a graph is available. Prefers FULL; PIECEWISE when ``prefer_piecewise`` and a
+    PIECEWISE key exists.
     """
 
     def __init__(
@@ -76,14 +97,11 @@ class DefaultDispatchPolicy(DispatchPolicy):
             **kwargs,
         )
 
-    def within_limits(self, key: BatchDescriptor) -> bool:
-        n = key.num_tokens
-        if n < self.min_tokens_for_graph:
-            return False
-        return self.max_tokens_for_graph is None or n <= self.max_tokens_for_graph
+    def token_limits(self) -> tuple[int, Optional[int]]:
+        return self.min_tokens_for_graph, self.max_tokens_for_graph
 
     def should_use_graph(self, key: BatchDescriptor, graph_available: bool) -> bool:
-        return bool(graph_available) and self.within_limits(key)
+        return bool(graph_available)
 
     def select_mode(self, key: BatchDescriptor, available_modes: Iterable[CUDAGraphMode]) -> CUDAGraphMode:
         available = set(available_modes)

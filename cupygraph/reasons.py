@@ -30,7 +30,10 @@ class FallbackReason(_Reason):
     MODE_NONE = "mode_none"
     EMPTY_BATCH = "empty_batch"
     ABOVE_LARGEST = "above_largest_capture_size"
+    SEQ_LEN_ABOVE_LARGEST = "seq_len_above_largest_bucket"
+    OUTSIDE_TOKEN_LIMITS = "outside_token_limits"
     NO_GRAPH_MODE = "no_graph_mode"
+    POLICY_VETO = "policy_veto"
     COLD_KEY = "cold_key"
     DEVICE_TO_HOST = "device_to_host_read"
     DATA_DEPENDENT_SHAPE = "data_dependent_shape"
@@ -66,7 +69,10 @@ _TEXTS = {
     "mode_none": "graphs disabled (mode NONE)",
     "empty_batch": "empty batch (0 rows)",
     "above_largest_capture_size": "batch above the largest capture size",
+    "seq_len_above_largest_bucket": "sequence length above the largest seq_len bucket",
+    "outside_token_limits": "batch outside min_tokens_for_graph..max_tokens_for_graph",
     "no_graph_mode": "no graph mode for this batch under the configured mode",
+    "policy_veto": "the dispatch policy chose to run eagerly",
     "cold_key": "cold key: seen fewer than capture_after times",
     "device_to_host_read": "device-to-host read during capture",
     "data_dependent_shape": "output shape depends on the data",

@@ -13,6 +13,7 @@ from typing import Any, Optional
 from .backends import select_backend
 from .backends.base import Backend
 from .config import CUDAGraphConfig, CUDAGraphMode
+from .decision import decide_batch_size
 from .descriptor import BatchDescriptor
 from .entry import CUDAGraphEntry, GraphEntry, GraphKey, InputArena, base_array, check_outputs, same_bytes
 from .errors import CaptureError
@@ -327,12 +328,16 @@ class CUDAGraphRegistry:
         self, batch_size: int, seq_len: Optional[int] = None, mode: CUDAGraphMode = CUDAGraphMode.FULL,
         signature: tuple[Any, ...] = (),
     ) -> Optional[GraphKey]:
-        """The key a batch of this size lands on after padding, or None when it would run eagerly."""
-        padded = self.config.get_padded_batch_size(batch_size)
-        seq = self.config.get_padded_seq_len(seq_len)
-        if padded is None or (seq_len is not None and seq is None):
+        """The key a batch of this size is kept under, or None when it runs eagerly.
+
+        The descriptor is the one ``decide`` gives the batch under this registry's config (padding,
+        seq_len buckets, token limits on the real size, the config's mode); ``mode`` names the
+        graph family the caller keeps it in.
+        """
+        decision = decide_batch_size(self.config, batch_size, seq_len)
+        if decision.descriptor is None:
             return None
-        return GraphKey(BatchDescriptor(padded, seq_len=seq), CUDAGraphMode.parse(mode), signature)
+        return GraphKey(decision.descriptor, CUDAGraphMode.parse(mode), signature)
 
     def capture(
         self,
@@ -356,10 +361,8 @@ class CUDAGraphRegistry:
         """
         key = self.make_key(batch_size, seq_len, mode, signature)
         if key is None:
-            raise CaptureError(
-                f"batch_size={batch_size}, seq_len={seq_len} is above the largest capture size "
-                f"{self.config.largest_capture_size}; such batches run eagerly"
-            )
+            why = decide_batch_size(self.config, batch_size, seq_len).explain()
+            raise CaptureError(f"batch_size={batch_size}, seq_len={seq_len} runs eagerly ({why}): nothing to capture")
         xp = self.backend.xp
         if inputs is None:
             specs = [s if len(s) == 2 and not isinstance(s[0], int) else (s, dtype) for s in map(tuple, input_shapes)]

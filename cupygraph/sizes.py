@@ -1,4 +1,5 @@
-"""Capture sizes and padding: pure functions on integers, shared by the config and the dispatcher."""
+"""Capture sizes, padding and token limits: pure functions on integers, shared by the config and the
+decision (``pad_to_capture_size`` is the one padding helper)."""
 
 from __future__ import annotations
 
@@ -108,6 +109,19 @@ def pad_to_capture_size(n: int, sizes: Sequence[int]) -> Optional[int]:
     """The smallest size in the sorted ``sizes`` that is >= ``n``; None above the largest."""
     i = bisect.bisect_left(sizes, n)
     return sizes[i] if i < len(sizes) else None
+
+
+def outside_token_limits(num_tokens: int, min_tokens: int, max_tokens: Optional[int]) -> Optional[str]:
+    """Why a batch of ``num_tokens`` (real, unpadded) rows is outside the token limits, or None.
+
+    The one place token limits are checked: ``decide`` asks it with the real batch size, so a
+    batch smaller than ``min_tokens`` runs eagerly even where it would pad to a larger graph.
+    """
+    if num_tokens < min_tokens:
+        return f"batch of {num_tokens} is below min_tokens_for_graph={min_tokens}"
+    if max_tokens is not None and num_tokens > max_tokens:
+        return f"batch of {num_tokens} is above max_tokens_for_graph={max_tokens}"
+    return None
 
 
 def normalise_sizes(sizes: Iterable[Any], name: str = "capture_sizes") -> list[int]:

@@ -18,7 +18,9 @@ class StreamDispatcher(CudagraphDispatcher):
 
     Each stream has its own graphed instance of ``eager_runner`` (own graphs, static buffers and
     memory pool): one executable graph never runs concurrently with itself, while graphs on
-    different streams overlap on the GPU.
+    different streams overlap on the GPU. Every instance decides through this dispatcher: its
+    keys and the ``policy`` given here (a policy that vetoes a batch makes every stream run it
+    eagerly), and its ``dispatch_stats`` count the runners' decisions.
 
     Contract (ordering): every request's stream first waits for the work the caller enqueued on
     its current stream before the request was submitted; ``run_batch`` returns after the caller's
@@ -36,12 +38,21 @@ class StreamDispatcher(CudagraphDispatcher):
     ):
         if isinstance(num_streams, bool) or not isinstance(num_streams, int) or num_streams < 1:
             raise ValueError(f"num_streams must be a positive integer, got {num_streams!r}")
+        shared = sorted({"dispatcher", "registry"} & set(jit_options))
+        if shared:
+            raise TypeError(
+                f"StreamDispatcher got {shared[0]}=: its runners decide through the StreamDispatcher itself "
+                f"and each keeps its own registry; pass policy= (and config=) instead"
+            )
         resolved: CUDAGraphConfig = resolve_config(config)
         super().__init__(resolved, policy)
         self.initialize_cudagraph_keys(resolved.mode, resolved.uniform_decode_query_len)
         self.eager_runner = eager_runner
         self.num_streams = num_streams
-        self.runners = [GraphedFunction(eager_runner, config=resolved, **jit_options) for _ in range(num_streams)]
+        # Every runner decides through this dispatcher (its keys, its policy); each keeps its own graphs.
+        self.runners = [
+            GraphedFunction(eager_runner, config=resolved, dispatcher=self, **jit_options) for _ in range(num_streams)
+        ]
         backend = self.runners[0].backend
         self._gpu = backend.name == "cupy"
         if self._gpu:

@@ -180,13 +180,16 @@ def test_uniform_decode_with_seq_len_bucket():
     assert d.dispatch(decode(3, seq_len=10)) == (FULL, decode(4, seq_len=64))
 
 
-def test_policy_vetoes_outside_token_limits():
-    d = make("FULL", min_tokens_for_graph=4, max_tokens_for_graph=16)
+def test_token_limits_bound_the_real_batch_size():
+    d = make("FULL", min_tokens_for_graph=4, max_tokens_for_graph=12)
     assert d.dispatch(BatchDescriptor(2)) == (NONE, None)
+    # 3 would pad to the 4-row graph, but the limits bound the real batch: eager.
+    assert d.dispatch(BatchDescriptor(3)) == (NONE, None)
     assert d.dispatch(BatchDescriptor(4)) == (FULL, BatchDescriptor(4))
-    assert d.dispatch(BatchDescriptor(16)) == (FULL, BatchDescriptor(16))
-    # The limits bound the padded graph size: 17 would replay the 32-row graph.
-    assert d.dispatch(BatchDescriptor(17)) == (NONE, None)
+    # 12 replays the 16-row graph although 16 is above max_tokens_for_graph; 13 runs eagerly.
+    assert d.dispatch(BatchDescriptor(12)) == (FULL, BatchDescriptor(16))
+    assert d.dispatch(BatchDescriptor(13)) == (NONE, None)
+    assert d.decide(BatchDescriptor(13)).detail == "batch of 13 is above max_tokens_for_graph=12"
 
 
 def test_prefer_piecewise_switches_when_both_exist():

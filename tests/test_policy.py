@@ -24,9 +24,25 @@ def test_default_uses_graph_only_when_available():
 
 
 @pytest.mark.parametrize("n, expected", [(3, False), (4, True), (16, True), (17, False)])
-def test_default_token_limits(n, expected):
+def test_default_token_limits_bound_the_real_batch(n, expected):
     policy = DefaultDispatchPolicy(min_tokens_for_graph=4, max_tokens_for_graph=16)
-    assert policy.should_use_graph(BatchDescriptor(n), True) is expected
+    assert policy.token_limits() == (4, 16)
+    assert policy.within_limits(BatchDescriptor(n)) is expected
+    # The limits are not applied again to the padded key should_use_graph is asked with: a batch
+    # of 16 padded to a 32-row graph stays within them.
+    assert policy.should_use_graph(BatchDescriptor(n), True)
+
+
+def test_a_policy_without_limits_admits_every_batch():
+    class Always(DispatchPolicy):
+        def should_use_graph(self, key, graph_available):
+            return graph_available
+
+        def select_mode(self, key, available_modes):
+            return FULL
+
+    assert Always().token_limits() == (1, None)
+    assert Always().within_limits(BatchDescriptor(10**6))
 
 
 def test_default_prefers_full_then_piecewise_then_none():
@@ -79,7 +95,7 @@ def feed(policy, key, mode, latencies):
 def test_adaptive_behaves_like_default_without_history():
     policy = AdaptiveDispatchPolicy(min_tokens_for_graph=4)
     assert policy.should_use_graph(BatchDescriptor(8), True)
-    assert not policy.should_use_graph(BatchDescriptor(2), True)
+    assert not policy.within_limits(BatchDescriptor(2)) and policy.within_limits(BatchDescriptor(4))
     assert policy.select_mode(BatchDescriptor(8), BOTH) is FULL
 
 

@@ -22,6 +22,7 @@ from cupygraph.sizes import (
     default_capture_sizes,
     default_max_capture_size,
     normalise_sizes,
+    outside_token_limits,
     pad_to_capture_size,
     round_up_to_multiples,
 )
@@ -387,3 +388,19 @@ def test_vllm_capture_size_cases(capture_sizes, max_capture_size, mode, largest)
         assert c.max_capture_size == 0  # vLLM: 0 under NONE; here the largest of [] or the 0 given
     elif max_capture_size is None:
         assert c.max_capture_size == largest
+
+
+# -- token limits: the one check, on the real batch size (issue 12) --------------------------------
+
+
+@pytest.mark.parametrize(
+    "n, low, high, why",
+    [
+        (3, 4, None, "batch of 3 is below min_tokens_for_graph=4"),
+        (4, 4, None, None),
+        (12, 1, 12, None),
+        (13, 1, 12, "batch of 13 is above max_tokens_for_graph=12"),
+    ],
+)
+def test_outside_token_limits_names_the_limit(n, low, high, why):
+    assert outside_token_limits(n, low, high) == why
