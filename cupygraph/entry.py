@@ -7,7 +7,6 @@ signature share static input buffers.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import time
 from collections.abc import Callable, Sequence
@@ -16,24 +15,11 @@ from typing import Any, Optional
 import numpy as np
 
 from .backends.base import Backend, Recording
-from .config import CUDAGraphMode
 from .descriptor import BatchDescriptor
 from .errors import CaptureError, InputMismatchError
+from .key import GraphKey
 from .pytree import flatten, unflatten
 from .reasons import FallbackReason
-
-
-@dataclasses.dataclass(frozen=True)
-class GraphKey:
-    """What one executable graph serves: a padded batch, the runtime mode, and the call signature.
-
-    ``signature`` holds everything else that changes the recorded work: dtypes and trailing shapes
-    of the batched inputs, static argument values, and the addresses of constant arguments.
-    """
-
-    descriptor: BatchDescriptor
-    mode: CUDAGraphMode = CUDAGraphMode.FULL
-    signature: tuple[Any, ...] = ()
 
 
 class InputArena:

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from .backends.base import ReplayMismatch
-from .entry import CUDAGraphEntry, GraphKey
+from .entry import CUDAGraphEntry
 from .errors import CaptureError
 from .frames import location_in_traceback
+from .key import GraphKey
 from .reasons import EvictionReason, FallbackReason, reason_of_capture_failure
 
 logger = logging.getLogger("cupygraph")

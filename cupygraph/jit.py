@@ -8,48 +8,29 @@ import os
 import sys
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, Optional, TypeVar, Union, overload
+from typing import Any, Optional, Union
 
 import numpy as np
 
-from .arguments import Argnums, ArgumentRules, ArraySpec, argnums
+from .arguments import ArgumentRules, ArraySpec
 from .backends.base import ReplayMismatch
-from .config import CUDAGraphConfig, CUDAGraphMode, default_config, graphs_disabled_by_env
+from .config import CUDAGraphMode
 from .descriptor import BatchDescriptor
 from .dispatcher import CudagraphDispatcher
 from .errors import CaptureError, CupyGraphError, InputMismatchError, StaleOutputError
 from .explain import configure_logging, explain_new_key
 from .failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, FailedKeys
 from .freshness import issue, stale_reason
+from .key import ConstArg, GraphKey, Namespace
+from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
 from .plans import Plan, PlanCache
 from .reasons import FallbackReason, RecaptureReason
-from .registry import CUDAGraphRegistry, GraphKey
+from .registry import CUDAGraphRegistry
 from .stats import CUDAGraphStats
 
 logger = logging.getLogger("cupygraph")
 
-F = TypeVar("F", bound=Callable[..., Any])
-ConfigLike = Union[CUDAGraphConfig, dict[str, Any], str, "os.PathLike[str]", None]
-
-
-def resolve_config(config: ConfigLike) -> CUDAGraphConfig:
-    """A config object, a mapping of fields, or a path to a config file; ``CUPYGRAPH_DISABLE`` wins."""
-    if config is None:
-        resolved = default_config()
-    elif isinstance(config, CUDAGraphConfig):
-        resolved = config
-    elif isinstance(config, dict):
-        resolved = CUDAGraphConfig.from_dict(config)
-    elif isinstance(config, (str, os.PathLike)):
-        resolved = CUDAGraphConfig.from_file(config)
-    else:
-        raise TypeError(
-            f"config must be a CUDAGraphConfig, a dict of fields or a config file path, got {type(config).__name__}"
-        )
-    if graphs_disabled_by_env() and resolved.mode is not CUDAGraphMode.NONE:
-        resolved = CUDAGraphConfig(**{**resolved.to_dict(), "mode": "NONE"})
-    return resolved
-
+__all__ = ["ConfigLike", "GraphedFunction", "jit", "live_functions", "on_creation", "resolve_config"]
 
 _LIVE: weakref.WeakSet[GraphedFunction] = weakref.WeakSet()
 
@@ -109,49 +90,44 @@ class GraphedFunction:
     def __init__(
         self,
         fn: Callable[..., Any],
+        options: Optional[JitOptions] = None,
+        /,
         *,
-        config: ConfigLike = None,
-        batch_argnums: Argnums = (0,),
-        static_argnums: Argnums = (),
-        constant_argnums: Argnums = (),
-        descriptor_fn: Optional[Callable[..., Any]] = None,
-        out_batched: Any = None,
         registry: Optional[CUDAGraphRegistry] = None,
         dispatcher: Optional[CudagraphDispatcher] = None,
-        namespace: tuple[Any, ...] = (),
+        namespace: Optional[Namespace] = None,
+        **fields: Any,
     ):
+        """``options`` (or its fields as keywords, as ``jit`` takes them); a ``registry`` (and its
+        ``dispatcher``) shared with other functions, whose keys ``namespace`` keeps apart."""
         if not callable(fn):
             raise TypeError(f"jit needs a callable, got {type(fn).__name__}")
+        if options is None:
+            options = JitOptions(**fields)
+        elif fields:
+            raise TypeError(f"give GraphedFunction its options or their fields, not both (got {sorted(fields)})")
         functools.update_wrapper(self, fn)
         if not hasattr(self, "__name__"):  # a callable object: messages name its class
             self.__name__ = self.__qualname__ = type(fn).__name__
         self._fn = fn
-        self.config = resolve_config(config) if registry is None else registry.config
-        self.batch_argnums = argnums(batch_argnums, "batch_argnums")
-        self.static_argnums = argnums(static_argnums, "static_argnums")
-        self.constant_argnums = argnums(constant_argnums, "constant_argnums")
-        for a_name, a in (("static_argnums", self.static_argnums), ("constant_argnums", self.constant_argnums)):
-            clash = set(a) & set(self.batch_argnums)
-            if clash:
-                raise ValueError(f"argument {sorted(clash)[0]} is in both batch_argnums and {a_name}")
-        if not self.batch_argnums and descriptor_fn is None:
-            raise ValueError("give batch_argnums (arrays whose leading axis is the batch) or a descriptor_fn")
-        self.descriptor_fn = descriptor_fn
-        self.out_batched = out_batched
+        self.options = options
+        self.config = resolve_config(options.config) if registry is None else registry.config
         self.registry = registry if registry is not None else CUDAGraphRegistry(self.config)
         self.backend = self.registry.backend
+        self._rules = ArgumentRules(self.__name__, self.backend, options.positions(), namespace)
+        self.batch_argnums = self._rules.batch
+        self.static_argnums = self._rules.static
+        self.constant_argnums = self._rules.constant
+        self.descriptor_fn = options.descriptor_fn
+        self.out_batched = options.out_batched
         if dispatcher is None:
             dispatcher = CudagraphDispatcher(self.config, registry=self.registry)
             dispatcher.initialize_cudagraph_keys(self.config.mode, self.config.uniform_decode_query_len)
         self.dispatcher = dispatcher
-        self._namespace = namespace
-        self._rules = ArgumentRules(
-            self.__name__, self.backend, self.batch_argnums, self.static_argnums, self.constant_argnums
-        )
         self._plans = PlanCache(self.backend.array_type, self.constant_argnums)
         self._generation = self.registry.generation
         self._failed = FailedKeys(self.__name__, self.config.on_capture_error, self.registry)
-        self._constants_seen: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._constants_seen: dict[tuple[Any, ...], tuple[ConstArg, ...]] = {}
         self._template: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = None
         if self.config.debug:
             configure_logging("debug")
@@ -210,7 +186,6 @@ class GraphedFunction:
         """Find or capture the entry for this call: (plan, whether it was captured now), or
         (why it runs eagerly, False)."""
         batched, whole, signature = self._rules.classify(args, kwargs)
-        signature = self._namespace + signature
         rows = self._rules.rows(args, batched)
         if self.config.mode is CUDAGraphMode.NONE:
             return MODE_NONE, False
@@ -256,16 +231,17 @@ class GraphedFunction:
 
     def _explain_capture(self, key: GraphKey) -> None:
         """Count re-captures caused by a constant argument that moved, and say which one."""
-        consts = tuple(part for part in key.signature if isinstance(part, tuple) and part and part[0] == "const")
+        consts = key.signature.constants()
         if not consts:
             return
-        rest = (key.descriptor, key.mode, tuple(p for p in key.signature if p not in consts))
+        rest = (key.descriptor, key.mode, key.signature.without_constants())
         previous = self._constants_seen.get(rest)
         if previous is not None and previous != consts:
             if self.config.on_capture_error == "raise":
                 raise InputMismatchError(
                     f"a constant argument of {self.__name__}() changed (address, shape, dtype or strides) "
-                    f"since capture; was {previous}, now {consts}"
+                    f"since capture; was {', '.join(c.describe() for c in previous)}, "
+                    f"now {', '.join(c.describe() for c in consts)}"
                 )
             self.registry.stats().record_recapture(RecaptureReason.CONSTANT_CHANGED)
             logger.info("%s() re-captures %s: a constant argument changed", self.__name__, key.descriptor)
@@ -413,36 +389,13 @@ def _progress(total: int, desc: str, enabled: bool) -> Any:
     return tqdm(total=total, desc=desc, unit="graph", leave=False)
 
 
-@overload
-def jit(
-    fn: F, /, *, config: ConfigLike = None, batch_argnums: Union[int, Sequence[int]] = (0,),
-    static_argnums: Union[int, Sequence[int]] = (), constant_argnums: Union[int, Sequence[int]] = (),
-    descriptor_fn: Optional[Callable[..., Any]] = None, out_batched: Any = None,
-) -> GraphedFunction: ...
-
-
-@overload
-def jit(
-    fn: None = None, /, *, config: ConfigLike = None, batch_argnums: Union[int, Sequence[int]] = (0,),
-    static_argnums: Union[int, Sequence[int]] = (), constant_argnums: Union[int, Sequence[int]] = (),
-    descriptor_fn: Optional[Callable[..., Any]] = None, out_batched: Any = None,
-) -> Callable[[F], GraphedFunction]: ...
-
-
-def jit(
-    fn: Optional[Callable[..., Any]] = None,
-    /,
-    *,
-    config: ConfigLike = None,
-    batch_argnums: Union[int, Sequence[int]] = (0,),
-    static_argnums: Union[int, Sequence[int]] = (),
-    constant_argnums: Union[int, Sequence[int]] = (),
-    descriptor_fn: Optional[Callable[..., Any]] = None,
-    out_batched: Any = None,
-) -> Any:
+@takes_options_of(JitOptions, GraphedFunction)
+def jit(fn: Optional[Callable[..., Any]] = None, /, **options: Any) -> Any:
     """Record ``fn`` into CUDA graphs per batch shape; use as ``@jit`` or ``@jit(config=...)``.
 
-    See ``GraphedFunction`` for what is copied, what is owned and what stays valid until when.
+    The keyword options are ``JitOptions``'s fields: ``config``, ``batch_argnums``,
+    ``static_argnums``, ``constant_argnums``, ``descriptor_fn``, ``out_batched``. See
+    ``GraphedFunction`` for what is copied, what is owned and what stays valid until when.
 
     When a key cannot be graphed it is remembered (until ``clear()``): an op the graph cannot
     hold (a device-to-host read such as ``float(x.sum())``, a data-dependent shape such as
@@ -451,10 +404,7 @@ def jit(
     exception while capturing runs the call eagerly: a bug in ``fn`` then raises its own
     exception, as without ``jit``, and is not captured again on every call.
     """
-    options = dict(
-        config=config, batch_argnums=batch_argnums, static_argnums=static_argnums,
-        constant_argnums=constant_argnums, descriptor_fn=descriptor_fn, out_batched=out_batched,
-    )
+    chosen = JitOptions(**options)
     if fn is None:
-        return lambda f: GraphedFunction(f, **options)
-    return GraphedFunction(fn, **options)
+        return lambda f: GraphedFunction(f, chosen)
+    return GraphedFunction(fn, chosen)

@@ -11,6 +11,7 @@ from .descriptor import BatchDescriptor
 from .dispatcher import CudagraphDispatcher
 from .errors import CupyGraphError, InputMismatchError
 from .jit import ConfigLike, GraphedFunction, resolve_config
+from .key import Namespace
 from .registry import CUDAGraphEntry, CUDAGraphRegistry
 from .stats import CUDAGraphStats
 
@@ -150,7 +151,7 @@ class CUDAGraphManager:
             if known is None or known[0] is not fn or known[1].batch_argnums != tuple(range(n_inputs)):
                 graphed = GraphedFunction(
                     fn, batch_argnums=tuple(range(n_inputs)), registry=self.registry,
-                    dispatcher=self.dispatcher, namespace=(("fn", id(fn)),),
+                    dispatcher=self.dispatcher, namespace=Namespace(getattr(fn, "__name__", type(fn).__name__), id(fn)),
                 )
                 self._functions[id(fn)] = (fn, graphed)
                 return graphed

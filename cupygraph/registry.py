@@ -14,9 +14,10 @@ from .backends import select_backend
 from .backends.base import Backend
 from .config import CUDAGraphConfig, CUDAGraphMode
 from .descriptor import BatchDescriptor
-from .entry import CUDAGraphEntry, GraphEntry, GraphKey, InputArena, base_array, check_outputs, same_bytes
+from .entry import CUDAGraphEntry, GraphEntry, InputArena, base_array, check_outputs, same_bytes
 from .errors import CaptureError
 from .freshness import ViewEpoch
+from .key import NO_SIGNATURE, GraphKey, Signature
 from .pytree import flatten
 from .reasons import EvictionReason, FallbackReason
 from .stats import CUDAGraphStats
@@ -55,7 +56,7 @@ class CUDAGraphRegistry:
         self.exec_lock = threading.RLock()
         """Held while a graph of this family is loaded and launched, or captured: the family's
         graphs share static inputs and pool scratch, so their host-side sequences must not interleave."""
-        self._arenas: dict[tuple[Any, ...], InputArena] = {}
+        self._arenas: dict[Signature, InputArena] = {}
         self._stats = CUDAGraphStats()
         self.generation = 0
         """Bumped whenever an entry leaves, so front doors know their cached lookups went stale."""
@@ -280,7 +281,7 @@ class CUDAGraphRegistry:
         self._release_if_empty()
         return True
 
-    def _drop_unused_arena(self, signature: tuple[Any, ...]) -> None:
+    def _drop_unused_arena(self, signature: Signature) -> None:
         """Let go of static buffers no held graph reads: a signature's whole arena when none of its
         graphs is left (each new shape makes one), else a larger buffer whose graph was evicted."""
         with self._lock:
@@ -325,7 +326,7 @@ class CUDAGraphRegistry:
 
     def make_key(
         self, batch_size: int, seq_len: Optional[int] = None, mode: CUDAGraphMode = CUDAGraphMode.FULL,
-        signature: tuple[Any, ...] = (),
+        signature: Signature = NO_SIGNATURE,
     ) -> Optional[GraphKey]:
         """The key a batch of this size lands on after padding, or None when it would run eagerly."""
         padded = self.config.get_padded_batch_size(batch_size)
@@ -345,7 +346,7 @@ class CUDAGraphRegistry:
         inputs: Optional[Sequence[Any]] = None,
         dtype: Any = "float32",
         mode: CUDAGraphMode = CUDAGraphMode.FULL,
-        signature: tuple[Any, ...] = (),
+        signature: Signature = NO_SIGNATURE,
     ) -> CUDAGraphEntry:
         """Capture ``capture_fn(*inputs)`` for a batch of ``batch_size`` rows.
 
@@ -377,12 +378,12 @@ class CUDAGraphRegistry:
         return entry
 
     def get(self, batch_size: int, seq_len: Optional[int] = None, *, mode: CUDAGraphMode = CUDAGraphMode.FULL,
-            signature: tuple[Any, ...] = ()) -> Optional[CUDAGraphEntry]:
+            signature: Signature = NO_SIGNATURE) -> Optional[CUDAGraphEntry]:
         key = self.make_key(batch_size, seq_len, mode, signature)
         return None if key is None else self.lookup(key)
 
     def has(self, batch_size: int, seq_len: Optional[int] = None, *, mode: CUDAGraphMode = CUDAGraphMode.FULL,
-            signature: tuple[Any, ...] = ()) -> bool:
+            signature: Signature = NO_SIGNATURE) -> bool:
         """Whether a graph for this batch is held (a query: it does not count as a use)."""
         key = self.make_key(batch_size, seq_len, mode, signature)
         with self._lock:
@@ -394,7 +395,7 @@ class CUDAGraphRegistry:
             return any(k.descriptor == descriptor and k.mode is mode for k in self._entries)
 
     def remove(self, batch_size: int, seq_len: Optional[int] = None, *, mode: CUDAGraphMode = CUDAGraphMode.FULL,
-               signature: tuple[Any, ...] = ()) -> bool:
+               signature: Signature = NO_SIGNATURE) -> bool:
         """Drop the graph a batch of this size would use; True when one was held."""
         key = self.make_key(batch_size, seq_len, mode, signature)
         return key is not None and self._remove_entry(key, EvictionReason.REMOVED, "removed by remove()")

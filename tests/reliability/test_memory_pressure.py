@@ -19,6 +19,7 @@ from reliability_helpers import check_stats, record
 
 import cupygraph as cg
 from cupygraph.backends.host import HostBackend
+from cupygraph.key import BatchedArg
 from cupygraph.registry import CUDAGraphRegistry
 
 ROWS = (1, 5, 17, 40)
@@ -82,7 +83,7 @@ def test_stream_of_shapes_stays_under_budget_and_keeps_hot_shapes(eviction, soak
             held_keys = {(e.key.descriptor.num_tokens, e.key.signature) for e in f.registry.entries()}
             for rows, width in hot:
                 padded = f.config.get_padded_batch_size(rows)
-                assert any(p == padded and ("batch", (width,), np.dtype(np.float64)) in sig
+                assert any(p == padded and BatchedArg((width,), np.dtype(np.float64)) in sig.args
                            for p, sig in held_keys), (rows, width)
         f.clear()
         del f
