@@ -143,7 +143,7 @@ class GraphedFunction:
             if plan is not None:
                 batched = [args[i] for i in plan.batched]
                 registry = self.registry
-                with registry.exec_lock:
+                with registry.family_lock:
                     # Checked under the lock: another thread's capture may have evicted the entry.
                     if plan.entry.alive:
                         try:  # free unless raised (only a re-executing host replay can)
@@ -255,7 +255,7 @@ class GraphedFunction:
         debug = self.config.debug
         if debug:
             self._check_arguments_fresh(args)
-        with registry.exec_lock:
+        with registry.family_lock:
             # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
             plan, captured = self._resolve(args, kwargs, descriptor=descriptor)
             if isinstance(plan, Plan):
@@ -369,7 +369,7 @@ class GraphedFunction:
 
     def clear(self) -> None:
         """Drop every graph (the memory goes back) and forget failed keys; stats are kept."""
-        with self.registry.exec_lock:
+        with self.registry.family_lock:
             self.registry.clear()
             self._plans.clear(constants=True)
             self._failed.clear()
