@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
-from .config import CUDAGraphMode
+from .backends.base import Backend
+from .config import CUDAGraphConfig, CUDAGraphMode
 from .descriptor import BatchDescriptor
 from .entry import CUDAGraphEntry, GraphEntry, InputArena
 from .errors import CaptureError
@@ -14,7 +16,16 @@ from .pytree import flatten
 from .reasons import EvictionReason
 from .store import GraphStore
 
-__all__ = ["CUDAGraphEntry", "CUDAGraphRegistry", "GraphEntry", "GraphKey", "InputArena"]
+__all__ = ["CUDAGraphEntry", "CUDAGraphRegistry", "GraphEntry", "GraphKey", "InputArena", "RegisteredGraph"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisteredGraph:
+    """A graph made elsewhere and handed in through the seed's ``register_graph``: the executable and
+    the input addresses it reads. The registry only holds it (no eviction, no statistics)."""
+
+    graph: Any
+    input_ptrs: tuple[int, ...]
 
 
 class CUDAGraphRegistry(GraphStore):
@@ -23,8 +34,37 @@ class CUDAGraphRegistry(GraphStore):
     Contract: the registry owns its entries and their buffers (see ``GraphStore``: lookups,
     capture, eviction, memory accounting, statistics). On top of the keyed API the front doors
     use, the seed's API finds, captures and drops graphs by batch size and sequence length: a
-    batch lands on the key of its padded size.
+    batch lands on the key of its padded size. It also holds the graphs handed to the
+    dispatcher's ``register_graph``.
     """
+
+    def __init__(self, config: Optional[CUDAGraphConfig] = None, backend: Optional[Backend] = None):
+        super().__init__(config, backend)
+        self._registered: dict[BatchDescriptor, RegisteredGraph] = {}
+
+    # -- graphs made elsewhere (the seed's register_graph) ---------------------------------------
+
+    def register_graph(self, descriptor: BatchDescriptor, graph: Any, input_ptrs: Sequence[int] = ()) -> None:
+        """Hold a graph made outside cupygraph for ``descriptor`` (replacing one held before)."""
+        with self._lock:
+            self._registered[descriptor] = RegisteredGraph(graph, tuple(input_ptrs))
+
+    def registered_graph(self, descriptor: BatchDescriptor) -> Optional[RegisteredGraph]:
+        with self._lock:
+            return self._registered.get(descriptor)
+
+    def registered_graphs(self) -> dict[BatchDescriptor, RegisteredGraph]:
+        """The graphs handed in through ``register_graph``, by descriptor (a copy)."""
+        with self._lock:
+            return dict(self._registered)
+
+    def clear(self) -> None:
+        """Drop every graph (registered ones too), forget failed keys and return the pool's memory
+        (statistics are kept; each dropped entry counts as an eviction by ``clear()``)."""
+        with self._lock:
+            self._registered.clear()
+        super().clear()
+
 
     # -- the seed's API: keys by batch size and sequence length --------------------------------
 

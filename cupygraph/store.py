@@ -1,8 +1,11 @@
 """The graph cache: entries, capture-after, failed keys, eviction, memory accounting and statistics.
 
 ``GraphStore`` is the one cache every front door uses (``CUDAGraphRegistry`` is it, with the
-seed's batch-size API on top): ``jit``, ``CUDAGraphManager`` and the vLLM-style wrappers keep no
-graphs of their own.
+seed's batch-size API and the dispatcher's registered graphs on top): ``jit``,
+``CUDAGraphManager``, the vLLM-style wrappers and ``CudagraphDispatcher`` keep no graphs of
+their own. A front door asks ``admit(key)``
+what a call does (replay the entry held, run eagerly because the key is cold or failed, or
+capture now), and captures through ``capture_or_fail``.
 """
 
 from __future__ import annotations
@@ -12,23 +15,37 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from .backends import select_backend
-from .backends.base import Backend
+from .backends.base import Backend, ReplayMismatch
 from .capture import CaptureRequest, record
 from .config import CUDAGraphConfig
 from .descriptor import BatchDescriptor
 from .entry import CUDAGraphEntry
-from .errors import CaptureError
+from .errors import CaptureError, CupyGraphError
 from .eviction import EvictionPolicy, eviction_policy
-from .freshness import ViewEpoch
+from .failures import Eager, FailedKeys, cold_key
+from .freshness import ViewEpoch, issue
 from .key import GraphKey, Signature
 from .memory import StaticArenas, total_bytes
 from .reasons import EvictionReason, FallbackReason
 from .stats import CUDAGraphStats
 
 logger = logging.getLogger("cupygraph")
+
+
+class CaptureNow:
+    """``admit``'s answer for a key to capture now (its singleton is ``CAPTURE_NOW``)."""
+
+    def __repr__(self) -> str:
+        return "CAPTURE_NOW"
+
+
+CAPTURE_NOW = CaptureNow()
+
+Verdict = Union[CUDAGraphEntry, Eager, CaptureNow]
+"""What a call of a key does: replay the entry, run eagerly (and why), or capture now."""
 
 
 class GraphStore:
@@ -48,6 +65,7 @@ class GraphStore:
         self.eviction: EvictionPolicy = eviction_policy(self.config.eviction, self.config.min_replays_to_keep)
         self._entries: OrderedDict[GraphKey, CUDAGraphEntry] = OrderedDict()
         self._seen: Counter[GraphKey] = Counter()
+        self._failed = FailedKeys(self.config.on_capture_error)
         self._lock = threading.RLock()
         self._family_lock = threading.RLock()
         self._arenas = StaticArenas()
@@ -88,14 +106,79 @@ class GraphStore:
         with self._lock:
             return key in self._entries
 
-    def note_seen(self, key: GraphKey, count: int = 1) -> int:
-        """Count a sighting of ``key`` (for ``capture_after`` and hot shapes); return the total.
+    def note_seen(self, key: GraphKey) -> int:
+        """Count an eager sighting of ``key`` (for hot shapes); return its sightings so far."""
+        with self._lock:
+            self._seen[key] += 1
+            return self._seen[key]
 
-        Pass ``count=-1`` to take back a sighting that became the graph's first replay.
+    def admit(self, key: GraphKey, *, force: bool = False, name: str = "the function") -> Verdict:
+        """What a call of ``key`` does now, decided in one place for every front door.
+
+        The entry held (marked most recently used) when there is one; ``Eager`` when the key
+        failed before, or is cold (seen fewer than ``capture_after`` times, counted here; ``force``
+        skips that, as ``warmup`` does); else ``CAPTURE_NOW``. Under ``on_capture_error="raise"``
+        a key refused before raises ``CaptureError`` naming ``name``.
         """
         with self._lock:
-            self._seen[key] += count
-            return self._seen[key]
+            failed = self._failed.check(key, name)
+            if failed is not None:
+                return failed
+            entry = self.lookup(key)
+            if entry is not None:
+                return entry
+            seen = self._seen[key] + 1
+            if not force and seen < self.config.capture_after:
+                self._seen[key] = seen
+                return cold_key(seen, self.config.capture_after)
+            # Not counted: the capture's first replay counts this sighting (or a failure does).
+            return CAPTURE_NOW
+
+    def capture_or_fail(self, key: GraphKey, request: CaptureRequest, *, name: str) -> Union[CUDAGraphEntry, Eager]:
+        """Capture ``request`` for ``key``; when it cannot be graphed, remember the key as failed and
+        say why it runs eagerly (or raise, for a refusal under ``on_capture_error="raise"``).
+
+        Errors in the call itself (a ``CupyGraphError`` other than ``CaptureError``: an argument or
+        declaration that does not fit) propagate and are not remembered.
+        """
+        try:
+            return self.capture_request(key, request)
+        except CaptureError as err:
+            failure: Exception = err
+        except CupyGraphError:
+            raise
+        except Exception as err:
+            failure = err
+        with self._lock:
+            self._seen[key] += 1  # the sighting that tried to capture
+            return self._failed.capture_failed(key, failure, name)
+
+    def replay_failed(self, entry: CUDAGraphEntry, err: ReplayMismatch, *, name: str) -> Eager:
+        """A replay returned other outputs than its capture: drop the graph, run the key eagerly."""
+        self.evict(entry.key, EvictionReason.FAILED_REPLAY, str(err))
+        with self._lock:
+            return self._failed.replay_failed(entry.key, err, name)
+
+    def run_tracking_views(self, entry: CUDAGraphEntry, inputs: Sequence[Any], rows: int, whole: Sequence[Any],
+                           *, name: str) -> Any:
+        """``entry.run`` for debug mode: the launch rewrites the family's static outputs, so every view
+        handed out before goes stale; under ``output_mode="view"`` the new outputs are tagged, so a
+        read after their own rewrite raises ``StaleOutputError`` (see ``check_fresh``)."""
+        self._view_epoch.bump()
+        out = entry.run(inputs, rows, whole)
+        if self.config.output_mode == "view":
+            out = issue(out, self._view_epoch, self.backend.is_array, name)
+        return out
+
+    @property
+    def raises(self) -> bool:
+        """Whether failures raise (``on_capture_error="raise"``) instead of falling back."""
+        return self._failed.raises
+
+    def forget_failures(self) -> None:
+        """Let every failed key be tried again (``clear()`` does this too)."""
+        with self._lock:
+            self._failed.clear()
 
     def entries(self) -> list[CUDAGraphEntry]:
         """The entries held, least recently used first."""
@@ -240,9 +323,10 @@ class GraphStore:
         return self._remove(key, EvictionReason.REMOVED, "removed by remove_key()")
 
     def clear(self) -> None:
-        """Drop every graph and return the pool's memory (statistics are kept; each dropped graph
-        counts as an eviction by ``clear()``)."""
+        """Drop every graph, forget failed keys and return the pool's memory (statistics are kept;
+        each dropped graph counts as an eviction by ``clear()``)."""
         with self._lock:
+            self._failed.clear()
             entries = list(self._entries.values())
             for entry in entries:
                 self._seen[entry.key] += entry.replay_count

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from cupygraph import CaptureError, CUDAGraphConfig, CUDAGraphRegistry, GraphKey
 from cupygraph.descriptor import BatchDescriptor
+from cupygraph.key import Signature, StaticArg
 
 SIZES = [1, 2, 4, 8, 16]
 D = 5
@@ -199,7 +200,7 @@ def test_get_hot_shapes_orders_by_sightings():
         for i in range(times):
             assert registry.note_seen(key) == i + 1
     # Keys that differ only in signature count toward the same descriptor.
-    registry.note_seen(GraphKey(BatchDescriptor(4), signature=("other",)))
+    registry.note_seen(GraphKey(BatchDescriptor(4), signature=Signature((StaticArg(str, "other"),))))
     hot = registry.get_hot_shapes()
     assert hot == [(BatchDescriptor(8), 5), (BatchDescriptor(4), 4), (BatchDescriptor(1), 1)]
     assert registry.get_hot_shapes(top_k=1) == [(BatchDescriptor(8), 5)]
