@@ -3,9 +3,8 @@
 ``GraphStore`` is the one cache every front door uses (``CUDAGraphRegistry`` is it, with the
 seed's batch-size API and the dispatcher's registered graphs on top): ``jit``,
 ``CUDAGraphManager``, the vLLM-style wrappers and ``CudagraphDispatcher`` keep no graphs of
-their own. A front door asks ``admit(key)``
-what a call does (replay the entry held, run eagerly because the key is cold or failed, or
-capture now), and captures through ``capture_or_fail``.
+their own. A front door asks ``admit(key)`` what a call does (replay the entry held, run eagerly
+because the key is cold or failed, or capture now), and captures through ``capture_or_fail``.
 """
 
 from __future__ import annotations
@@ -85,11 +84,6 @@ class GraphStore:
         its cached lookups may be stale."""
         return self._generation
 
-    @property
-    def view_epoch(self) -> ViewEpoch:
-        """Counts writes of this family's static buffers; debug mode uses it to find stale views."""
-        return self._view_epoch
-
     # -- lookups ----------------------------------------------------------------------------------
 
     def lookup(self, key: GraphKey) -> Optional[CUDAGraphEntry]:
@@ -111,6 +105,44 @@ class GraphStore:
         with self._lock:
             self._seen[key] += 1
             return self._seen[key]
+
+    def entries(self) -> list[CUDAGraphEntry]:
+        """The entries held (each one's ``last_used`` says when it last ran)."""
+        with self._lock:
+            return list(self._entries.values())
+
+    def num_graphs(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def __len__(self) -> int:
+        return self.num_graphs()
+
+    def stats(self) -> CUDAGraphStats:
+        return self._stats
+
+    def total_bytes(self) -> int:
+        """Bytes held by all entries: recorded outputs/scratch, and static buffers counted once
+        (graphs of one signature read views of one shared buffer, sized for the largest batch)."""
+        with self._lock:
+            return total_bytes(self._entries.values())
+
+    def static_signatures(self) -> set[Signature]:
+        """The signatures whose shared static input buffers are held (each held graph's, no more)."""
+        with self._lock:
+            return self._arenas.signatures()
+
+    def get_hot_shapes(self, top_k: int = 10) -> list[tuple[BatchDescriptor, int]]:
+        """The ``top_k`` most used descriptors: eager sightings plus replays (evicted ones too)."""
+        with self._lock:
+            merged: Counter[BatchDescriptor] = Counter()
+            for key, count in self._seen.items():
+                merged[key.descriptor] += count
+            for key, entry in self._entries.items():
+                merged[key.descriptor] += entry.replay_count
+            return merged.most_common(top_k)
+
+    # -- what a call does: capture-after and failed keys ---------------------------------------
 
     def admit(self, key: GraphKey, *, force: bool = False, name: str = "the function") -> Verdict:
         """What a call of ``key`` does now, decided in one place for every front door.
@@ -142,7 +174,7 @@ class GraphStore:
         declaration that does not fit) propagate and are not remembered.
         """
         try:
-            return self.capture_request(key, request)
+            return self._capture(key, request)
         except CaptureError as err:
             failure: Exception = err
         except CupyGraphError:
@@ -180,42 +212,6 @@ class GraphStore:
         with self._lock:
             self._failed.clear()
 
-    def entries(self) -> list[CUDAGraphEntry]:
-        """The entries held, least recently used first."""
-        with self._lock:
-            return list(self._entries.values())
-
-    def num_graphs(self) -> int:
-        with self._lock:
-            return len(self._entries)
-
-    def __len__(self) -> int:
-        return self.num_graphs()
-
-    def stats(self) -> CUDAGraphStats:
-        return self._stats
-
-    def total_bytes(self) -> int:
-        """Bytes held by all entries: recorded outputs/scratch, and static buffers counted once
-        (graphs of one signature read views of one shared buffer, sized for the largest batch)."""
-        with self._lock:
-            return total_bytes(self._entries.values())
-
-    def static_signatures(self) -> set[Signature]:
-        """The signatures whose shared static input buffers are held (each held graph's, no more)."""
-        with self._lock:
-            return self._arenas.signatures()
-
-    def get_hot_shapes(self, top_k: int = 10) -> list[tuple[BatchDescriptor, int]]:
-        """The ``top_k`` most used descriptors: eager sightings plus replays (evicted ones too)."""
-        with self._lock:
-            merged: Counter[BatchDescriptor] = Counter()
-            for key, count in self._seen.items():
-                merged[key.descriptor] += count
-            for key, entry in self._entries.items():
-                merged[key.descriptor] += entry.replay_count
-            return merged.most_common(top_k)
-
     # -- capture ----------------------------------------------------------------------------------
 
     def capture_entry(
@@ -234,9 +230,9 @@ class GraphStore:
         (``CaptureRequest``). Raises ``CaptureError`` when the function cannot be recorded, or its
         graph alone exceeds the memory budget.
         """
-        return self.capture_request(key, CaptureRequest(fn, args, kwargs or {}, batched, copied, out_batched))
+        return self._capture(key, CaptureRequest(fn, args, kwargs or {}, batched, copied, out_batched))
 
-    def capture_request(self, key: GraphKey, request: CaptureRequest) -> CUDAGraphEntry:
+    def _capture(self, key: GraphKey, request: CaptureRequest) -> CUDAGraphEntry:
         """``capture_entry`` for a prepared ``CaptureRequest``."""
         with self._family_lock:
             existing = self.lookup(key)

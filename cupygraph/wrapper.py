@@ -30,6 +30,9 @@ from .store import CaptureNow
 
 logger = logging.getLogger("cupygraph")
 
+_KNOWN_LIMIT = 4096
+"""Descriptors a wrapper remembers the entries of (whatever the traffic, memory is bounded)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class CUDAGraphOptions:
@@ -103,6 +106,14 @@ class CUDAGraphWrapper:
         self.options = options or CUDAGraphOptions()
         self.registry = CUDAGraphRegistry(self._config(config, max_cached_graphs=max_cached_graphs), backend)
         self._name = getattr(runnable, "__name__", type(runnable).__name__)
+        # What the replay path uses, looked up once (the registry never replaces them), and the
+        # entries the cache gave for descriptors: valid while its generation is unchanged.
+        self._family_lock = self.registry.family_lock
+        self._stats = self.registry.stats()
+        self._order_after_last_use = self.registry.backend.order_after_last_use
+        self._static_outputs = self.registry.config.output_mode == "view"
+        self._known: dict[BatchDescriptor, CUDAGraphEntry] = {}
+        self._generation = self.registry.generation
 
     def _config(self, config: ConfigLike, **fields: Any) -> CUDAGraphConfig:
         return wrapper_config(resolve_config(config), self.options, **fields)
@@ -127,11 +138,29 @@ class CUDAGraphWrapper:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         context = get_forward_context()
-        if context.mode is not self.runtime_mode or context.descriptor is None:
+        descriptor = context.descriptor
+        if context.mode is not self.runtime_mode or descriptor is None:
             return self.runnable(*args, **kwargs)
-        key = GraphKey(context.descriptor, self.runtime_mode)
+        entry = self._known.get(descriptor)
+        if entry is not None:
+            with self._family_lock:
+                # Checked under the lock: another thread's capture may have evicted the entry.
+                if entry.alive:
+                    if self.options.debug:
+                        self._check_addresses(entry, args)
+                    try:
+                        out = self._replay(entry)
+                    except ReplayMismatch as err:
+                        return self._run_eagerly(args, kwargs, self.registry.replay_failed(entry, err, name=self._name))
+                    self._stats.record_hit(self.runtime_mode.name)
+                    return out
+        return self._call_slow(descriptor, args, kwargs)
+
+    def _call_slow(self, descriptor: BatchDescriptor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Ask the graph cache what this call does; remember the entry it gives for the next calls."""
+        key = GraphKey(descriptor, self.runtime_mode)
         registry, mode = self.registry, self.runtime_mode.name
-        with registry.family_lock:
+        with self._family_lock:
             admitted = registry.admit(key, name=self._name)
             captured = isinstance(admitted, CaptureNow)
             verdict = self._capture(key, args, kwargs) if isinstance(admitted, CaptureNow) else admitted
@@ -144,12 +173,23 @@ class CUDAGraphWrapper:
                     verdict = registry.replay_failed(verdict, err, name=self._name)
                 else:
                     if captured:
-                        registry.stats().record_first_replay(mode)
+                        self._stats.record_first_replay(mode)
                     else:
-                        registry.stats().record_hit(mode)
+                        self._stats.record_hit(mode)
+                    self._remember(descriptor, verdict)
                     return out
-        return run_eagerly(self.runnable, args, kwargs, verdict, name=self._name, stats=registry.stats(),
-                           raises=registry.raises, mode=mode)
+        return self._run_eagerly(args, kwargs, verdict)
+
+    def _remember(self, descriptor: BatchDescriptor, entry: CUDAGraphEntry) -> None:
+        # Entries that left the cache since are forgotten here too; the memo stays bounded.
+        if self._generation != self.registry.generation or len(self._known) >= _KNOWN_LIMIT:
+            self._known.clear()
+            self._generation = self.registry.generation
+        self._known[descriptor] = entry
+
+    def _run_eagerly(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager) -> Any:
+        return run_eagerly(self.runnable, args, kwargs, why, name=self._name, stats=self._stats,
+                           raises=self.registry.raises, mode=self.runtime_mode.name)
 
     def _log(self, message: str, *args: Any) -> None:
         logger.log(logging.INFO if self.options.debug_log_enable else logging.DEBUG, message, *args)
@@ -163,7 +203,12 @@ class CUDAGraphWrapper:
         return result
 
     def _replay(self, entry: CUDAGraphEntry) -> Any:
-        return entry.run((), entry.padded)
+        """Launch on the captured arrays themselves: nothing to copy in."""
+        stream = self._order_after_last_use()
+        entry.launch()
+        # weak_ref_output: the static outputs themselves, as captured (no slicing: the context's
+        # descriptor is the padded size); else copies the caller owns.
+        return entry.recording.outputs if self._static_outputs else entry.outputs(entry.padded, stream)
 
     def _cache_entry(self, descriptor: BatchDescriptor, entry: CUDAGraphEntry) -> None:
         """Hold an entry made elsewhere for ``descriptor`` (evicting per the config)."""
@@ -191,14 +236,16 @@ class CUDAGraphWrapper:
 
     def get_cached_descriptors(self) -> list[BatchDescriptor]:
         """The descriptors with a graph held, least recently used first."""
-        return [entry.key.descriptor for entry in self.registry.entries()]
+        return [entry.key.descriptor for entry in sorted(self.registry.entries(), key=lambda e: e.last_used)]
 
     def stats(self) -> CUDAGraphStats:
         return self.registry.stats()
 
     def clear(self) -> None:
         """Drop every graph (the memory goes back) and forget failed descriptors; stats are kept."""
-        self.registry.clear()
+        with self._family_lock:
+            self.registry.clear()
+            self._known.clear()
 
 
 class AdaptiveCUDAGraphWrapper(CUDAGraphWrapper):
