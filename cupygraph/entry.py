@@ -233,6 +233,7 @@ class CUDAGraphEntry:
         self.whole_inputs = []
         self._leaves = []
         self.__dict__.pop("run", None)  # a bound method of this entry: drop the reference cycle
+        self.__dict__.pop("_write_back", None)  # it holds the static buffers too
         self._arena = InputArena()  # drop the shared buffers: the registry may be returning them
 
     def __repr__(self) -> str:

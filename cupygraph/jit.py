@@ -209,18 +209,20 @@ class GraphedFunction:
                          f"no graph mode for {desc} under mode {self.config.mode.name}"), False
         key = GraphKey(padded, mode, signature)
         verdict = self.registry.admit(key, force=force, name=self.__name__)
-        if not isinstance(verdict, CaptureNow):
-            return (verdict, False) if isinstance(verdict, Eager) else (Plan(verdict, mode.name, batched, whole), False)
-        self._rules.check_padding(args, self.config.pad_value)
-        self._explain_capture(key)
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("%s() captures %s: %s", self.__name__, padded,
-                         explain_new_key(key, [e.key for e in self.registry.entries()]))
-        request = CaptureRequest(self._fn, args, kwargs, batched, whole, self.out_batched)
-        captured = self.registry.capture_or_fail(key, request, name=self.__name__)
-        if isinstance(captured, Eager):
-            return captured, False
-        return Plan(captured, mode.name, batched, whole), True
+        if isinstance(verdict, Eager):
+            return verdict, False
+        if isinstance(verdict, CaptureNow):
+            self._rules.check_padding(args, self.config.pad_value)
+            self._explain_capture(key)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("%s() captures %s: %s", self.__name__, padded,
+                             explain_new_key(key, [e.key for e in self.registry.entries()]))
+            request = CaptureRequest(self._fn, args, kwargs, batched, whole, self.out_batched)
+            captured = self.registry.capture_or_fail(key, request, name=self.__name__)
+            if isinstance(captured, Eager):
+                return captured, False
+            return Plan(captured, mode.name, batched, whole), True
+        return Plan(verdict, mode.name, batched, whole), False
 
     def _explain_capture(self, key: GraphKey) -> None:
         """Count re-captures caused by a constant argument that moved, and say which one."""
