@@ -20,7 +20,7 @@ from .context import cudagraph_context, get_forward_context
 from .descriptor import BatchDescriptor
 from .entry import CUDAGraphEntry
 from .errors import InputMismatchError
-from .failures import Eager, run_eagerly
+from .failures import MODE_NONE, Eager, run_eagerly
 from .key import GraphKey
 from .options import ConfigLike, resolve_config
 from .reasons import EvictionReason
@@ -73,6 +73,7 @@ class CUDAGraphWrapper:
     Workflow of a call:
       1. Read the forward context (``cudagraph_context``): runtime mode and batch descriptor.
       2. If the context's mode is not this wrapper's runtime mode (or is NONE), call the runnable.
+         Under a config of mode NONE (``CUPYGRAPH_DISABLE`` too) it runs eagerly, counted.
       3. Otherwise ask the graph cache about the descriptor: replay its graph; run the runnable
          eagerly while the descriptor is cold (``capture_after``) or after its capture failed
          (``on_capture_error``); or capture the runnable with these exact arguments, then replay.
@@ -112,6 +113,7 @@ class CUDAGraphWrapper:
         self._stats = self.registry.stats()
         self._order_after_last_use = self.registry.backend.order_after_last_use
         self._static_outputs = self.registry.config.output_mode == "view"
+        self._graphs_on = self.registry.config.mode.has_graphs()
         self._known: dict[BatchDescriptor, CUDAGraphEntry] = {}
         self._generation = self.registry.generation
 
@@ -158,6 +160,8 @@ class CUDAGraphWrapper:
 
     def _call_slow(self, descriptor: BatchDescriptor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Ask the graph cache what this call does; remember the entry it gives for the next calls."""
+        if not self._graphs_on:
+            return self._run_eagerly(args, kwargs, MODE_NONE)  # mode NONE, or CUPYGRAPH_DISABLE
         key = GraphKey(descriptor, self.runtime_mode)
         registry, mode = self.registry, self.runtime_mode.name
         with self._family_lock:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import cupygraph as cg
+import cupygraph.config
 from cupygraph import BatchDescriptor as BD
 from cupygraph import CUDAGraphMode as Mode
 from cupygraph.capture import CaptureRequest
@@ -160,6 +161,36 @@ def test_wrapper_capture_failure_falls_back_once_and_is_remembered():
     strict = cg.CUDAGraphWrapper(reads, Mode.FULL, config=dict(HOST, on_capture_error="raise"))
     with pytest.raises(cg.CaptureError, match="device-to-host"):
         call(strict, {2: x}, 2)
+
+
+def test_wrapper_replay_that_differs_from_its_capture_is_never_returned():
+    state = {"extra": 0}
+
+    def grows(x):  # Python state the graph cannot see changes the output's shape
+        return np.concatenate([x, x[:, :1].repeat(state["extra"], axis=1)], axis=1)
+
+    wrapper = cg.CUDAGraphWrapper(grows, Mode.FULL, backend=cg.HostBackend())
+    x = rows(2)
+    np.testing.assert_array_equal(call(wrapper, {2: x}, 2), grows(x))
+    state["extra"] = 2
+    for _ in range(2):
+        got = call(wrapper, {2: x}, 2)
+        assert got.shape == (2, 5) and np.array_equal(got, grows(x))
+    stats = wrapper.stats()
+    assert stats.fallbacks_by_reason == {"replay_mismatch": 2} and stats.evictions_by_reason == {"failed_replay": 1}
+    assert wrapper.get_cached_descriptors() == []
+
+
+def test_wrapper_runs_eagerly_when_the_config_or_the_environment_disables_graphs(monkeypatch):
+    arrays = {2: rows(2)}
+    off = cg.CUDAGraphWrapper(affine, Mode.FULL, config=dict(HOST, mode="NONE"))
+    np.testing.assert_array_equal(call(off, arrays, 2), affine(arrays[2]))
+    monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
+    monkeypatch.setattr(cupygraph.config, "_DISABLE_LOGGED", True)  # its one warning: another test checks it
+    disabled = cg.CUDAGraphWrapper(affine, Mode.FULL, backend=cg.HostBackend())
+    np.testing.assert_array_equal(call(disabled, arrays, 2), affine(arrays[2]))
+    for wrapper in (off, disabled):
+        assert wrapper.get_cached_descriptors() == [] and wrapper.stats().fallbacks_by_reason == {"mode_none": 1}
 
 
 def test_adaptive_wrapper_keywords_override_the_config_and_lfu_is_its_default():
