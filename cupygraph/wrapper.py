@@ -57,9 +57,12 @@ def wrapper_config(config: CUDAGraphConfig, options: CUDAGraphOptions, **fields:
     keyword arguments (``fields``: None leaves the config's value) written onto its fields.
 
     The one place the wrappers' names map onto the config's: ``gc_disable`` onto ``gc_freeze``,
-    ``weak_ref_output`` onto ``output_mode``.
+    ``weak_ref_output`` onto ``output_mode``. ``num_warmups`` is 0: the wrapper captures on the
+    caller's own arrays, where a warm-up would run the runnable (and its in-place writes) once
+    more; as in vLLM, warm-ups are the caller's, before it captures.
     """
     changes = {name: value for name, value in fields.items() if value is not None}
+    changes["num_warmups"] = 0
     if options.gc_disable is not None:
         changes["gc_freeze"] = options.gc_disable
     changes["output_mode"] = "view" if options.weak_ref_output else "copy"
@@ -85,8 +88,8 @@ class CUDAGraphWrapper:
     replay of the same descriptor (``weak_ref_output=False``: copies the caller owns). Graphs are
     held in a ``CUDAGraphRegistry`` built from ``config`` (default: the default config), whose
     ``max_cached_graphs``, ``memory_budget``, ``eviction``, ``min_replays_to_keep``,
-    ``capture_after``, ``num_warmups``, ``capture_mode`` and ``on_capture_error`` apply;
-    ``max_cached_graphs`` given here overrides the config's.
+    ``capture_after``, ``capture_mode``, ``gc_freeze`` and ``on_capture_error`` apply (not
+    ``num_warmups``: see ``wrapper_config``); ``max_cached_graphs`` given here overrides the config's.
     """
 
     def __init__(

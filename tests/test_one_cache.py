@@ -148,6 +148,15 @@ def test_gc_disable_is_the_configs_gc_freeze_under_vllms_name(gc_disable, freeze
     assert wrapper.registry.config.gc_freeze is freeze
 
 
+def test_wrapper_never_warms_up_on_the_callers_arrays():
+    # A warm-up would run the runnable once more on the arrays it captures by address: an in-place
+    # update would be applied twice. Whatever the config says, the wrapper captures without one.
+    backend = SpyBackend()
+    wrapper = cg.CUDAGraphWrapper(affine, Mode.FULL, config=dict(HOST, num_warmups=3), backend=backend)
+    call(wrapper, {2: rows(2)}, 2)
+    assert [c["num_warmups"] for c in backend.captures] == [0]
+
+
 def test_wrapper_capture_failure_falls_back_once_and_is_remembered():
     def reads(x):
         return x * float(x.sum())  # a device-to-host read: the graph cannot hold it
