@@ -6,6 +6,7 @@ shape and dtype, and says what to do.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any, Optional, Union
@@ -14,6 +15,7 @@ import numpy as np
 
 from .backends.base import Backend
 from .errors import InputMismatchError
+from .key import ArgPart, BatchedArg, ConstArg, Kwargs, Namespace, Signature, StaticArg, WholeArg
 
 Argnums = Union[int, Sequence[int]]
 
@@ -73,25 +75,41 @@ def pad_value_problem(value: Union[int, float], dtype: Any) -> Optional[str]:
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class Positions:
+    """Which arguments are batched, static and constant (every other array is copied whole)."""
+
+    batch: tuple[int, ...]
+    static: tuple[int, ...]
+    constant: tuple[int, ...]
+
+    @classmethod
+    def parse(cls, batch: Argnums, static: Argnums, constant: Argnums) -> Positions:
+        """Positions from ``jit``'s ``*_argnums`` options; an error names the option that is wrong."""
+        positions = cls(argnums(batch, "batch_argnums"), argnums(static, "static_argnums"),
+                        argnums(constant, "constant_argnums"))
+        for label, chosen in (("static_argnums", positions.static), ("constant_argnums", positions.constant)):
+            clash = set(chosen) & set(positions.batch)
+            if clash:
+                raise ValueError(f"argument {sorted(clash)[0]} is in both batch_argnums and {label}")
+        return positions
+
+
 class ArgumentRules:
     """The argument positions of one jitted function and the checks of each call's arguments."""
 
-    def __init__(self, name: str, backend: Backend, batch: Argnums, static: Argnums, constant: Argnums):
+    def __init__(self, name: str, backend: Backend, positions: Positions, namespace: Optional[Namespace] = None):
         self.name = name
+        self.namespace = namespace
         self.backend = backend
-        self.batch = argnums(batch, "batch_argnums")
-        self.static = argnums(static, "static_argnums")
-        self.constant = argnums(constant, "constant_argnums")
-        for label, positions in (("static_argnums", self.static), ("constant_argnums", self.constant)):
-            clash = set(positions) & set(self.batch)
-            if clash:
-                raise ValueError(f"argument {sorted(clash)[0]} is in both batch_argnums and {label}")
+        self.batch, self.static, self.constant = positions.batch, positions.static, positions.constant
         self._const = frozenset(self.constant)
 
     def classify(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[Any, ...]]:
-        """Check every argument; return (batched, copied-whole, signature)."""
+    ) -> tuple[tuple[int, ...], tuple[int, ...], Signature]:
+        """Check every argument; return (batched, copied-whole, signature): the one place a
+        call's ``Signature`` is built."""
         backend, name = self.backend, self.name
         for i in self.batch + self.constant:
             if i >= len(args):
@@ -100,17 +118,17 @@ class ArgumentRules:
                     f"in batch_argnums/constant_argnums"
                 )
         whole: list[int] = []
-        signature: list[tuple[Any, ...]] = []
+        signature: list[ArgPart] = []
         for i, arg in enumerate(args):
             if backend.is_array(arg):
                 self._check_array(i, arg)
                 if i in self._const:
-                    signature.append(("const", backend.address(arg), arg.shape, arg.dtype, arg.strides))
+                    signature.append(ConstArg(backend.address(arg), arg.shape, arg.dtype, arg.strides))
                 elif i in self.batch:
-                    signature.append(("batch", arg.shape[1:], arg.dtype))
+                    signature.append(BatchedArg(arg.shape[1:], arg.dtype))
                 else:
                     whole.append(i)
-                    signature.append(("array", arg.shape, arg.dtype))
+                    signature.append(WholeArg(arg.shape, arg.dtype))
             elif i in self.batch:
                 what = (f"a NumPy scalar {type(arg).__module__}.{type(arg).__name__}" if isinstance(arg, np.generic)
                         else describe(arg))
@@ -120,7 +138,7 @@ class ArgumentRules:
                     f"it out of batch_argnums"
                 )
             elif isinstance(arg, np.generic):
-                signature.append(("static", type(arg), arg))
+                signature.append(StaticArg(type(arg), arg))
             elif hasattr(arg, "__array_interface__") or hasattr(arg, "__cuda_array_interface__"):
                 array_type = backend.array_type
                 raise InputMismatchError(
@@ -136,7 +154,7 @@ class ArgumentRules:
                         f"argument {i} of {name}() is an unhashable {type(arg).__name__}; non-array "
                         f"arguments are static (part of the graph key) and must be hashable"
                     ) from None
-                signature.append(("static", type(arg), arg))
+                signature.append(StaticArg(type(arg), arg))
         for key, value in kwargs.items():
             try:
                 hash(value)
@@ -145,9 +163,8 @@ class ArgumentRules:
                     f"keyword argument {key!r} of {name}() is an unhashable {type(value).__name__}; "
                     f"keyword arguments are static (part of the graph key); pass arrays positionally"
                 ) from None
-        if kwargs:
-            signature.append(("kwargs", tuple(sorted((k, type(v), v) for k, v in kwargs.items()))))
-        return self.batch, tuple(whole), tuple(signature)
+        keywords = Kwargs(tuple(sorted((k, type(v), v) for k, v in kwargs.items()))) if kwargs else None
+        return self.batch, tuple(whole), Signature(tuple(signature), keywords, self.namespace)
 
     def _check_array(self, i: int, arg: Any) -> None:
         name, backend = self.name, self.backend

@@ -16,7 +16,7 @@ from .reasons import FallbackReason
 from .stats import CUDAGraphStats, DispatchStats
 
 if TYPE_CHECKING:
-    from .registry import CUDAGraphRegistry
+    from .registry import CUDAGraphRegistry, RegisteredGraph
 
 logger = logging.getLogger("cupygraph")
 
@@ -24,14 +24,6 @@ logger = logging.getLogger("cupygraph")
 DispatchMode = CUDAGraphMode
 
 _ABOVE_LARGEST = (FallbackReason.ABOVE_LARGEST, FallbackReason.SEQ_LEN_ABOVE_LARGEST)
-
-
-@dataclasses.dataclass(frozen=True)
-class RegisteredGraph:
-    """A graph handed to ``register_graph``: the executable and the input addresses it reads."""
-
-    graph: Any
-    input_ptrs: tuple[int, ...]
 
 
 class CudagraphDispatcher:
@@ -65,7 +57,6 @@ class CudagraphDispatcher:
         self._registry = registry
         self.keys = DispatchKeys(self.config.mode, self.config.uniform_decode_query_len)
         self.dispatch_stats = DispatchStats()
-        self._graphs: dict[BatchDescriptor, RegisteredGraph] = {}
         # FULL keys that exist only because a graph was registered; clear_cache drops them again.
         self._registered_only: set[BatchDescriptor] = set()
         self._lock = threading.RLock()
@@ -168,12 +159,18 @@ class CudagraphDispatcher:
     # -- the seed's surface --------------------------------------------------------------------
 
     def register_graph(self, key: BatchDescriptor, graph: Any, input_ptrs: Sequence[int] = ()) -> None:
-        """Record that a FULL graph for ``key`` exists (its key becomes dispatchable)."""
+        """Record that a FULL graph for ``key`` exists (its key becomes dispatchable); the graph
+        itself is held by the registry, the one graph cache."""
         with self._lock:
             if key not in self.cudagraph_keys[CUDAGraphMode.FULL]:
                 self._registered_only.add(key)
             self.cudagraph_keys[CUDAGraphMode.FULL].add(key)
-            self._graphs[key] = RegisteredGraph(graph, tuple(input_ptrs))
+            self.registry.register_graph(key, graph, input_ptrs)
+
+    @property
+    def _graphs(self) -> dict[BatchDescriptor, RegisteredGraph]:
+        """The graphs handed to ``register_graph``, as the registry holds them (none without one)."""
+        return {} if self._registry is None else self._registry.registered_graphs()
 
     def _registry_entry(self, key: BatchDescriptor) -> Any:
         # Scan instead of registry.lookup: a query must not mark an entry as recently used,
@@ -201,18 +198,22 @@ class CudagraphDispatcher:
 
     def has_graph(self, key: BatchDescriptor) -> bool:
         with self._lock:
-            return key in self._graphs or self._registry_entry(key) is not None
+            return self._registered(key) is not None or self._registry_entry(key) is not None
 
     def get_graph(self, key: BatchDescriptor) -> Any:
         """The registered graph object for ``key``, else its registry entry, else None."""
         with self._lock:
-            registered = self._graphs.get(key)
+            registered = self._registered(key)
             return registered.graph if registered is not None else self._registry_entry(key)
 
     def get_input_ptrs(self, key: BatchDescriptor) -> Optional[tuple[int, ...]]:
         with self._lock:
-            registered = self._graphs.get(key)
+            registered = self._registered(key)
             return None if registered is None else registered.input_ptrs
+
+    def _registered(self, key: BatchDescriptor) -> Optional[RegisteredGraph]:
+        # Without a registry nothing was registered: a query must not create one.
+        return None if self._registry is None else self._registry.registered_graph(key)
 
     def stats(self) -> dict[str, Any]:
         """Dispatch counters, ``graph_ratio`` and the registry's counters in one flat dict."""
@@ -227,7 +228,6 @@ class CudagraphDispatcher:
     def clear_cache(self) -> None:
         """Drop the registered graphs (and their keys, unless initialisation made them) and the registry's graphs."""
         with self._lock:
-            self._graphs.clear()
             self.cudagraph_keys[CUDAGraphMode.FULL] -= self._registered_only
             self._registered_only.clear()
             if self._registry is not None:

@@ -1,39 +1,20 @@
-"""One captured graph with its static buffers, and the key it serves.
+"""One captured graph with its static buffers.
 
 ``CUDAGraphEntry`` owns the copy-in / launch / copy-out sequence of a replay (the hot path of
-every front door); ``GraphKey`` says what a graph serves; ``InputArena`` lets the graphs of one
-signature share static input buffers.
+every front door); ``InputArena`` lets the graphs of one signature share static input buffers.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Optional
 
-import numpy as np
-
 from .backends.base import Backend, Recording
-from .config import CUDAGraphMode
 from .descriptor import BatchDescriptor
-from .errors import CaptureError, InputMismatchError
+from .errors import InputMismatchError
+from .key import GraphKey
 from .pytree import flatten, unflatten
-from .reasons import FallbackReason
-
-
-@dataclasses.dataclass(frozen=True)
-class GraphKey:
-    """What one executable graph serves: a padded batch, the runtime mode, and the call signature.
-
-    ``signature`` holds everything else that changes the recorded work: dtypes and trailing shapes
-    of the batched inputs, static argument values, and the addresses of constant arguments.
-    """
-
-    descriptor: BatchDescriptor
-    mode: CUDAGraphMode = CUDAGraphMode.FULL
-    signature: tuple[Any, ...] = ()
 
 
 class InputArena:
@@ -63,11 +44,12 @@ class InputArena:
 class CUDAGraphEntry:
     """A captured graph with its static buffers (also exported as ``GraphEntry``).
 
-    Contract: the entry owns its static input buffers and the static outputs the recording writes.
-    ``replay(inputs)`` copies ``inputs`` into the static buffers (rows beyond the real batch hold
-    ``pad_value``), launches the graph on the caller's current stream and returns the outputs sliced
-    to the real batch: fresh copies under ``output_mode="copy"``, views into the static outputs under
-    ``"view"`` (overwritten by the next replay of any graph of the same function).
+    Contract: the entry owns its static input buffers and the static outputs its ``recording``
+    writes. ``replay(inputs)`` copies ``inputs`` into the static buffers (rows beyond the real batch
+    hold ``pad_value``), launches the graph on the caller's current stream and returns the outputs
+    cut to the real batch: fresh copies under ``output_mode="copy"``, views into the static outputs
+    under ``"view"`` (overwritten by the next replay of any graph of the same function). An entry
+    with no static inputs (the vLLM-style wrapper's) reads the caller's arrays by address.
     """
 
     def __init__(
@@ -87,11 +69,12 @@ class CUDAGraphEntry:
         written: Sequence[int] = (),
     ):
         self.key = key
-        self.cudagraph = recording
+        self.recording = recording
         self.backend = backend
         self.static_inputs = static_inputs
         self.whole_inputs = list(whole_inputs)
         self.input_addresses = input_addresses
+        """Addresses of the arrays the graph reads (static buffers, and arrays captured by address)."""
         self.pad_value = pad_value
         self.output_mode = output_mode
         self.capture_time = capture_time
@@ -102,28 +85,37 @@ class CUDAGraphEntry:
         self.total_replay_s = 0.0
         self.last_used = time.perf_counter()
         self._arena = arena if arena is not None else InputArena()
-        self._padded = key.descriptor.num_tokens
+        self.padded = key.descriptor.num_tokens
+        """Rows of the static buffers: the batch size the graph was captured for."""
         is_array = backend.is_array
         self._leaves, self._spec = flatten(recording.outputs, is_array)
         # Only outputs that carry the batch axis are cut back to the real batch: those declared in
         # ``out_batched``, or by default every output whose leading axis is the padded size.
-        self._sliced = [is_array(leaf) and leaf.ndim > 0 and leaf.shape[0] == self._padded for leaf in self._leaves]
+        sliced = [is_array(leaf) and leaf.ndim > 0 and leaf.shape[0] == self.padded for leaf in self._leaves]
         if out_batched is not None:
             declared = expand_out_batched(out_batched, recording.outputs, len(self._leaves))
             for i, (flag, leaf) in enumerate(zip(declared, self._leaves)):
-                if flag and not self._sliced[i]:
+                if flag and not sliced[i]:
                     raise InputMismatchError(
                         f"output {i} is declared batched (out_batched) but has shape "
-                        f"{list(getattr(leaf, 'shape', []))}, whose leading axis is not the padded size {self._padded}"
+                        f"{list(getattr(leaf, 'shape', []))}, whose leading axis is not the padded size {self.padded}"
                     )
-                self._sliced[i] = bool(flag)
+                sliced[i] = bool(flag)
+        self.batched_outputs = tuple(sliced)
+        """Per output leaf (in ``flatten`` order): whether it carries the batch axis and is cut to the real rows."""
         self._single = self._spec is None
         self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
         self.written = tuple(written)
         """Inputs the function writes into (positions in static_inputs + whole_inputs), found at capture."""
         if self.written:
-            # Only such entries pay for it: the class's run stays the hot path of all others.
-            self.__class__ = _WritingBackEntry
+            # Chosen once, for this instance only: every other entry's run stays the class's hot path.
+            self._write_back = _WriteBack(self._arena, static_inputs, self.whole_inputs, self.written)
+            self.run = self._run_and_write_back  # type: ignore[method-assign]
+
+    @property
+    def cudagraph(self) -> Recording:
+        """The seed's name of ``recording`` (a CUDA graph on the GPU, a NumPy re-execution on the host)."""
+        return self.recording
 
     @property
     def batch_descriptor(self) -> BatchDescriptor:
@@ -135,7 +127,7 @@ class CUDAGraphEntry:
 
     @property
     def avg_replay_time_ms(self) -> float:
-        """Mean host time of a replay (copies and launch enqueued), in milliseconds."""
+        """Mean host time of a launch (copies and launch enqueued), in milliseconds."""
         return 1e3 * self.total_replay_s / self.replay_count if self.replay_count else 0.0
 
     def increment_replay(self) -> None:
@@ -158,14 +150,14 @@ class CUDAGraphEntry:
             if src.dtype != buf.dtype or src.shape[1:] != buf.shape[1:] or src.ndim != buf.ndim:
                 raise InputMismatchError(
                     f"input {i} is {src.dtype}{list(src.shape)} but the graph was captured for "
-                    f"{buf.dtype}[n, {', '.join(map(str, buf.shape[1:]))}] with n <= {self._padded}"
+                    f"{buf.dtype}[n, {', '.join(map(str, buf.shape[1:]))}] with n <= {self.padded}"
                 )
             if rows is None:
                 rows = src.shape[0]
             elif src.shape[0] != rows:
                 raise InputMismatchError(f"input {i} has {src.shape[0]} rows but input 0 has {rows}")
-        if rows is None or rows > self._padded:
-            raise InputMismatchError(f"batch of {rows} rows does not fit the graph for {self._padded} rows")
+        if rows is None or rows > self.padded:
+            raise InputMismatchError(f"batch of {rows} rows does not fit the graph for {self.padded} rows")
         return rows
 
     def load_inputs(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
@@ -184,7 +176,7 @@ class CUDAGraphEntry:
         arena = self._arena
         state = (id(self), rows)
         if arena.state != state:
-            if rows < self._padded:
+            if rows < self.padded:
                 for buf in self.static_inputs:
                     backend.fill_rows(buf, rows, self.pad_value, stream)
             arena.state = state
@@ -193,7 +185,7 @@ class CUDAGraphEntry:
     def launch(self) -> None:
         """Replay the graph on the current stream; the static inputs must already hold the data."""
         start = time.perf_counter()
-        self.cudagraph.launch()
+        self.recording.launch()
         self.total_replay_s += time.perf_counter() - start
         self.replay_count += 1  # increment_replay() inlined: this is the replay hot path
         self.last_used = start
@@ -204,12 +196,12 @@ class CUDAGraphEntry:
         copy_out, is_array = self.backend.copy_out, self.backend.is_array
         if self._single:
             leaf = self._leaves[0]
-            if self._sliced[0] and rows != self._padded:
+            if self.batched_outputs[0] and rows != self.padded:
                 leaf = leaf[:rows]
             return copy_out(leaf, stream) if copy and is_array(leaf) else leaf
         result = []
-        for leaf, sliced in zip(self._leaves, self._sliced):
-            if sliced and rows != self._padded:
+        for leaf, sliced in zip(self._leaves, self.batched_outputs):
+            if sliced and rows != self.padded:
                 leaf = leaf[:rows]
             if copy and is_array(leaf):
                 leaf = copy_out(leaf, stream)
@@ -222,6 +214,13 @@ class CUDAGraphEntry:
         self.launch()
         return self.outputs(rows, stream)
 
+    def _run_and_write_back(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
+        """``run`` of an entry whose function writes into its copied arguments (found at capture)."""
+        stream = self.load_inputs(inputs, rows, whole)
+        self.launch()
+        self._write_back(inputs, rows, whole)
+        return self.outputs(rows, stream)
+
     def replay(self, inputs: Sequence[Any], whole: Sequence[Any] = ()) -> Any:
         """Copy ``inputs`` in, launch, and return the outputs for the real batch."""
         return self.run(inputs, self.check_inputs(inputs), whole)
@@ -229,10 +228,12 @@ class CUDAGraphEntry:
     def release(self) -> None:
         """Free the executable and the static buffers (the entry is unusable afterwards)."""
         self.alive = False
-        self.cudagraph.release()
+        self.recording.release()
         self.static_inputs = []
         self.whole_inputs = []
         self._leaves = []
+        self.__dict__.pop("run", None)  # a bound method of this entry: drop the reference cycle
+        self.__dict__.pop("_write_back", None)  # it holds the static buffers too
         self._arena = InputArena()  # drop the shared buffers: the registry may be returning them
 
     def __repr__(self) -> str:
@@ -242,53 +243,32 @@ class CUDAGraphEntry:
         )
 
 
-class _WritingBackEntry(CUDAGraphEntry):
-    """An entry whose function writes into its copied arguments (found at capture)."""
+class _WriteBack:
+    """What a function that writes into its copied arguments did, done to the caller's arrays.
 
-    def run(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
-        """Rewrite the padding rows the function wrote, and copy the rows it wrote back into the
-        caller's arrays, as the eager call would have left them."""
-        self._arena.state = None
-        stream = self.load_inputs(inputs, rows, whole)
-        self.launch()
-        count = len(self.static_inputs)
-        for k in self.written:
-            if k < count:
-                inputs[k][...] = self.static_inputs[k][:rows]
-            else:
-                whole[k - count][...] = self.whole_inputs[k - count]
-        return self.outputs(rows, stream)
+    Under a graph the function writes into the static copies; the eager call would have changed
+    the caller's arrays. After each launch the rows it wrote are copied back, and the padding it
+    may have written is marked for rewriting.
+    """
+
+    __slots__ = ("arena", "batched", "whole")
+
+    def __init__(self, arena: InputArena, static_inputs: Sequence[Any], whole_inputs: Sequence[Any],
+                 written: Sequence[int]):
+        count = len(static_inputs)
+        self.arena = arena
+        self.batched = [(k, static_inputs[k]) for k in written if k < count]
+        self.whole = [(k - count, whole_inputs[k - count]) for k in written if k >= count]
+
+    def __call__(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any]) -> None:
+        for k, buf in self.batched:
+            inputs[k][...] = buf[:rows]
+        for k, buf in self.whole:
+            whole[k][...] = buf
+        self.arena.state = None
 
 
 GraphEntry = CUDAGraphEntry
-
-
-def base_array(buf: Any) -> Any:
-    """The array that owns ``buf``'s memory (an arena buffer hands out views of it)."""
-    return buf.base if buf.base is not None else buf
-
-
-def same_bytes(xp: Any, a: Any, b: Any) -> bool:
-    """Bit-for-bit equality (NaNs included) of two arrays of one shape and dtype."""
-    return bool(xp.array_equal(a.reshape(-1).view(xp.uint8), b.reshape(-1).view(xp.uint8)))
-
-
-# Non-array outputs a graph can return as they were at capture: values that do not come from the
-# data (a host read from the data is refused at capture). Any other object is refused, because its
-# contents, arrays included, would be the capture's on every replay.
-_STATIC_OUTPUT_TYPES = (bool, int, float, complex, str, bytes, slice, range, type, enum.Enum, np.generic, np.dtype)
-
-
-def check_outputs(outputs: Any, is_array: Callable[[Any], bool]) -> None:
-    leaves, _ = flatten(outputs, is_array)
-    for i, leaf in enumerate(leaves):
-        if is_array(leaf) or isinstance(leaf, _STATIC_OUTPUT_TYPES):
-            continue
-        raise CaptureError(
-            f"{FallbackReason.UNSUPPORTED_OUTPUT.text}: output {i} is a {type(leaf).__module__}."
-            f"{type(leaf).__qualname__}, which a replay would return as it was at capture; return arrays in "
-            "tuples, lists, dicts, namedtuples or dataclasses, and only plain values that depend on shapes"
-        )
 
 
 def expand_out_batched(out_batched: Any, outputs: Any, count: int) -> list[bool]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable
-from typing import Any, Optional
+from typing import Optional
 
-from .registry import GraphKey
+from .key import GraphKey, Signature
 
 logger = logging.getLogger("cupygraph")
 _configured = False
@@ -34,24 +34,6 @@ def configure_logging(level: Optional[str] = None) -> None:
         _configured = True
 
 
-def _describe_part(part: Any) -> str:
-    if isinstance(part, tuple) and part:
-        kind = part[0]
-        if kind == "batch":
-            return f"batched array {part[2]}[n, {', '.join(map(str, part[1]))}]"
-        if kind == "array":
-            return f"array {part[2]}{list(part[1])}"
-        if kind == "const":
-            return f"constant {part[3]}{list(part[2])} at {hex(part[1])}"
-        if kind == "static":
-            return f"static {part[1].__name__} {part[2]!r}"
-        if kind == "kwargs":
-            return "keywords " + ", ".join(f"{k}={v!r}" for k, _, v in part[1])
-        if kind == "fn":
-            return f"function {part[1]}"
-    return repr(part)
-
-
 def explain_new_key(key: GraphKey, held: Iterable[GraphKey]) -> str:
     """Which part of ``key`` differs from the closest key already held."""
     held = [k for k in held if k != key]
@@ -63,12 +45,17 @@ def explain_new_key(key: GraphKey, held: Iterable[GraphKey]) -> str:
         return f"new batch size {key.descriptor.num_tokens} (held for this signature: {sizes})"
     if any(k.signature == key.signature for k in held):
         return f"new runtime mode {key.mode.name} for batch {key.descriptor.num_tokens}"
-    closest = min(held, key=lambda k: sum(a != b for a, b in zip(k.signature, key.signature))
-                  + abs(len(k.signature) - len(key.signature)))
-    diffs = []
-    for i, (was, now) in enumerate(zip(closest.signature, key.signature)):
-        if was != now:
-            diffs.append(f"argument {i}: {_describe_part(was)} -> {_describe_part(now)}")
-    if len(closest.signature) != len(key.signature):
-        diffs.append(f"{len(closest.signature)} -> {len(key.signature)} arguments")
-    return "; ".join(diffs) or "new signature"
+    closest = min(held, key=lambda k: len(_differences(k.signature, key.signature)))
+    return "; ".join(_differences(closest.signature, key.signature)) or "new signature"
+
+
+def _differences(was: Signature, now: Signature) -> list[str]:
+    """What changed from ``was`` to ``now``, argument by argument, in words."""
+    diffs = [f"argument {i}: {a.describe()} -> {b.describe()}"
+             for i, (a, b) in enumerate(zip(was.args, now.args)) if a != b]
+    if len(was.args) != len(now.args):
+        diffs.append(f"{len(was.args)} -> {len(now.args)} arguments")
+    for absent, a, b in (("no keywords", was.kwargs, now.kwargs), ("no function", was.namespace, now.namespace)):
+        if a != b:
+            diffs.append(f"{a.describe() if a else absent} -> {b.describe() if b else absent}")
+    return diffs

@@ -1,8 +1,9 @@
-"""Why a call of a jitted function runs eagerly, and the keys whose capture or replay failed.
+"""Why a call runs eagerly, and the keys whose capture or replay failed.
 
-The one place that decides, for a key that cannot be graphed, whether a call falls back to the
-function or raises (``on_capture_error``), and that remembers the decision until ``clear()``:
-a failed key is never captured again on every call.
+``FailedKeys`` is the graph cache's memory of keys that cannot be graphed: it decides, from the
+config's ``on_capture_error``, whether a call of such a key falls back to the function or
+raises, and it keeps the decision until the cache is cleared, so a failed key is never captured
+again on every call. ``run_eagerly`` is the one way a front door falls back.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ import logging
 from collections.abc import Callable
 from typing import Any, Optional
 
-from .backends.base import ReplayMismatch
-from .entry import CUDAGraphEntry, GraphKey
 from .errors import CaptureError
 from .frames import location_in_traceback
-from .reasons import EvictionReason, FallbackReason, reason_of_capture_failure
+from .key import GraphKey
+from .reasons import FallbackReason, reason_of_capture_failure
+from .stats import CUDAGraphStats
 
 logger = logging.getLogger("cupygraph")
 
@@ -43,22 +44,30 @@ MODE_NONE = Eager(FallbackReason.MODE_NONE)
 EMPTY_BATCH = Eager(FallbackReason.EMPTY_BATCH)
 
 
-class FailedKeys:
-    """The keys of one jitted function that run eagerly (or raise) because their graph failed."""
+def cold_key(seen: int, capture_after: int) -> Eager:
+    return Eager(FallbackReason.COLD_KEY, f"cold key: seen {seen} of capture_after={capture_after} times")
 
-    def __init__(self, name: str, on_capture_error: str, registry: Any):
-        self.name, self.raises, self.registry = name, on_capture_error == "raise", registry
+
+class FailedKeys:
+    """The keys of one graph cache that run eagerly (or raise) because their graph failed.
+
+    Not locked: the cache holds its lock around every call. ``name`` in each call is the
+    function's name, for messages.
+    """
+
+    def __init__(self, on_capture_error: str):
+        self.raises = on_capture_error == "raise"
         self._failed: dict[GraphKey, Eager] = {}
 
-    def check(self, key: GraphKey) -> Optional[Eager]:
+    def check(self, key: GraphKey, name: str) -> Optional[Eager]:
         """Why ``key`` runs eagerly, or None when it may be captured; raises under raise mode."""
         failed = self._failed.get(key)
         if failed is not None and failed.failure == REFUSED and self.raises:
-            raise CaptureError(f"cannot capture {self.name}() for {key.descriptor} (failed before; clear() "
+            raise CaptureError(f"cannot capture {name}() for {key.descriptor} (failed before; clear() "
                                f"tries again): {failed}")
         return failed
 
-    def capture_failed(self, key: GraphKey, err: Exception) -> Eager:
+    def capture_failed(self, key: GraphKey, err: Exception, name: str) -> Eager:
         """Remember that ``key`` cannot be captured; raise (a refusal under raise) or say why it
         runs eagerly."""
         if isinstance(err, CaptureError):
@@ -69,39 +78,42 @@ class FailedKeys:
             why = Eager(reason, f"{reason.text}: {type(err).__name__}: {err}{location_in_traceback(err)}", RAISED)
         self._failed[key] = why
         if why.failure == REFUSED and self.raises:
-            raise CaptureError(f"cannot capture {self.name}() for {key.descriptor}: {err}") from err
-        self._warn(key, why)
+            raise CaptureError(f"cannot capture {name}() for {key.descriptor}: {err}") from err
+        _warn(name, key, why)
         return why
 
-    def replay_failed(self, entry: CUDAGraphEntry, err: ReplayMismatch) -> Eager:
-        """A replay returned other outputs than the capture: drop the graph, run the key eagerly."""
+    def replay_failed(self, key: GraphKey, err: CaptureError, name: str) -> Eager:
+        """A replay returned other outputs than the capture: the key runs eagerly from now on."""
         why = Eager(FallbackReason.REPLAY_MISMATCH, str(err), REFUSED)
-        self._failed[entry.key] = why
-        self.registry.evict(entry.key, EvictionReason.FAILED_REPLAY, str(err))
+        self._failed[key] = why
         if self.raises:
-            raise CaptureError(f"cannot replay {self.name}() for {entry.key.descriptor}: {err}") from err
-        self._warn(entry.key, why)
+            raise CaptureError(f"cannot replay {name}() for {key.descriptor}: {err}") from err
+        _warn(name, key, why)
         return why
-
-    def run_eagerly(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager,
-                    mode: str = "NONE") -> Any:
-        """Call ``fn`` as it is, counted as a fallback with ``why``.
-
-        A key whose capture raised runs the function on the caller's arrays: a bug in it raises
-        its own exception here, as without jit. Under raise mode a function that works eagerly
-        then gets a ``CaptureError`` naming what failed at capture.
-        """
-        if why.failure == RAISED and self.raises:
-            fn(*args, **kwargs)
-            raise CaptureError(f"cannot capture {self.name}() (it works eagerly): {why}")
-        self.registry.stats().record_fallback(why.reason, mode, why.detail)
-        logger.debug("%s runs eagerly: %s", self.name, why)
-        return fn(*args, **kwargs)
 
     def clear(self) -> None:
         self._failed.clear()
 
-    def _warn(self, key: GraphKey, why: Eager) -> None:
-        # The text, not the exception: a handler that keeps records (pytest, MemoryHandler)
-        # would keep its traceback's frames and the static buffers they reference.
-        logger.warning("cupygraph: %s() for %s runs eagerly from now on: %s", self.name, key.descriptor, str(why))
+
+def run_eagerly(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager, *,
+    name: str, stats: CUDAGraphStats, raises: bool, mode: str = "NONE",
+) -> Any:
+    """Call ``fn`` as it is, counted as a fallback with ``why``.
+
+    A key whose capture raised runs the function on the caller's arrays: a bug in it raises its
+    own exception here, as without cupygraph. Under raise mode (``raises``) a function that works
+    eagerly then gets a ``CaptureError`` naming what failed at capture.
+    """
+    if why.failure == RAISED and raises:
+        fn(*args, **kwargs)
+        raise CaptureError(f"cannot capture {name}() (it works eagerly): {why}")
+    stats.record_fallback(why.reason, mode, why.detail)
+    logger.debug("%s runs eagerly: %s", name, why)
+    return fn(*args, **kwargs)
+
+
+def _warn(name: str, key: GraphKey, why: Eager) -> None:
+    # The text, not the exception: a handler that keeps records (pytest, MemoryHandler)
+    # would keep its traceback's frames and the static buffers they reference.
+    logger.warning("cupygraph: %s() for %s runs eagerly from now on: %s", name, key.descriptor, str(why))

@@ -75,7 +75,7 @@ def to_dot(graphed: GraphedFunction, size: Optional[int] = None) -> str:
         if not matching:
             raise GraphNotHeldError(f"no graph held for batch {size} (padded to {padded}); held sizes: {held}")
         entry = matching[0]
-    return entry.cudagraph.to_dot()
+    return entry.recording.to_dot()
 
 
 def render_dot(dot: str, out: Union[str, Path]) -> Path:

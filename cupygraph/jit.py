@@ -1,59 +1,44 @@
-"""``cupygraph.jit``: the JAX-style front door that captures per batch shape and replays."""
+"""``cupygraph.jit``: the JAX-style front door that captures per batch shape and replays.
+
+The hot path is ``GraphedFunction.__call__`` with a known plan: find the plan, copy in, launch,
+copy out. Everything else (classifying arguments, asking the dispatcher and the graph cache,
+capturing) happens once per new call signature, in the slow path.
+"""
 
 from __future__ import annotations
 
 import functools
 import logging
-import os
-import sys
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, Optional, TypeVar, Union, overload
+from typing import Any, Optional, Union
 
 import numpy as np
 
-from .arguments import Argnums, ArgumentRules, ArraySpec, argnums
+from .arguments import ArgumentRules
 from .backends.base import ReplayMismatch
-from .config import CUDAGraphConfig, CUDAGraphMode, default_config, graphs_disabled_by_env
+from .capture import CaptureRequest
+from .config import CUDAGraphMode
 from .descriptor import BatchDescriptor
 from .dispatcher import CudagraphDispatcher
-from .errors import CaptureError, CupyGraphError, InputMismatchError, StaleOutputError
+from .errors import CaptureError, InputMismatchError, StaleOutputError
 from .explain import configure_logging, explain_new_key
-from .failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, FailedKeys
-from .freshness import issue, stale_reason
+from .failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
+from .freshness import stale_reason
+from .key import ConstArg, GraphKey, Namespace
+from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
 from .plans import Plan, PlanCache
-from .reasons import FallbackReason, RecaptureReason
-from .registry import CUDAGraphRegistry, GraphKey
+from .reasons import RecaptureReason
+from .registry import CUDAGraphRegistry
 from .stats import CUDAGraphStats
+from .store import CaptureNow
+from .warmup import Template, calls_per_size, example_call, progress_bar, remember_call
 
 logger = logging.getLogger("cupygraph")
 
-F = TypeVar("F", bound=Callable[..., Any])
-ConfigLike = Union[CUDAGraphConfig, dict[str, Any], str, "os.PathLike[str]", None]
-
-
-def resolve_config(config: ConfigLike) -> CUDAGraphConfig:
-    """A config object, a mapping of fields, or a path to a config file; ``CUPYGRAPH_DISABLE`` wins."""
-    if config is None:
-        resolved = default_config()
-    elif isinstance(config, CUDAGraphConfig):
-        resolved = config
-    elif isinstance(config, dict):
-        resolved = CUDAGraphConfig.from_dict(config)
-    elif isinstance(config, (str, os.PathLike)):
-        resolved = CUDAGraphConfig.from_file(config)
-    else:
-        raise TypeError(
-            f"config must be a CUDAGraphConfig, a dict of fields or a config file path, got {type(config).__name__}"
-        )
-    if graphs_disabled_by_env() and resolved.mode is not CUDAGraphMode.NONE:
-        resolved = CUDAGraphConfig(**{**resolved.to_dict(), "mode": "NONE"})
-    return resolved
-
+__all__ = ["ConfigLike", "GraphedFunction", "jit", "live_functions", "on_creation", "resolve_config"]
 
 _LIVE: weakref.WeakSet[GraphedFunction] = weakref.WeakSet()
-
-
 _CREATION_HOOKS: list[Callable[[GraphedFunction], None]] = []
 
 
@@ -74,8 +59,10 @@ class GraphedFunction:
     Workflow of a call:
       1. The batch size is the leading axis of the ``batch_argnums`` arrays (or ``descriptor_fn``).
       2. The dispatcher picks the runtime mode and the padded size; batches above the largest
-         capture size, cold keys (``capture_after``) and keys whose capture failed run eagerly.
-      3. On the first sight of a key the function is warmed up and captured onto static buffers.
+         capture size run eagerly. The graph cache (``registry``) says what the key does: replay
+         its graph, run eagerly (a cold key under ``capture_after``, or a key whose capture
+         failed), or capture now.
+      3. A key is captured by warming the function up and recording it onto static buffers.
       4. Each batched array is copied into its static buffer (one async memcpy when contiguous;
          padding rewritten only when the real size changed), other arrays are copied whole,
          ``constant_argnums`` arrays are used by address; the graph replays on the caller's stream.
@@ -90,7 +77,8 @@ class GraphedFunction:
     hashable. Outputs are arrays in tuples, lists, dicts, namedtuples and dataclasses (None is
     kept); other Python values in them must depend only on shapes and static arguments.
 
-    Failures are remembered per key, until ``clear()`` (or a new ``jit`` with another config):
+    Failures are remembered per key by the graph cache, until ``clear()`` (or a new ``jit`` with
+    another config):
       * An op the graph cannot hold (a device-to-host read, a data-dependent shape, a cuBLAS or
         cuSOLVER call, memory) fails the capture with a ``CaptureError`` naming the op and the
         line. With ``on_capture_error="fallback"`` the key runs eagerly from then on, counted
@@ -109,50 +97,47 @@ class GraphedFunction:
     def __init__(
         self,
         fn: Callable[..., Any],
+        options: Optional[JitOptions] = None,
+        /,
         *,
-        config: ConfigLike = None,
-        batch_argnums: Argnums = (0,),
-        static_argnums: Argnums = (),
-        constant_argnums: Argnums = (),
-        descriptor_fn: Optional[Callable[..., Any]] = None,
-        out_batched: Any = None,
         registry: Optional[CUDAGraphRegistry] = None,
         dispatcher: Optional[CudagraphDispatcher] = None,
-        namespace: tuple[Any, ...] = (),
+        namespace: Optional[Namespace] = None,
+        **fields: Any,
     ):
+        """``options`` (or its fields as keywords, as ``jit`` takes them); a ``registry`` (and its
+        ``dispatcher``) shared with other functions, whose keys ``namespace`` keeps apart."""
         if not callable(fn):
             raise TypeError(f"jit needs a callable, got {type(fn).__name__}")
+        if options is None:
+            options = JitOptions(**fields)
+        elif fields:
+            raise TypeError(f"give GraphedFunction its options or their fields, not both (got {sorted(fields)})")
         functools.update_wrapper(self, fn)
         if not hasattr(self, "__name__"):  # a callable object: messages name its class
             self.__name__ = self.__qualname__ = type(fn).__name__
         self._fn = fn
-        self.config = resolve_config(config) if registry is None else registry.config
-        self.batch_argnums = argnums(batch_argnums, "batch_argnums")
-        self.static_argnums = argnums(static_argnums, "static_argnums")
-        self.constant_argnums = argnums(constant_argnums, "constant_argnums")
-        for a_name, a in (("static_argnums", self.static_argnums), ("constant_argnums", self.constant_argnums)):
-            clash = set(a) & set(self.batch_argnums)
-            if clash:
-                raise ValueError(f"argument {sorted(clash)[0]} is in both batch_argnums and {a_name}")
-        if not self.batch_argnums and descriptor_fn is None:
-            raise ValueError("give batch_argnums (arrays whose leading axis is the batch) or a descriptor_fn")
-        self.descriptor_fn = descriptor_fn
-        self.out_batched = out_batched
+        self.options = options
+        self.config = resolve_config(options.config) if registry is None else registry.config
         self.registry = registry if registry is not None else CUDAGraphRegistry(self.config)
         self.backend = self.registry.backend
+        self._rules = ArgumentRules(self.__name__, self.backend, options.positions(), namespace)
+        self.batch_argnums = self._rules.batch
+        self.static_argnums = self._rules.static
+        self.constant_argnums = self._rules.constant
+        self.descriptor_fn = options.descriptor_fn
+        self.out_batched = options.out_batched
         if dispatcher is None:
             dispatcher = CudagraphDispatcher(self.config, registry=self.registry)
             dispatcher.initialize_cudagraph_keys(self.config.mode, self.config.uniform_decode_query_len)
         self.dispatcher = dispatcher
-        self._namespace = namespace
-        self._rules = ArgumentRules(
-            self.__name__, self.backend, self.batch_argnums, self.static_argnums, self.constant_argnums
-        )
         self._plans = PlanCache(self.backend.array_type, self.constant_argnums)
+        # What the hot path uses, looked up once: the registry never replaces them.
+        self._family_lock = self.registry.family_lock
+        self._stats = self.registry.stats()
         self._generation = self.registry.generation
-        self._failed = FailedKeys(self.__name__, self.config.on_capture_error, self.registry)
-        self._constants_seen: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self._template: Optional[tuple[tuple[Any, ...], dict[str, Any]]] = None
+        self._constants_seen: dict[tuple[Any, ...], tuple[ConstArg, ...]] = {}
+        self._template: Optional[Template] = None
         if self.config.debug:
             configure_logging("debug")
         _LIVE.add(self)
@@ -166,16 +151,14 @@ class GraphedFunction:
             plan = self._plans.find(args)
             if plan is not None:
                 batched = [args[i] for i in plan.batched]
-                registry = self.registry
-                with registry.exec_lock:
+                with self._family_lock:
                     # Checked under the lock: another thread's capture may have evicted the entry.
                     if plan.entry.alive:
                         try:  # free unless raised (only a re-executing host replay can)
                             out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
                         except ReplayMismatch as err:
-                            return self._failed.run_eagerly(self._fn, args, kwargs,
-                                                            self._failed.replay_failed(plan.entry, err))
-                        registry.stats().record_hit(plan.mode_name)
+                            return self._replay_failed(plan, err, args, kwargs)
+                        self._stats.record_hit(plan.mode_name)
                         return out
         return self._call_slow(args, kwargs, not kwargs)
 
@@ -210,7 +193,6 @@ class GraphedFunction:
         """Find or capture the entry for this call: (plan, whether it was captured now), or
         (why it runs eagerly, False)."""
         batched, whole, signature = self._rules.classify(args, kwargs)
-        signature = self._namespace + signature
         rows = self._rules.rows(args, batched)
         if self.config.mode is CUDAGraphMode.NONE:
             return MODE_NONE, False
@@ -222,48 +204,37 @@ class GraphedFunction:
             return Eager(decision.reason, decision.detail), False
         mode, padded = decision.mode, decision.padded
         key = GraphKey(padded, mode, signature)
-        failed = self._failed.check(key)
-        if failed is not None:
-            return failed, False
-        entry = self.registry.lookup(key)
-        if entry is not None:
-            return Plan(entry, mode.name, batched, whole), False
-        seen = self.registry.note_seen(key)
-        if not force and seen < self.config.capture_after:
-            return Eager(FallbackReason.COLD_KEY,
-                         f"cold key: seen {seen} of capture_after={self.config.capture_after} times"), False
-        self._rules.check_padding(args, self.config.pad_value)
-        self._explain_capture(key)
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("%s() captures %s: %s", self.__name__, padded,
-                         explain_new_key(key, [e.key for e in self.registry.entries()]))
-        try:
-            entry = self.registry.capture_entry(
-                key, self._fn, args, kwargs, batched=batched, copied=whole, out_batched=self.out_batched
-            )
-        except CaptureError as err:
-            return self._failed.capture_failed(key, err), False
-        except CupyGraphError:
-            raise  # the call or a declaration is wrong (InputMismatchError, ...): the user fixes it
-        except Exception as err:
-            return self._failed.capture_failed(key, err), False
-        self.registry.note_seen(key, -1)  # this sighting is counted as the graph's first replay
-        return Plan(entry, mode.name, batched, whole), True
+        verdict = self.registry.admit(key, force=force, name=self.__name__)
+        if isinstance(verdict, Eager):
+            return verdict, False
+        if isinstance(verdict, CaptureNow):
+            self._rules.check_padding(args, self.config.pad_value)
+            self._explain_capture(key)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("%s() captures %s: %s", self.__name__, padded,
+                             explain_new_key(key, [e.key for e in self.registry.entries()]))
+            request = CaptureRequest(self._fn, args, kwargs, batched, whole, self.out_batched)
+            captured = self.registry.capture_or_fail(key, request, name=self.__name__)
+            if isinstance(captured, Eager):
+                return captured, False
+            return Plan(captured, mode.name, batched, whole), True
+        return Plan(verdict, mode.name, batched, whole), False
 
     def _explain_capture(self, key: GraphKey) -> None:
         """Count re-captures caused by a constant argument that moved, and say which one."""
-        consts = tuple(part for part in key.signature if isinstance(part, tuple) and part and part[0] == "const")
+        consts = key.signature.constants()
         if not consts:
             return
-        rest = (key.descriptor, key.mode, tuple(p for p in key.signature if p not in consts))
+        rest = (key.descriptor, key.mode, key.signature.without_constants())
         previous = self._constants_seen.get(rest)
         if previous is not None and previous != consts:
             if self.config.on_capture_error == "raise":
                 raise InputMismatchError(
                     f"a constant argument of {self.__name__}() changed (address, shape, dtype or strides) "
-                    f"since capture; was {previous}, now {consts}"
+                    f"since capture; was {', '.join(c.describe() for c in previous)}, "
+                    f"now {', '.join(c.describe() for c in consts)}"
                 )
-            self.registry.stats().record_recapture(RecaptureReason.CONSTANT_CHANGED)
+            self._stats.record_recapture(RecaptureReason.CONSTANT_CHANGED)
             logger.info("%s() re-captures %s: a constant argument changed", self.__name__, key.descriptor)
         self._constants_seen[rest] = consts
 
@@ -275,7 +246,7 @@ class GraphedFunction:
         debug = self.config.debug
         if debug:
             self._check_arguments_fresh(args)
-        with registry.exec_lock:
+        with self._family_lock:
             # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
             plan, captured = self._resolve(args, kwargs, descriptor=descriptor)
             if isinstance(plan, Plan):
@@ -283,27 +254,35 @@ class GraphedFunction:
                     self._plans.clear()
                     self._generation = registry.generation
                 batched = [args[i] for i in plan.batched]
-                rows = batched[0].shape[0] if batched else plan.entry.key.descriptor.num_tokens
+                rows = batched[0].shape[0] if batched else plan.entry.padded
+                whole = [args[i] for i in plan.whole]
                 if debug:
-                    registry.view_epoch.bump()
                     # An array the graph reads by address (closure, global) must still be there.
-                    plan.entry.cudagraph.check_references(self.__name__)
+                    plan.entry.recording.check_references(self.__name__)
                 try:
-                    out = plan.entry.run(batched, rows, [args[i] for i in plan.whole])
+                    if debug:
+                        out = registry.run_tracking_views(plan.entry, batched, rows, whole, name=self.__name__)
+                    else:
+                        out = plan.entry.run(batched, rows, whole)
                 except ReplayMismatch as err:
-                    return self._failed.run_eagerly(self._fn, args, kwargs, self._failed.replay_failed(plan.entry, err))
+                    return self._replay_failed(plan, err, args, kwargs)
                 if captured:
-                    registry.stats().record_first_replay(plan.mode_name)
+                    self._stats.record_first_replay(plan.mode_name)
                 else:
-                    registry.stats().record_hit(plan.mode_name)
+                    self._stats.record_hit(plan.mode_name)
                 # Debug mode checks every call, so it never takes the fast path.
                 if cacheable and batched and not debug:
                     self._plans.remember(args, plan)
-                self._template = (self._remember(args, plan), kwargs)
-                if debug and self.config.output_mode == "view":
-                    out = issue(out, registry.view_epoch, self.backend.is_array, self.__name__)
+                self._template = remember_call(args, kwargs, plan.batched + plan.whole)
                 return out
-        return self._failed.run_eagerly(self._fn, args, kwargs, plan)
+        return self._run_eagerly(args, kwargs, plan)
+
+    def _run_eagerly(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager) -> Any:
+        return run_eagerly(self._fn, args, kwargs, why, name=self.__name__, stats=self._stats,
+                           raises=self.registry.raises)
+
+    def _replay_failed(self, plan: Plan, err: ReplayMismatch, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self._run_eagerly(args, kwargs, self.registry.replay_failed(plan.entry, err, name=self.__name__))
 
     def _check_arguments_fresh(self, args: tuple[Any, ...]) -> None:
         """Debug mode: an argument that is a view output rewritten since it was returned is an error."""
@@ -311,12 +290,6 @@ class GraphedFunction:
             reason = stale_reason(arg)
             if reason is not None:
                 raise StaleOutputError(f"argument {i} of {self.__name__}(): {reason}")
-
-    def _remember(self, args: tuple[Any, ...], plan: Plan) -> tuple[Any, ...]:
-        """The call's arguments for a later ``warmup()``, without holding the caller's data:
-        copied arrays become (shape, dtype) specs; constants (captured by address) are kept."""
-        copied = set(plan.batched) | set(plan.whole)
-        return tuple(ArraySpec(a.shape, a.dtype) if i in copied else a for i, a in enumerate(args))
 
     # -- public helpers ----------------------------------------------------------------------------
 
@@ -328,36 +301,20 @@ class GraphedFunction:
         capture size), filled with ``pad_value``. A size below 1 or above the largest capture
         size is an error naming it.
         """
-        template_kwargs: dict[str, Any]
-        if example_args:
-            template_args, template_kwargs = example_args, {}
-        elif self._template is not None:
-            template_args, template_kwargs = self._template
-        else:
-            raise ValueError(f"{self.__name__}.warmup() needs example arguments before the first call")
-        for i in self.batch_argnums:
-            if i >= len(template_args) or not hasattr(template_args[i], "shape"):
-                raise InputMismatchError(
-                    f"{self.__name__}.warmup(): argument {i} is in batch_argnums but the examples give "
-                    f"{'nothing' if i >= len(template_args) else type(template_args[i]).__name__} there"
-                )
+        template_args, template_kwargs = example_call(self.__name__, example_args, self._template, self.batch_argnums)
         largest = self.config.largest_capture_size
         chosen = (sorted(self.config.cudagraph_capture_sizes, reverse=True) if sizes is None
                   else self._rules.warmup_sizes(sizes, largest))
         self._rules.check_padding(template_args, self.config.pad_value)
-        xp = self.backend.xp
-        bar = _progress(len(chosen), f"capturing {self.__name__}", progress)
+        bar = progress_bar(len(chosen), f"capturing {self.__name__}", progress)
         count = 0
         try:
-            for size in chosen:
-                args = [xp.zeros(a.shape, dtype=a.dtype) if isinstance(a, ArraySpec) else a for a in template_args]
-                for i in self.batch_argnums:
-                    like = template_args[i]
-                    args[i] = xp.full((size, *like.shape[1:]), self.config.pad_value, dtype=like.dtype)
-                plan, captured = self._resolve(tuple(args), template_kwargs, force=True)
+            for size, args in calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp,
+                                             self.config.pad_value):
+                plan, captured = self._resolve(args, template_kwargs, force=True)
                 count += captured
                 if isinstance(plan, Eager):
-                    if plan.failure == RAISED and self.config.on_capture_error == "raise":
+                    if plan.failure == RAISED and self.registry.raises:
                         raise CaptureError(f"warmup of {self.__name__}() size {size}: {plan}")
                     logger.info("warmup of %s() size %d: %s", self.__name__, size, plan)
                 if bar is not None:
@@ -375,7 +332,7 @@ class GraphedFunction:
         return self._call_slow(args, kwargs, False, descriptor)
 
     def stats(self) -> CUDAGraphStats:
-        return self.registry.stats()
+        return self._stats
 
     def describe(self) -> str:
         """A table of the graphs held per mode and size, hit rate and fallbacks by reason."""
@@ -391,10 +348,9 @@ class GraphedFunction:
 
     def clear(self) -> None:
         """Drop every graph (the memory goes back) and forget failed keys; stats are kept."""
-        with self.registry.exec_lock:
+        with self._family_lock:
             self.registry.clear()
             self._plans.clear(constants=True)
-            self._failed.clear()
             self._constants_seen.clear()
             self._template = None
 
@@ -402,45 +358,13 @@ class GraphedFunction:
         return f"<cupygraph.jit {self.__name__} mode={self.config.mode.name} graphs={self.registry.num_graphs()}>"
 
 
-def _progress(total: int, desc: str, enabled: bool) -> Any:
-    """A tqdm bar on a terminal, otherwise nothing (logs and CI stay clean)."""
-    if not enabled or total <= 1 or not sys.stderr.isatty() or os.environ.get("CUPYGRAPH_PROGRESS") == "0":
-        return None
-    from tqdm import tqdm  # a hard dependency (setup.cfg); imported here to keep `import cupygraph` light
-
-    return tqdm(total=total, desc=desc, unit="graph", leave=False)
-
-
-@overload
-def jit(
-    fn: F, /, *, config: ConfigLike = None, batch_argnums: Union[int, Sequence[int]] = (0,),
-    static_argnums: Union[int, Sequence[int]] = (), constant_argnums: Union[int, Sequence[int]] = (),
-    descriptor_fn: Optional[Callable[..., Any]] = None, out_batched: Any = None,
-) -> GraphedFunction: ...
-
-
-@overload
-def jit(
-    fn: None = None, /, *, config: ConfigLike = None, batch_argnums: Union[int, Sequence[int]] = (0,),
-    static_argnums: Union[int, Sequence[int]] = (), constant_argnums: Union[int, Sequence[int]] = (),
-    descriptor_fn: Optional[Callable[..., Any]] = None, out_batched: Any = None,
-) -> Callable[[F], GraphedFunction]: ...
-
-
-def jit(
-    fn: Optional[Callable[..., Any]] = None,
-    /,
-    *,
-    config: ConfigLike = None,
-    batch_argnums: Union[int, Sequence[int]] = (0,),
-    static_argnums: Union[int, Sequence[int]] = (),
-    constant_argnums: Union[int, Sequence[int]] = (),
-    descriptor_fn: Optional[Callable[..., Any]] = None,
-    out_batched: Any = None,
-) -> Any:
+@takes_options_of(JitOptions, GraphedFunction)
+def jit(fn: Optional[Callable[..., Any]] = None, /, **options: Any) -> Any:
     """Record ``fn`` into CUDA graphs per batch shape; use as ``@jit`` or ``@jit(config=...)``.
 
-    See ``GraphedFunction`` for what is copied, what is owned and what stays valid until when.
+    The keyword options are ``JitOptions``'s fields: ``config``, ``batch_argnums``,
+    ``static_argnums``, ``constant_argnums``, ``descriptor_fn``, ``out_batched``. See
+    ``GraphedFunction`` for what is copied, what is owned and what stays valid until when.
 
     When a key cannot be graphed it is remembered (until ``clear()``): an op the graph cannot
     hold (a device-to-host read such as ``float(x.sum())``, a data-dependent shape such as
@@ -449,10 +373,7 @@ def jit(
     exception while capturing runs the call eagerly: a bug in ``fn`` then raises its own
     exception, as without ``jit``, and is not captured again on every call.
     """
-    options = dict(
-        config=config, batch_argnums=batch_argnums, static_argnums=static_argnums,
-        constant_argnums=constant_argnums, descriptor_fn=descriptor_fn, out_batched=out_batched,
-    )
+    chosen = JitOptions(**options)
     if fn is None:
-        return lambda f: GraphedFunction(f, **options)
-    return GraphedFunction(fn, **options)
+        return lambda f: GraphedFunction(f, chosen)
+    return GraphedFunction(fn, chosen)

@@ -12,6 +12,7 @@ from .descriptor import BatchDescriptor
 from .dispatcher import CudagraphDispatcher
 from .errors import CaptureError, CupyGraphError, InputMismatchError
 from .jit import ConfigLike, GraphedFunction, resolve_config
+from .key import Namespace
 from .plans import Plan
 from .pytree import flatten
 from .reasons import EvictionReason, FallbackReason
@@ -114,7 +115,7 @@ class CUDAGraphManager:
             inputs = _filled_inputs(self.registry.backend.xp, input_shapes, self.config.pad_value)
         inputs = self._check_inputs(batch_size, inputs)
         graphed = self._graphed(capture_fn, len(inputs))
-        with self.registry.exec_lock:
+        with self.registry.family_lock:
             plan, _ = graphed._resolve(inputs, {}, force=True, descriptor=BatchDescriptor(batch_size, seq_len=seq_len))
         if not isinstance(plan, Plan):
             raise CaptureError(f"cannot capture {getattr(capture_fn, '__name__', 'capture_fn')}() for "
@@ -139,7 +140,7 @@ class CUDAGraphManager:
                 f"batch_size={batch_size}, seq_len={seq_len} runs eagerly ({decision.explain()}); no graph to replay"
             )
         inputs = self._check_inputs(batch_size, inputs)
-        with self.registry.exec_lock:
+        with self.registry.family_lock:
             entry = self._entry_for(decision, inputs)
             if entry is None:
                 raise CupyGraphError(
@@ -213,7 +214,7 @@ class CUDAGraphManager:
             if known is None or known[0] is not fn or known[1].batch_argnums != tuple(range(n_inputs)):
                 graphed = GraphedFunction(
                     fn, batch_argnums=tuple(range(n_inputs)), registry=self.registry,
-                    dispatcher=self.dispatcher, namespace=(("fn", id(fn)),),
+                    dispatcher=self.dispatcher, namespace=Namespace(getattr(fn, "__name__", type(fn).__name__), id(fn)),
                 )
                 self._functions[id(fn)] = (fn, graphed)
                 return graphed

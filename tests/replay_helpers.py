@@ -31,7 +31,7 @@ def poison_outputs(graphed: Any) -> int:
     count = 0
     for entry in graphed.registry.entries():
         inputs = list(entry.static_inputs) + list(entry.whole_inputs)
-        leaves, _ = flatten(entry.cudagraph.outputs, lambda v: isinstance(v, np.ndarray))
+        leaves, _ = flatten(entry.recording.outputs, lambda v: isinstance(v, np.ndarray))
         for leaf in leaves:
             if (not isinstance(leaf, np.ndarray) or not leaf.size or not leaf.flags.writeable
                     or any(np.shares_memory(leaf, buf) for buf in inputs)):

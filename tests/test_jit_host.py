@@ -326,7 +326,7 @@ def test_output_mode_copy_caller_owns_result():
     r1b = f(x1)
     assert np.array_equal(r1b, x1 * 2)
     assert not np.shares_memory(r1b, r2)
-    assert not np.shares_memory(r1b, f.registry.entries()[0].cudagraph.outputs)
+    assert not np.shares_memory(r1b, f.registry.entries()[0].recording.outputs)
 
 
 def test_output_mode_view_is_overwritten_by_next_call():
@@ -334,7 +334,7 @@ def test_output_mode_view_is_overwritten_by_next_call():
     x1, x2 = rand(3, 1), rand(3, 2)
     r1 = f(x1)
     assert np.array_equal(r1, x1 * 2)
-    assert np.shares_memory(r1, f.registry.entries()[0].cudagraph.outputs)
+    assert np.shares_memory(r1, f.registry.entries()[0].recording.outputs)
     r2 = f(x2)
     assert np.array_equal(r2, x2 * 2)
     assert np.array_equal(r1, x2 * 2)  # the footgun: r1 now shows the second call's result

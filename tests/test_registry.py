@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from cupygraph import CaptureError, CUDAGraphConfig, CUDAGraphRegistry, GraphKey
 from cupygraph.descriptor import BatchDescriptor
+from cupygraph.key import Signature, StaticArg
 
 SIZES = [1, 2, 4, 8, 16]
 D = 5
@@ -132,20 +133,20 @@ def test_padding_rows_hold_pad_value(pad_value):
     registry = make_registry(pad_value=pad_value)
     x = rand(5)
     entry = registry.capture(5, None, identity, [(5, D)], inputs=[x])
-    static_out = entry.cudagraph.outputs  # the function returns its (padded) input
+    static_out = entry.recording.outputs  # the function returns its (padded) input
     assert static_out.shape == (8, D)
     assert np.array_equal(static_out[:5], x)
     assert np.all(static_out[5:] == pad_value)
     # A replay with fewer rows pads again from the new real size.
     y = rand(2, seed=9)
     assert np.array_equal(entry.replay([y]), y)
-    assert np.array_equal(entry.cudagraph.outputs[:2], y)
-    assert np.all(entry.cudagraph.outputs[2:] == pad_value)
+    assert np.array_equal(entry.recording.outputs[:2], y)
+    assert np.all(entry.recording.outputs[2:] == pad_value)
     # And a bigger batch after a smaller one overwrites the old padding with data.
     z = rand(7, seed=10)
     assert np.array_equal(entry.replay([z]), z)
-    assert np.array_equal(entry.cudagraph.outputs[:7], z)
-    assert np.all(entry.cudagraph.outputs[7:] == pad_value)
+    assert np.array_equal(entry.recording.outputs[:7], z)
+    assert np.all(entry.recording.outputs[7:] == pad_value)
 
 
 def test_padding_rewritten_after_another_graph_of_the_family_ran():
@@ -157,7 +158,7 @@ def test_padding_rewritten_after_another_graph_of_the_family_ran():
     assert np.array_equal(small.replay([rand(4, 3)]), rand(4, 3))
     out = big.replay([rand(2, 2)])
     assert np.array_equal(out, rand(2, 2))
-    assert np.all(big.cudagraph.outputs[2:] == 0)
+    assert np.all(big.recording.outputs[2:] == 0)
 
 
 def test_replay_rejects_mismatched_inputs():
@@ -199,7 +200,7 @@ def test_get_hot_shapes_orders_by_sightings():
         for i in range(times):
             assert registry.note_seen(key) == i + 1
     # Keys that differ only in signature count toward the same descriptor.
-    registry.note_seen(GraphKey(BatchDescriptor(4), signature=("other",)))
+    registry.note_seen(GraphKey(BatchDescriptor(4), signature=Signature((StaticArg(str, "other"),))))
     hot = registry.get_hot_shapes()
     assert hot == [(BatchDescriptor(8), 5), (BatchDescriptor(4), 4), (BatchDescriptor(1), 1)]
     assert registry.get_hot_shapes(top_k=1) == [(BatchDescriptor(8), 5)]

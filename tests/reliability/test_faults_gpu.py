@@ -183,7 +183,7 @@ def test_fault_while_other_graphs_of_the_family_are_held():
     sizes = []
     for _ in range(20):
         fault.active = True
-        f._failed.clear()  # internal: retry the 16-row capture each time (it fails: a host read)
+        f.registry.forget_failures()  # retry the 16-row capture each time (it fails: a host read)
         big = rand(rng, 12, WIDTH)
         out = f(big)
         fault.active = True

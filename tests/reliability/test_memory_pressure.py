@@ -19,6 +19,7 @@ from reliability_helpers import check_stats, record
 
 import cupygraph as cg
 from cupygraph.backends.host import HostBackend
+from cupygraph.key import BatchedArg
 from cupygraph.registry import CUDAGraphRegistry
 
 ROWS = (1, 5, 17, 40)
@@ -82,7 +83,7 @@ def test_stream_of_shapes_stays_under_budget_and_keeps_hot_shapes(eviction, soak
             held_keys = {(e.key.descriptor.num_tokens, e.key.signature) for e in f.registry.entries()}
             for rows, width in hot:
                 padded = f.config.get_padded_batch_size(rows)
-                assert any(p == padded and ("batch", (width,), np.dtype(np.float64)) in sig
+                assert any(p == padded and BatchedArg((width,), np.dtype(np.float64)) in sig.args
                            for p, sig in held_keys), (rows, width)
         f.clear()
         del f
@@ -104,7 +105,7 @@ def test_static_buffers_of_evicted_signatures_are_released():
             x = np.ones((8, width * 10))
             assert np.array_equal(f(x), x + 1)
         del x
-        assert len(f.registry._arenas) <= 2
+        assert len(f.registry.static_signatures()) <= 2
         real = numpy_bytes() - base
         assert real <= f.registry.total_bytes() + 8 * 1990 * 8, real
     finally:
@@ -122,7 +123,7 @@ def test_failed_captures_release_their_static_buffers():
     f(np.ones((3, 1)))  # one graph held
     for width in range(2, 50):
         f(np.ones((7, width)))  # every one of these fails to capture
-    assert set(f.registry._arenas) == {e.key.signature for e in f.registry.entries()}
+    assert f.registry.static_signatures() == {e.key.signature for e in f.registry.entries()}
 
 
 def test_total_bytes_counts_shared_static_buffers_once_at_their_real_size():
