@@ -3,14 +3,27 @@
 ``import cupygraph`` needs only NumPy and pydantic; CuPy is imported when a GPU backend is used.
 """
 
+from .api.jit import GraphedFunction, jit
+from .api.manager import CUDAGraphManager
+from .api.streams import StreamDispatcher
+from .api.wrapper import AdaptiveCUDAGraphWrapper, CUDAGraphOptions, CUDAGraphWrapper
 from .backends import Backend, HostBackend, gpu_available, select_backend
-from .config import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
-from .config_files import load_config
-from .context import cudagraph_context, get_forward_context
-from .control_flow import cond, while_loop
-from .decision import Decision, decide
-from .descriptor import BatchDescriptor, DispatchKey, create_dispatch_key, get_cudagraph_sizes, get_padded_key
-from .dispatcher import CompositeDispatcher, CudagraphDispatcher, DispatchMode
+from .backends.foreign import ForeignMemoryError, ForeignMemoryWarning
+from .backends.piecewise import graph_break
+from .cache.freshness import check_fresh
+from .cache.registry import CUDAGraphEntry, CUDAGraphRegistry, GraphEntry, GraphKey
+from .cache.stats import CUDAGraphStats, DispatchStats
+from .compat.mock import MockCUDAGraph
+from .config.files import load_config
+from .config.model import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
+from .config.sizes import default_capture_sizes
+from .control_flow.loops import cond, while_loop
+from .diagnostics.explain import configure_logging as _configure_logging
+from .dispatch.context import cudagraph_context, get_forward_context
+from .dispatch.decision import Decision, decide
+from .dispatch.descriptor import BatchDescriptor, DispatchKey, create_dispatch_key, get_cudagraph_sizes, get_padded_key
+from .dispatch.dispatcher import CompositeDispatcher, CudagraphDispatcher, DispatchMode
+from .dispatch.policy import AdaptiveDispatchPolicy, DefaultDispatchPolicy, DispatchPolicy
 from .errors import (
     BackendUnavailableError,
     CaptureError,
@@ -19,20 +32,7 @@ from .errors import (
     InputMismatchError,
     StaleOutputError,
 )
-from .explain import configure_logging as _configure_logging
-from .foreign import ForeignMemoryError, ForeignMemoryWarning
-from .freshness import check_fresh
-from .jit import GraphedFunction, jit
-from .manager import CUDAGraphManager
-from .mock import MockCUDAGraph
-from .piecewise import graph_break
-from .policy import AdaptiveDispatchPolicy, DefaultDispatchPolicy, DispatchPolicy
 from .reasons import EvictionReason, FallbackReason, RecaptureReason
-from .registry import CUDAGraphEntry, CUDAGraphRegistry, GraphEntry, GraphKey
-from .sizes import default_capture_sizes
-from .stats import CUDAGraphStats, DispatchStats
-from .streams import StreamDispatcher
-from .wrapper import AdaptiveCUDAGraphWrapper, CUDAGraphOptions, CUDAGraphWrapper
 
 _configure_logging()  # honours CUPYGRAPH_LOG
 

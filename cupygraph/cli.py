@@ -15,8 +15,8 @@ from typing import Any, Optional
 
 import yaml
 
-from .config import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
-from .config_files import load_config
+from .config.files import load_config
+from .config.model import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
 from .errors import ConfigError, CupyGraphError
 from .script import ScriptError, run_script
 
@@ -139,7 +139,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_dot(args: argparse.Namespace) -> int:
-    from .inspect import render_dot, to_dot
+    from .diagnostics.inspect import render_dot, to_dot
 
     graphed = _run_script_or_demo(args)[0]
     dot = to_dot(graphed, args.size)

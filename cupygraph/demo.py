@@ -16,9 +16,9 @@ from typing import Any, Optional
 import numpy as np
 
 from . import backends
-from .config import CUDAGraphConfig
+from .api.jit import GraphedFunction, jit, resolve_config
+from .config.model import CUDAGraphConfig
 from .errors import BackendUnavailableError
-from .jit import GraphedFunction, jit, resolve_config
 
 GRID = 64
 STEPS = 16

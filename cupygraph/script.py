@@ -9,11 +9,11 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .api.jit import on_creation
 from .errors import CupyGraphError
-from .jit import on_creation
 
 if TYPE_CHECKING:
-    from .jit import GraphedFunction
+    from .api.jit import GraphedFunction
 
 
 class ScriptError(CupyGraphError):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from cupygraph import config as config_module
-from cupygraph.config import (
+from cupygraph.config import model as config_module
+from cupygraph.config.model import (
     CUDAGraphConfig,
     CUDAGraphMode,
     field_path,
@@ -19,7 +19,7 @@ from cupygraph.config import (
     graphs_disabled_by_env,
     parse_byte_size,
 )
-from cupygraph.config_values import pad_value_problem
+from cupygraph.config.values import pad_value_problem
 from cupygraph.errors import ConfigError
 
 M = CUDAGraphMode

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cupygraph import config_files
-from cupygraph.config import CUDAGraphConfig, CUDAGraphMode
-from cupygraph.config_files import MAX_CONFIG_BYTES, load_config, save_config
+from cupygraph.config import files as config_files
+from cupygraph.config.files import MAX_CONFIG_BYTES, load_config, save_config
+from cupygraph.config.model import CUDAGraphConfig, CUDAGraphMode
 from cupygraph.errors import ConfigError, CupyGraphError
 
 REPO = Path(__file__).resolve().parent.parent

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import cupygraph as cg
-from cupygraph import control_flow as cf
+from cupygraph.control_flow import loops as cf
 from cupygraph.errors import CaptureError
 
 ROOT = Path(__file__).resolve().parents[1]

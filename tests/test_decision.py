@@ -129,7 +129,7 @@ def test_stream_dispatcher_runners_use_its_policy():
 
 
 def test_decisions_say_why_a_batch_runs_eagerly():
-    from cupygraph.decision import decide_for_config
+    from cupygraph.dispatch.decision import decide_for_config
 
     config = cg.CUDAGraphConfig(capture_sizes=[4, 8], seq_len_buckets=[64], min_tokens_for_graph=2, **HOST)
     cases = {
@@ -162,7 +162,7 @@ def test_reasons_reach_the_statistics_of_jit():
 
 
 def test_a_policy_veto_and_choice_are_reasons_too():
-    from cupygraph.decision import DispatchKeys, decide
+    from cupygraph.dispatch.decision import DispatchKeys, decide
 
     class PickNone(cg.DispatchPolicy):
         def should_use_graph(self, key, graph_available):
@@ -185,7 +185,7 @@ def test_a_policy_veto_and_choice_are_reasons_too():
 
 
 def test_policies_get_the_real_batch_for_limits_and_the_padded_key_for_choices():
-    from cupygraph.decision import DispatchKeys, decide
+    from cupygraph.dispatch.decision import DispatchKeys, decide
 
     seen = []
 
@@ -210,7 +210,7 @@ def test_policies_get_the_real_batch_for_limits_and_the_padded_key_for_choices()
 
 
 def test_decision_invariants_are_checked():
-    from cupygraph.decision import Decision
+    from cupygraph.dispatch.decision import Decision
 
     with pytest.raises(ValueError, match="runtime mode"):
         Decision(Mode.FULL_AND_PIECEWISE, BD(4))
@@ -265,9 +265,9 @@ def test_stream_dispatcher_refuses_a_dispatcher_or_registry_for_its_runners():
 
 
 def test_manager_follows_cupygraph_disable_set_after_it_was_made(monkeypatch):
-    import cupygraph.config
+    import cupygraph.config.model
 
-    monkeypatch.setattr(cupygraph.config, "_DISABLE_LOGGED", True)  # keep the once-per-process log for others
+    monkeypatch.setattr(cupygraph.config.model, "_DISABLE_LOGGED", True)  # keep the once-per-process log for others
     manager = cg.CUDAGraphManager({"capture_sizes": [4], **HOST})
     monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
     assert manager.get_mode_for_batch(3) is Mode.NONE and not manager.should_capture(3)

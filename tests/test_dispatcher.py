@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cupygraph.config import CUDAGraphConfig, CUDAGraphMode
-from cupygraph.descriptor import BatchDescriptor
-from cupygraph.dispatcher import CompositeDecision, CompositeDispatcher, CudagraphDispatcher, DispatchMode
-from cupygraph.policy import AdaptiveDispatchPolicy, DefaultDispatchPolicy
-from cupygraph.stats import DispatchStats
+from cupygraph.cache.stats import DispatchStats
+from cupygraph.config.model import CUDAGraphConfig, CUDAGraphMode
+from cupygraph.dispatch.descriptor import BatchDescriptor
+from cupygraph.dispatch.dispatcher import CompositeDecision, CompositeDispatcher, CudagraphDispatcher, DispatchMode
+from cupygraph.dispatch.policy import AdaptiveDispatchPolicy, DefaultDispatchPolicy
 
 NONE, PIECEWISE, FULL = CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL
 SIZES = [1, 2, 4, 8, 16, 32]
@@ -401,7 +401,7 @@ def test_clear_cache_keeps_initialised_keys():
 
 
 def test_registry_entries_are_graphs_too():
-    from cupygraph.registry import CUDAGraphRegistry, GraphKey
+    from cupygraph.cache.registry import CUDAGraphRegistry, GraphKey
 
     cfg = CUDAGraphConfig(capture_sizes=SIZES, backend="host")
     registry = CUDAGraphRegistry(cfg)

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import cupygraph as cg
-from cupygraph.foreign import ForeignMemoryError, ForeignMemoryWarning, find_arrays
-from cupygraph.memaudit import NodeRefs, Region, classify
+from cupygraph.backends.audit import NodeRefs, Region, classify
+from cupygraph.backends.foreign import ForeignMemoryError, ForeignMemoryWarning, find_arrays
 from cupygraph.testing import assert_graph_memory_safe
 
 HOST = dict(backend="host", max_capture_size=16)

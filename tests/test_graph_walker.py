@@ -159,7 +159,7 @@ def test_a_kernel_without_a_parameter_layout_is_unaudited():
 
 
 def test_control_flow_hands_its_body_graphs_to_the_capture_that_collects_them():
-    from cupygraph.graph_bodies import collecting_bodies, note_body
+    from cupygraph.backends.graph_bodies import collecting_bodies, note_body
 
     note_body(1)  # nobody collecting: dropped
     with collecting_bodies() as outer:

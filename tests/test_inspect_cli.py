@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import cupygraph as cg
-from cupygraph import inspect as cg_inspect
 from cupygraph.cli import main
+from cupygraph.diagnostics import inspect as cg_inspect
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

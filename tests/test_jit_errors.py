@@ -60,7 +60,7 @@ def test_a_pad_value_that_does_not_fit_the_dtype_is_an_error_when_the_key_is_mad
 @pytest.mark.parametrize(("pad_value", "dtype"), [(255, np.uint8), (-3, np.int32), (2.0, np.int64),
                                                   (float("nan"), np.float32), (float("inf"), np.float16),
                                                   (60000, np.float16), (1, np.bool_)])
-@pytest.mark.filterwarnings("ignore::cupygraph.foreign.ForeignMemoryWarning")  # `seen` is a closure list
+@pytest.mark.filterwarnings("ignore::cupygraph.ForeignMemoryWarning")  # `seen` is a closure list
 def test_a_pad_value_that_fits_is_written_exactly(pad_value, dtype):
     seen = []
     f = cg.jit(lambda x: seen.append(x.copy()) or x * 1, config=dict(HOST, pad_value=pad_value, num_warmups=0))

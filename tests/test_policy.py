@@ -4,9 +4,9 @@ import threading
 
 import pytest
 
-from cupygraph.config import CUDAGraphConfig, CUDAGraphMode
-from cupygraph.descriptor import BatchDescriptor
-from cupygraph.policy import AdaptiveDispatchPolicy, DefaultDispatchPolicy, DispatchPolicy
+from cupygraph.config.model import CUDAGraphConfig, CUDAGraphMode
+from cupygraph.dispatch.descriptor import BatchDescriptor
+from cupygraph.dispatch.policy import AdaptiveDispatchPolicy, DefaultDispatchPolicy, DispatchPolicy
 
 NONE, PIECEWISE, FULL = CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL
 BOTH = [FULL, PIECEWISE]

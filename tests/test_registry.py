@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cupygraph import CaptureError, CUDAGraphConfig, CUDAGraphRegistry, GraphKey
-from cupygraph.descriptor import BatchDescriptor
-from cupygraph.key import Signature, StaticArg
+from cupygraph.cache.key import Signature, StaticArg
+from cupygraph.dispatch.descriptor import BatchDescriptor
 
 SIZES = [1, 2, 4, 8, 16]
 D = 5

@@ -8,16 +8,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from cupygraph.config import CUDAGraphConfig, CUDAGraphMode
-from cupygraph.descriptor import (
-    BatchDescriptor,
-    DispatchKey,
-    create_dispatch_key,
-    get_cudagraph_sizes,
-    get_padded_key,
-)
-from cupygraph.errors import ConfigError
-from cupygraph.sizes import (
+from cupygraph.config.model import CUDAGraphConfig, CUDAGraphMode
+from cupygraph.config.sizes import (
     check_positive_int,
     default_capture_sizes,
     default_max_capture_size,
@@ -26,6 +18,14 @@ from cupygraph.sizes import (
     pad_to_capture_size,
     round_up_to_multiples,
 )
+from cupygraph.dispatch.descriptor import (
+    BatchDescriptor,
+    DispatchKey,
+    create_dispatch_key,
+    get_cudagraph_sizes,
+    get_padded_key,
+)
+from cupygraph.errors import ConfigError
 
 M = CUDAGraphMode
 
@@ -350,7 +350,7 @@ def test_mode_none_with_no_sizes_runs_eagerly_in_a_jit(monkeypatch):
 
 
 def test_mode_none_with_no_sizes_in_files(tmp_path):
-    from cupygraph.config_files import load_config
+    from cupygraph.config.files import load_config
 
     (tmp_path / "off.yaml").write_text("mode: NONE\ncapture_sizes: []\n", encoding="utf-8")
     (tmp_path / "off.toml").write_text('mode = "none"\nmax_capture_size = 0\n', encoding="utf-8")

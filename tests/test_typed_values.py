@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import cupygraph as cg
-from cupygraph.key import BatchedArg, ConstArg, GraphKey, Kwargs, Namespace, Signature, StaticArg, WholeArg
-from cupygraph.options import JitOptions
+from cupygraph.api.options import JitOptions
+from cupygraph.cache.key import BatchedArg, ConstArg, GraphKey, Kwargs, Namespace, Signature, StaticArg, WholeArg
 
 HOST = {"backend": "host", "capture_sizes": [2, 4, 8]}
 
@@ -130,8 +130,8 @@ def test_jit_overloads_type_check_from_the_one_option_list(tmp_path):
                            str(source)], cwd=root, capture_output=True, text=True)
     out = done.stdout
     lines = [line.split(": ", 1)[1] for line in out.splitlines() if line.startswith(str(source))]
-    assert lines[0] == 'note: Revealed type is "cupygraph.jit.GraphedFunction"'
+    assert lines[0] == 'note: Revealed type is "cupygraph.api.jit.GraphedFunction"'
     assert lines[1].startswith("note: Revealed type is \"def [F <: def (*Any, **Any) -> Any] (F) -> ")
-    assert lines[2] == 'note: Revealed type is "cupygraph.jit.GraphedFunction"'
+    assert lines[2] == 'note: Revealed type is "cupygraph.api.jit.GraphedFunction"'
     assert any('Unexpected keyword argument "batch_argnum"' in line for line in lines[3:])
     assert any('"constant_argnums"' in line and "incompatible type" in line for line in lines[3:])

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import CaptureError
-from ..foreign import Watch, check_watches
 from ..reasons import FallbackReason
+from .foreign import Watch, check_watches
 
 
 class ReplayMismatch(CaptureError):

@@ -15,14 +15,14 @@ import cupy
 
 from ..errors import CaptureError
 from ..frames import location_in_traceback
-from ..graph_bodies import collecting_bodies
-from ..piecewise import recording_breaks
 from ..pytree import flatten, unflatten
 from ..reasons import FallbackReason
 from .base import Backend, Recording
 from .cupy_audit import audit_capture
 from .cupy_fft import isolated_plan_cache
 from .cupy_pool import DeviceBlocks, fill_free_blocks
+from .graph_bodies import collecting_bodies
+from .piecewise import recording_breaks
 
 _runtime = cupy.cuda.runtime
 _CAPTURE_MODES = {

@@ -20,10 +20,10 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
-from ..foreign import Watch, describe_array, find_arrays, warn_foreign
-from ..memaudit import AuditReport, NodeRefs, Region, classify
 from ..pytree import flatten
+from .audit import AuditReport, NodeRefs, Region, classify
 from .cupy_fft import cached_plan_work_areas, is_cufft_kernel, plan_work_areas
+from .foreign import Watch, describe_array, find_arrays, warn_foreign
 
 logger = logging.getLogger("cupygraph")
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ..foreign import watch_unowned
 from ..pytree import flatten
 from .base import Backend, Recording, ReplayMismatch
+from .foreign import watch_unowned
 from .host_guard import guarded, plain_outputs, refusing
 
 

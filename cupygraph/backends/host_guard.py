@@ -36,9 +36,9 @@ import numpy as np
 
 from ..errors import CaptureError
 from ..frames import location_in_stack
-from ..piecewise import recording_breaks
 from ..pytree import flatten, unflatten
 from ..reasons import FallbackReason
+from .piecewise import recording_breaks
 
 
 class RefusedOp(CaptureError):
@@ -200,7 +200,7 @@ class CaptureArray(np.ndarray):
 
     def __str__(self) -> str:
         if _guard() is not None:
-            _host_read("str() or print() of an array")
+            _host_read("str() (or printing) of an array")
         return str(self.view(np.ndarray))
 
     def __format__(self, spec: str) -> str:

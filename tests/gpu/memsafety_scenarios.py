@@ -20,9 +20,9 @@ import cupy
 import numpy as np
 
 import cupygraph as cg
-from cupygraph.foreign import ForeignMemoryError, ForeignMemoryWarning
-from cupygraph.memcheck import FreeMemoryPoison
+from cupygraph.backends.foreign import ForeignMemoryError, ForeignMemoryWarning
 from cupygraph.testing import assert_graph_memory_safe
+from cupygraph.testing.memcheck import FreeMemoryPoison
 
 SHAPE = (8, 4099)  # a prime length: Bluestein, with a work area of about 1.1 MB
 FFT_ONLY = dict(capture_sizes=[8])
@@ -262,7 +262,7 @@ def _looped(table: cupy.ndarray):
 
 def scenario_structure() -> None:
     """The audit walks the bodies of conditional nodes and every piece of a PIECEWISE recording."""
-    from cupygraph.control_flow import conditional_nodes_unavailable_reason
+    from cupygraph.control_flow.loops import conditional_nodes_unavailable_reason
 
     rng = np.random.default_rng(5)
     reason = conditional_nodes_unavailable_reason()

@@ -21,7 +21,7 @@ import cupygraph as cg
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 
-from cupygraph import control_flow as cf  # noqa: E402
+from cupygraph.control_flow import loops as cf  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from reliability_helpers import record  # noqa: E402
 
-from cupygraph import config_files  # noqa: E402
-from cupygraph.config import MAX_LIST_LENGTH, CUDAGraphConfig  # noqa: E402
-from cupygraph.config_files import MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, load_config  # noqa: E402
+from cupygraph.config import files as config_files  # noqa: E402
+from cupygraph.config.files import MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, load_config  # noqa: E402
+from cupygraph.config.model import MAX_LIST_LENGTH, CUDAGraphConfig  # noqa: E402
 from cupygraph.errors import ConfigError  # noqa: E402
 
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad_configs"

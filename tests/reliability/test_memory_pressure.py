@@ -19,8 +19,8 @@ from reliability_helpers import check_stats, record
 
 import cupygraph as cg
 from cupygraph.backends.host import HostBackend
-from cupygraph.key import BatchedArg
-from cupygraph.registry import CUDAGraphRegistry
+from cupygraph.cache.key import BatchedArg
+from cupygraph.cache.registry import CUDAGraphRegistry
 
 ROWS = (1, 5, 17, 40)
 

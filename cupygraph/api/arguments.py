@@ -1,0 +1,235 @@
+"""How ``jit`` reads a call's arguments: which are batched, copied whole, constant or static.
+
+Every check of user input that ``jit`` makes lives here, so each error names the argument, its
+shape and dtype, and says what to do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from ..backends.base import Backend
+from ..cache.key import ArgPart, BatchedArg, ConstArg, Kwargs, Namespace, Signature, StaticArg, WholeArg
+from ..errors import InputMismatchError
+
+Argnums = Union[int, Sequence[int]]
+
+
+def argnums(value: Any, name: str) -> tuple[int, ...]:
+    """Argument positions from an int or a sequence of ints (NumPy integers too)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        items: tuple[Any, ...] = (value,)
+    elif isinstance(value, (list, tuple, range)):
+        items = tuple(value)
+    elif isinstance(value, np.ndarray) and value.ndim <= 1:
+        items = tuple(value.reshape(-1).tolist())
+    else:
+        raise TypeError(
+            f"{name} must be an argument position (int) or a sequence of them, got {type(value).__name__} {value!r}"
+        )
+    for item in items:
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)) or item < 0:
+            raise TypeError(f"{name} must hold non-negative argument positions (ints), got {item!r}")
+    return tuple(int(item) for item in items)
+
+
+def describe(value: Any) -> str:
+    """``float32[3, 4] of type numpy.ndarray``, or the type for non-arrays."""
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    kind = f"{type(value).__module__}.{type(value).__name__}"
+    return f"{dtype}{list(shape)} of type {kind}" if shape is not None and dtype is not None else kind
+
+
+class ArraySpec:
+    """Shape and dtype of an argument seen earlier (``warmup`` makes a placeholder from it)."""
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, shape: tuple[int, ...], dtype: Any):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+def pad_value_problem(value: Union[int, float], dtype: Any) -> Optional[str]:
+    """Why ``value`` cannot be stored exactly in ``dtype`` (None when it can)."""
+    dtype = np.dtype(dtype)
+    finite = not isinstance(value, float) or math.isfinite(value)
+    if dtype.kind == "b":
+        return None if finite and value in (0, 1) else "bool holds only 0 and 1 (False and True)"
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not finite or (isinstance(value, float) and not value.is_integer()):
+            return f"{dtype} holds whole numbers only"
+        if not info.min <= value <= info.max:
+            return f"{dtype} holds {info.min} to {info.max}"
+        return None
+    if dtype.kind in "fc" and finite:
+        largest = float(np.finfo(dtype).max)
+        if abs(value) > largest:
+            return f"{dtype} holds at most {largest:g} in magnitude (it would become inf)"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Positions:
+    """Which arguments are batched, static and constant (every other array is copied whole)."""
+
+    batch: tuple[int, ...]
+    static: tuple[int, ...]
+    constant: tuple[int, ...]
+
+    @classmethod
+    def parse(cls, batch: Argnums, static: Argnums, constant: Argnums) -> Positions:
+        """Positions from ``jit``'s ``*_argnums`` options; an error names the option that is wrong."""
+        positions = cls(argnums(batch, "batch_argnums"), argnums(static, "static_argnums"),
+                        argnums(constant, "constant_argnums"))
+        for label, chosen in (("static_argnums", positions.static), ("constant_argnums", positions.constant)):
+            clash = set(chosen) & set(positions.batch)
+            if clash:
+                raise ValueError(f"argument {sorted(clash)[0]} is in both batch_argnums and {label}")
+        return positions
+
+
+class ArgumentRules:
+    """The argument positions of one jitted function and the checks of each call's arguments."""
+
+    def __init__(self, name: str, backend: Backend, positions: Positions, namespace: Optional[Namespace] = None):
+        self.name = name
+        self.namespace = namespace
+        self.backend = backend
+        self.batch, self.static, self.constant = positions.batch, positions.static, positions.constant
+        self._const = frozenset(self.constant)
+
+    def classify(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[int, ...], tuple[int, ...], Signature]:
+        """Check every argument; return (batched, copied-whole, signature): the one place a
+        call's ``Signature`` is built."""
+        backend, name = self.backend, self.name
+        for i in self.batch + self.constant:
+            if i >= len(args):
+                raise TypeError(
+                    f"{name}() got {len(args)} positional arguments but argument {i} is declared "
+                    f"in batch_argnums/constant_argnums"
+                )
+        whole: list[int] = []
+        signature: list[ArgPart] = []
+        for i, arg in enumerate(args):
+            if backend.is_array(arg):
+                self._check_array(i, arg)
+                if i in self._const:
+                    signature.append(ConstArg(backend.address(arg), arg.shape, arg.dtype, arg.strides))
+                elif i in self.batch:
+                    signature.append(BatchedArg(arg.shape[1:], arg.dtype))
+                else:
+                    whole.append(i)
+                    signature.append(WholeArg(arg.shape, arg.dtype))
+            elif i in self.batch:
+                what = (f"a NumPy scalar {type(arg).__module__}.{type(arg).__name__}" if isinstance(arg, np.generic)
+                        else describe(arg))
+                raise InputMismatchError(
+                    f"argument {i} of {name}() is in batch_argnums but is {what} ({arg!r:.40}), not an array "
+                    f"with a leading batch axis; pass an array (np.asarray(value)[None] for one row) or leave "
+                    f"it out of batch_argnums"
+                )
+            elif isinstance(arg, np.generic):
+                signature.append(StaticArg(type(arg), arg))
+            elif hasattr(arg, "__array_interface__") or hasattr(arg, "__cuda_array_interface__"):
+                array_type = backend.array_type
+                raise InputMismatchError(
+                    f"argument {i} of {name}() is {describe(arg)}, but this function's graphs use "
+                    f"{backend.name} arrays ({array_type.__module__}.{array_type.__name__}); convert "
+                    f"it, or choose backend='host' for NumPy"
+                )
+            else:
+                try:
+                    hash(arg)
+                except TypeError:
+                    raise InputMismatchError(
+                        f"argument {i} of {name}() is an unhashable {type(arg).__name__}; non-array "
+                        f"arguments are static (part of the graph key) and must be hashable"
+                    ) from None
+                signature.append(StaticArg(type(arg), arg))
+        for key, value in kwargs.items():
+            try:
+                hash(value)
+            except TypeError:
+                raise InputMismatchError(
+                    f"keyword argument {key!r} of {name}() is an unhashable {type(value).__name__}; "
+                    f"keyword arguments are static (part of the graph key); pass arrays positionally"
+                ) from None
+        keywords = Kwargs(tuple(sorted((k, type(v), v) for k, v in kwargs.items()))) if kwargs else None
+        return self.batch, tuple(whole), Signature(tuple(signature), keywords, self.namespace)
+
+    def _check_array(self, i: int, arg: Any) -> None:
+        name, backend = self.name, self.backend
+        if i in self.static:
+            raise InputMismatchError(
+                f"argument {i} of {name}() is an array but is in static_argnums; static "
+                f"arguments are hashable Python values (use constant_argnums for weights)"
+            )
+        if isinstance(arg, np.ma.MaskedArray):
+            raise InputMismatchError(
+                f"argument {i} of {name}() is a NumPy masked array ({describe(arg)}); a graph copies only its "
+                f"data and would drop the mask: pass arr.filled(value), or the data and the mask as two arrays"
+            )
+        if arg.dtype.hasobject:
+            raise InputMismatchError(
+                f"argument {i} of {name}() is an object array ({describe(arg)}); graph buffers hold numbers "
+                f"(CuPy has no object dtype): convert it to a numeric dtype"
+            )
+        if i in self.batch and arg.ndim == 0:
+            raise InputMismatchError(
+                f"argument {i} of {name}() is a 0-d array but is in batch_argnums; "
+                f"batched arguments need a leading batch axis"
+            )
+        device = backend.device_of(arg)
+        if device != getattr(backend, "device_id", -1):
+            raise InputMismatchError(
+                f"argument {i} of {name}() is on device {device} but this function's graphs "
+                f"live on device {getattr(backend, 'device_id', -1)}; move it or jit it per device"
+            )
+
+    def rows(self, args: tuple[Any, ...], batched: tuple[int, ...]) -> int:
+        rows = None
+        for i in batched:
+            n = args[i].shape[0]
+            if rows is None:
+                rows = n
+            elif n != rows:
+                raise InputMismatchError(
+                    f"batched arguments of {self.name}() disagree on the batch size: argument "
+                    f"{batched[0]} has {rows} rows, argument {i} has {n}"
+                )
+        return 0 if rows is None else rows
+
+    def check_padding(self, args: Sequence[Any], pad_value: Union[int, float]) -> None:
+        """``pad_value`` must fit every batched argument's dtype (it fills their padding rows)."""
+        for i in self.batch:
+            dtype = getattr(args[i], "dtype", None) if i < len(args) else None
+            if dtype is None:
+                continue
+            problem = pad_value_problem(pad_value, dtype)
+            if problem is not None:
+                raise InputMismatchError(
+                    f"pad_value={pad_value!r} cannot fill the padding of argument {i} of {self.name}() "
+                    f"({np.dtype(dtype)}): {problem}; choose a pad_value that fits (for example 0)"
+                )
+
+    def warmup_sizes(self, sizes: Any, largest: Optional[int]) -> list[int]:
+        """``sizes`` as ints, largest first; an error naming every size that cannot be captured."""
+        items = [sizes] if isinstance(sizes, (int, np.integer)) else list(sizes)
+        bad = [s for s in items if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer))
+               or s < 1 or (largest is not None and s > largest)]
+        if bad:
+            limit = f"the largest capture size {largest}" if largest is not None else "the largest capture size"
+            raise ValueError(
+                f"{self.name}.warmup() cannot capture sizes {bad}: batch sizes are whole numbers from 1 to "
+                f"{limit} (raise max_capture_size or capture_sizes to capture larger ones)"
+            )
+        return sorted({int(s) for s in items}, reverse=True)

@@ -1,0 +1,379 @@
+"""``cupygraph.jit``: the JAX-style front door that captures per batch shape and replays.
+
+The hot path is ``GraphedFunction.__call__`` with a known plan: find the plan, copy in, launch,
+copy out. Everything else (classifying arguments, asking the dispatcher and the graph cache,
+capturing) happens once per new call signature, in the slow path.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from ..backends.base import ReplayMismatch
+from ..cache.capture import CaptureRequest
+from ..cache.failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
+from ..cache.freshness import stale_reason
+from ..cache.key import ConstArg, GraphKey, Namespace
+from ..cache.registry import CUDAGraphRegistry
+from ..cache.stats import CUDAGraphStats
+from ..cache.store import CaptureNow
+from ..config.model import CUDAGraphMode
+from ..diagnostics.explain import configure_logging, explain_new_key
+from ..dispatch.descriptor import BatchDescriptor
+from ..dispatch.dispatcher import CudagraphDispatcher
+from ..errors import CaptureError, InputMismatchError, StaleOutputError
+from ..reasons import RecaptureReason
+from .arguments import ArgumentRules
+from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
+from .plans import Plan, PlanCache
+from .warmup import Template, calls_per_size, example_call, progress_bar, remember_call
+
+logger = logging.getLogger("cupygraph")
+
+__all__ = ["ConfigLike", "GraphedFunction", "jit", "live_functions", "on_creation", "resolve_config"]
+
+_LIVE: weakref.WeakSet[GraphedFunction] = weakref.WeakSet()
+_CREATION_HOOKS: list[Callable[[GraphedFunction], None]] = []
+
+
+def live_functions() -> list[GraphedFunction]:
+    """Every jitted function alive in this process (for inspection, the pytest plugin and the CLI)."""
+    return list(_LIVE)
+
+
+def on_creation(hook: Callable[[GraphedFunction], None]) -> Callable[[], None]:
+    """Call ``hook(fn)`` for every jitted function created from now on; returns an unsubscribe."""
+    _CREATION_HOOKS.append(hook)
+    return lambda: _CREATION_HOOKS.remove(hook)
+
+
+class GraphedFunction:
+    """A function recorded into one CUDA graph per (padded batch size, signature) and replayed.
+
+    Workflow of a call:
+      1. The batch size is the leading axis of the ``batch_argnums`` arrays (or ``descriptor_fn``).
+      2. The dispatcher picks the runtime mode and the padded size; batches above the largest
+         capture size run eagerly. The graph cache (``registry``) says what the key does: replay
+         its graph, run eagerly (a cold key under ``capture_after``, or a key whose capture
+         failed), or capture now.
+      3. A key is captured by warming the function up and recording it onto static buffers.
+      4. Each batched array is copied into its static buffer (one async memcpy when contiguous;
+         padding rewritten only when the real size changed), other arrays are copied whole,
+         ``constant_argnums`` arrays are used by address; the graph replays on the caller's stream.
+      5. Outputs whose leading axis is the padded size are cut back to the real batch (declare
+         ``out_batched`` — a bool or the outputs' structure of bools — when an unbatched output
+         happens to have that length).
+
+    Contract: under ``output_mode="copy"`` (default) the caller owns the returned arrays. Under
+    ``"view"`` they are views into static buffers, valid until the next call of this function.
+    Constant arguments are captured by address: a different array (address, shape, dtype or
+    strides) is a new key and a re-capture. Non-array arguments are static: part of the key, so
+    hashable. Outputs are arrays in tuples, lists, dicts, namedtuples and dataclasses (None is
+    kept); other Python values in them must depend only on shapes and static arguments.
+
+    Failures are remembered per key by the graph cache, until ``clear()`` (or a new ``jit`` with
+    another config):
+      * An op the graph cannot hold (a device-to-host read, a data-dependent shape, a cuBLAS or
+        cuSOLVER call, memory) fails the capture with a ``CaptureError`` naming the op and the
+        line. With ``on_capture_error="fallback"`` the key runs eagerly from then on, counted
+        under the reason's code; with ``"raise"`` every call of the key raises it.
+      * Any other exception during warm-up, capture or output handling marks the key failed
+        too, and the call runs the function eagerly on the caller's arrays. A bug in the
+        function then raises its own exception, exactly as without ``jit`` (on every call, with
+        no new capture); a function that works eagerly is counted as a fallback, or under
+        ``"raise"`` gets a ``CaptureError`` naming the exception and the line.
+      * A replay (host backend) that returns another structure, shape or Python value than the
+        capture drops the graph and the key runs eagerly: a stale result is never returned.
+      * Errors in the call itself (an argument, ``pad_value`` or ``out_batched`` that does not
+        fit) are raised at once and are not remembered.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        options: Optional[JitOptions] = None,
+        /,
+        *,
+        registry: Optional[CUDAGraphRegistry] = None,
+        dispatcher: Optional[CudagraphDispatcher] = None,
+        namespace: Optional[Namespace] = None,
+        **fields: Any,
+    ):
+        """``options`` (or its fields as keywords, as ``jit`` takes them); a ``registry`` (and its
+        ``dispatcher``) shared with other functions, whose keys ``namespace`` keeps apart."""
+        if not callable(fn):
+            raise TypeError(f"jit needs a callable, got {type(fn).__name__}")
+        if options is None:
+            options = JitOptions(**fields)
+        elif fields:
+            raise TypeError(f"give GraphedFunction its options or their fields, not both (got {sorted(fields)})")
+        functools.update_wrapper(self, fn)
+        if not hasattr(self, "__name__"):  # a callable object: messages name its class
+            self.__name__ = self.__qualname__ = type(fn).__name__
+        self._fn = fn
+        self.options = options
+        self.config = resolve_config(options.config) if registry is None else registry.config
+        self.registry = registry if registry is not None else CUDAGraphRegistry(self.config)
+        self.backend = self.registry.backend
+        self._rules = ArgumentRules(self.__name__, self.backend, options.positions(), namespace)
+        self.batch_argnums = self._rules.batch
+        self.static_argnums = self._rules.static
+        self.constant_argnums = self._rules.constant
+        self.descriptor_fn = options.descriptor_fn
+        self.out_batched = options.out_batched
+        if dispatcher is None:
+            dispatcher = CudagraphDispatcher(self.config, registry=self.registry)
+            dispatcher.initialize_cudagraph_keys(self.config.mode, self.config.uniform_decode_query_len)
+        self.dispatcher = dispatcher
+        self._plans = PlanCache(self.backend.array_type, self.constant_argnums)
+        # What the hot path uses, looked up once: the registry never replaces them.
+        self._family_lock = self.registry.family_lock
+        self._stats = self.registry.stats()
+        self._generation = self.registry.generation
+        self._constants_seen: dict[tuple[Any, ...], tuple[ConstArg, ...]] = {}
+        self._template: Optional[Template] = None
+        if self.config.debug:
+            configure_logging("debug")
+        _LIVE.add(self)
+        for hook in list(_CREATION_HOOKS):
+            hook(self)
+
+    # -- the hot path ------------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs:
+            plan = self._plans.find(args)
+            if plan is not None:
+                batched = [args[i] for i in plan.batched]
+                with self._family_lock:
+                    # Checked under the lock: another thread's capture may have evicted the entry.
+                    if plan.entry.alive:
+                        try:  # free unless raised (only a re-executing host replay can)
+                            out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
+                        except ReplayMismatch as err:
+                            return self._replay_failed(plan, err, args, kwargs)
+                        self._stats.record_hit(plan.mode_name)
+                        return out
+        return self._call_slow(args, kwargs, not kwargs)
+
+    # -- everything else ---------------------------------------------------------------------------
+
+    def _descriptor(self, args: tuple[Any, ...], rows: int, given: Optional[Any]) -> BatchDescriptor:
+        """The call's descriptor: ``given`` (``call_with_descriptor``), ``descriptor_fn``'s, or the rows."""
+        if given is None and self.descriptor_fn is None:
+            return BatchDescriptor(rows)
+        source = "call_with_descriptor" if given is not None else "descriptor_fn"
+        desc = given if given is not None else self.descriptor_fn(*args)  # type: ignore[misc]
+        if isinstance(desc, (int, np.integer)) and not isinstance(desc, (bool, np.bool_)):
+            desc = BatchDescriptor(int(desc))
+        if not isinstance(desc, BatchDescriptor):
+            raise TypeError(f"{source} must give a BatchDescriptor or an int, got {type(desc).__name__}")
+        if self.batch_argnums:
+            if given is None and desc.num_tokens != rows:
+                raise InputMismatchError(
+                    f"descriptor_fn says num_tokens={desc.num_tokens} but the batched arguments have {rows} rows"
+                )
+            if desc.num_tokens < rows:
+                raise InputMismatchError(
+                    f"{self.__name__}.call_with_descriptor: the descriptor has num_tokens={desc.num_tokens} but "
+                    f"the batched arguments have {rows} rows; num_tokens must be at least the number of rows"
+                )
+        return desc
+
+    def _resolve(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], *, force: bool = False,
+        descriptor: Optional[Any] = None,
+    ) -> tuple[Union[Plan, Eager], bool]:
+        """Find or capture the entry for this call: (plan, whether it was captured now), or
+        (why it runs eagerly, False)."""
+        batched, whole, signature = self._rules.classify(args, kwargs)
+        rows = self._rules.rows(args, batched)
+        if self.config.mode is CUDAGraphMode.NONE:
+            return MODE_NONE, False
+        if rows == 0 and batched:
+            return EMPTY_BATCH, False
+        desc = self._descriptor(args, rows, descriptor)
+        decision = self.dispatcher.decide(desc)
+        if decision.reason is not None:
+            return Eager(decision.reason, decision.detail), False
+        mode, padded = decision.mode, decision.padded
+        key = GraphKey(padded, mode, signature)
+        verdict = self.registry.admit(key, force=force, name=self.__name__)
+        if isinstance(verdict, Eager):
+            return verdict, False
+        if isinstance(verdict, CaptureNow):
+            self._rules.check_padding(args, self.config.pad_value)
+            self._explain_capture(key)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("%s() captures %s: %s", self.__name__, padded,
+                             explain_new_key(key, [e.key for e in self.registry.entries()]))
+            request = CaptureRequest(self._fn, args, kwargs, batched, whole, self.out_batched)
+            captured = self.registry.capture_or_fail(key, request, name=self.__name__)
+            if isinstance(captured, Eager):
+                return captured, False
+            return Plan(captured, mode.name, batched, whole), True
+        return Plan(verdict, mode.name, batched, whole), False
+
+    def _explain_capture(self, key: GraphKey) -> None:
+        """Count re-captures caused by a constant argument that moved, and say which one."""
+        consts = key.signature.constants()
+        if not consts:
+            return
+        rest = (key.descriptor, key.mode, key.signature.without_constants())
+        previous = self._constants_seen.get(rest)
+        if previous is not None and previous != consts:
+            if self.config.on_capture_error == "raise":
+                raise InputMismatchError(
+                    f"a constant argument of {self.__name__}() changed (address, shape, dtype or strides) "
+                    f"since capture; was {', '.join(c.describe() for c in previous)}, "
+                    f"now {', '.join(c.describe() for c in consts)}"
+                )
+            self._stats.record_recapture(RecaptureReason.CONSTANT_CHANGED)
+            logger.info("%s() re-captures %s: a constant argument changed", self.__name__, key.descriptor)
+        self._constants_seen[rest] = consts
+
+    def _call_slow(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool,
+        descriptor: Optional[Any] = None,
+    ) -> Any:
+        registry = self.registry
+        debug = self.config.debug
+        if debug:
+            self._check_arguments_fresh(args)
+        with self._family_lock:
+            # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
+            plan, captured = self._resolve(args, kwargs, descriptor=descriptor)
+            if isinstance(plan, Plan):
+                if self._generation != registry.generation:
+                    self._plans.clear()
+                    self._generation = registry.generation
+                batched = [args[i] for i in plan.batched]
+                rows = batched[0].shape[0] if batched else plan.entry.padded
+                whole = [args[i] for i in plan.whole]
+                if debug:
+                    # An array the graph reads by address (closure, global) must still be there.
+                    plan.entry.recording.check_references(self.__name__)
+                try:
+                    if debug:
+                        out = registry.run_tracking_views(plan.entry, batched, rows, whole, name=self.__name__)
+                    else:
+                        out = plan.entry.run(batched, rows, whole)
+                except ReplayMismatch as err:
+                    return self._replay_failed(plan, err, args, kwargs)
+                if captured:
+                    self._stats.record_first_replay(plan.mode_name)
+                else:
+                    self._stats.record_hit(plan.mode_name)
+                # Debug mode checks every call, so it never takes the fast path.
+                if cacheable and batched and not debug:
+                    self._plans.remember(args, plan)
+                self._template = remember_call(args, kwargs, plan.batched + plan.whole)
+                return out
+        return self._run_eagerly(args, kwargs, plan)
+
+    def _run_eagerly(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager) -> Any:
+        return run_eagerly(self._fn, args, kwargs, why, name=self.__name__, stats=self._stats,
+                           raises=self.registry.raises)
+
+    def _replay_failed(self, plan: Plan, err: ReplayMismatch, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self._run_eagerly(args, kwargs, self.registry.replay_failed(plan.entry, err, name=self.__name__))
+
+    def _check_arguments_fresh(self, args: tuple[Any, ...]) -> None:
+        """Debug mode: an argument that is a view output rewritten since it was returned is an error."""
+        for i, arg in enumerate(args):
+            reason = stale_reason(arg)
+            if reason is not None:
+                raise StaleOutputError(f"argument {i} of {self.__name__}(): {reason}")
+
+    # -- public helpers ----------------------------------------------------------------------------
+
+    def warmup(self, *example_args: Any, sizes: Optional[Sequence[int]] = None, progress: bool = True) -> int:
+        """Capture ahead of time, largest size first; return how many graphs were captured.
+
+        The arrays in ``example_args`` (or, when none are given, the last call's) give the
+        signature; their batched arguments are resized to each size in ``sizes`` (default: every
+        capture size), filled with ``pad_value``. A size below 1 or above the largest capture
+        size is an error naming it.
+        """
+        template_args, template_kwargs = example_call(self.__name__, example_args, self._template, self.batch_argnums)
+        largest = self.config.largest_capture_size
+        chosen = (sorted(self.config.cudagraph_capture_sizes, reverse=True) if sizes is None
+                  else self._rules.warmup_sizes(sizes, largest))
+        self._rules.check_padding(template_args, self.config.pad_value)
+        bar = progress_bar(len(chosen), f"capturing {self.__name__}", progress)
+        count = 0
+        try:
+            for size, args in calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp,
+                                             self.config.pad_value):
+                plan, captured = self._resolve(args, template_kwargs, force=True)
+                count += captured
+                if isinstance(plan, Eager):
+                    if plan.failure == RAISED and self.registry.raises:
+                        raise CaptureError(f"warmup of {self.__name__}() size {size}: {plan}")
+                    logger.info("warmup of %s() size %d: %s", self.__name__, size, plan)
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        return count
+
+    def call_with_descriptor(self, descriptor: BatchDescriptor, *args: Any, **kwargs: Any) -> Any:
+        """Call with an explicit batch descriptor (request count, uniform decode, sequence length).
+
+        ``descriptor.num_tokens`` must be at least the batched arguments' rows.
+        """
+        return self._call_slow(args, kwargs, False, descriptor)
+
+    def stats(self) -> CUDAGraphStats:
+        return self._stats
+
+    def describe(self) -> str:
+        """A table of the graphs held per mode and size, hit rate and fallbacks by reason."""
+        from ..diagnostics.inspect import describe
+
+        return describe(self)
+
+    def to_dot(self, size: Optional[int] = None) -> str:
+        """The captured graph for batch ``size`` (default: the largest held) in Graphviz DOT."""
+        from ..diagnostics.inspect import to_dot
+
+        return to_dot(self, size)
+
+    def clear(self) -> None:
+        """Drop every graph (the memory goes back) and forget failed keys; stats are kept."""
+        with self._family_lock:
+            self.registry.clear()
+            self._plans.clear(constants=True)
+            self._constants_seen.clear()
+            self._template = None
+
+    def __repr__(self) -> str:
+        return f"<cupygraph.jit {self.__name__} mode={self.config.mode.name} graphs={self.registry.num_graphs()}>"
+
+
+@takes_options_of(JitOptions, GraphedFunction)
+def jit(fn: Optional[Callable[..., Any]] = None, /, **options: Any) -> Any:
+    """Record ``fn`` into CUDA graphs per batch shape; use as ``@jit`` or ``@jit(config=...)``.
+
+    The keyword options are ``JitOptions``'s fields: ``config``, ``batch_argnums``,
+    ``static_argnums``, ``constant_argnums``, ``descriptor_fn``, ``out_batched``. See
+    ``GraphedFunction`` for what is copied, what is owned and what stays valid until when.
+
+    When a key cannot be graphed it is remembered (until ``clear()``): an op the graph cannot
+    hold (a device-to-host read such as ``float(x.sum())``, a data-dependent shape such as
+    ``x[x > 0]``, cuBLAS/cuSOLVER) falls back to eager with the reason counted, or raises
+    ``CaptureError`` naming the op and the line under ``on_capture_error="raise"``. Any other
+    exception while capturing runs the call eagerly: a bug in ``fn`` then raises its own
+    exception, as without ``jit``, and is not captured again on every call.
+    """
+    chosen = JitOptions(**options)
+    if fn is None:
+        return lambda f: GraphedFunction(f, chosen)
+    return GraphedFunction(fn, chosen)

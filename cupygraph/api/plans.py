@@ -1,0 +1,97 @@
+"""The fast path's cache: which entry a known call signature replays, found in a few operations.
+
+The slow path classifies a call once and hands back a ``Plan``; later calls of the same shapes,
+dtypes, static values and constant set find it here without classification, string building or
+locks (the JAX ``cache_miss`` / fast path split).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from ..cache.entry import CUDAGraphEntry
+
+PLANS_LIMIT = 4096
+"""Plans kept per function; the cache starts over beyond (whatever callers pass, memory is bounded)."""
+
+
+class Plan:
+    """How a call signature maps onto an entry: which arguments are copied in and how."""
+
+    __slots__ = ("batched", "entry", "mode_name", "whole")
+
+    def __init__(self, entry: CUDAGraphEntry, mode_name: str, batched: tuple[int, ...], whole: tuple[int, ...]):
+        self.entry, self.mode_name, self.batched, self.whole = entry, mode_name, batched, whole
+
+
+class PlanCache:
+    """Plans by call key, valid for one set of constant arguments (the current one)."""
+
+    def __init__(self, array_type: type[Any], constant_argnums: Sequence[int]):
+        self._array_type = array_type
+        self._const = frozenset(constant_argnums)
+        self._positions = tuple(sorted(self._const))
+        self._constants_now: Optional[tuple[Any, ...]] = None
+        self._plans: dict[tuple[Any, ...], Plan] = {}
+
+    def key(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """What a plan is found by: shapes and dtypes of the arrays, typed static values.
+
+        Constant arguments are not part of it: a plan is only looked up while the constants are
+        the very objects of the current constant set, which identity checks cheaply. The array
+        type is exact: a subclass (a masked array) is unhashable here and takes the slow path,
+        which checks it.
+        """
+        array_type = self._array_type
+        if len(args) == 1 and not self._const:
+            (a,) = args  # the common case, kept cheap: one batched array
+            return ((a.shape, a.dtype),) if type(a) is array_type else ((type(a), a),)
+        # Static values carry their type: 1, 1.0 and True are equal but trace different graphs.
+        if not self._const:
+            return tuple((a.shape, a.dtype) if type(a) is array_type else (type(a), a) for a in args)
+        const = self._const
+        return (len(args), *(
+            (a.shape, a.dtype) if type(a) is array_type else (type(a), a)
+            for i, a in enumerate(args) if i not in const
+        ))
+
+    def find(self, args: tuple[Any, ...]) -> Optional[Plan]:
+        """The plan for this call, or None (new signature, other constants, unhashable value)."""
+        positions = self._positions
+        if positions:
+            current = self._constants_now
+            # Identity, not equality: the slow path keys constants by address, shape, strides and
+            # dtype; the same objects cannot have changed any of those.
+            if (current is None or len(args) <= positions[-1]
+                    or not all(map(operator.is_, map(args.__getitem__, positions), current))):
+                return None
+        try:
+            return self._plans.get(self.key(args))
+        except TypeError:  # an unhashable argument: the slow path explains what is wrong
+            return None
+
+    def remember(self, args: tuple[Any, ...], plan: Plan) -> None:
+        """Keep ``plan`` under this call's key and constant set."""
+        positions = self._positions
+        if positions:
+            constants = tuple(args[i] for i in positions)
+            current = self._constants_now
+            if current is None or not all(map(operator.is_, constants, current)):
+                # A new constant set (new weights): plans of the old set no longer apply. The set is
+                # held strongly so its identity stays meaningful; it is replaced by the next one.
+                self._plans.clear()
+                self._constants_now = constants
+        if len(self._plans) >= PLANS_LIMIT:
+            self._plans.clear()
+        try:
+            self._plans[self.key(args)] = plan
+        except TypeError:
+            pass  # an unhashable static value: this call stays on the slow path
+
+    def clear(self, constants: bool = False) -> None:
+        """Forget every plan (an entry left the registry); with ``constants``, the constant set too."""
+        self._plans.clear()
+        if constants:
+            self._constants_now = None

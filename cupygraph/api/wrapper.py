@@ -1,0 +1,325 @@
+"""vLLM-style ``CUDAGraphWrapper``: capture/replay driven by the forward context, no input copies.
+
+The wrappers keep no graphs of their own: each holds a ``CUDAGraphRegistry`` (the one graph
+cache) built from its config, which decides capture-after, eviction and the memory budget and
+counts every call in its statistics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, Optional, Union
+
+from ..backends import Backend
+from ..backends.base import ReplayMismatch
+from ..cache.capture import CaptureRequest
+from ..cache.entry import CUDAGraphEntry
+from ..cache.failures import MODE_NONE, Eager, run_eagerly
+from ..cache.key import GraphKey
+from ..cache.registry import CUDAGraphRegistry
+from ..cache.stats import CUDAGraphStats
+from ..cache.store import CaptureNow
+from ..config.model import CUDAGraphConfig, CUDAGraphMode
+from ..dispatch.context import cudagraph_context, get_forward_context
+from ..dispatch.descriptor import BatchDescriptor
+from ..errors import InputMismatchError
+from ..reasons import EvictionReason
+from .options import ConfigLike, resolve_config
+
+logger = logging.getLogger("cupygraph")
+
+_KNOWN_LIMIT = 4096
+"""Descriptors a wrapper remembers the entries of (whatever the traffic, memory is bounded)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CUDAGraphOptions:
+    """Options of ``CUDAGraphWrapper`` (vLLM's names; ``wrapper_config`` maps them onto the config).
+
+    debug_log_enable: log captures and evictions at INFO instead of DEBUG.
+    gc_disable: freeze the garbage collector during capture: the config's ``gc_freeze`` under
+        vLLM's name. None (default) keeps the config's value.
+    weak_ref_output: return the static outputs themselves, which the next replay overwrites
+        (the config's ``output_mode="view"``); False returns copies the caller owns ("copy").
+    debug: check on every replay that the arguments are the captured arrays.
+    """
+
+    debug_log_enable: bool = True
+    gc_disable: Optional[bool] = None
+    weak_ref_output: bool = True
+    debug: bool = False
+
+
+def wrapper_config(config: CUDAGraphConfig, options: CUDAGraphOptions, **fields: Any) -> CUDAGraphConfig:
+    """The config a wrapper's cache runs: ``config`` with the wrapper's options and the seed's
+    keyword arguments (``fields``: None leaves the config's value) written onto its fields.
+
+    The one place the wrappers' names map onto the config's: ``gc_disable`` onto ``gc_freeze``,
+    ``weak_ref_output`` onto ``output_mode``. ``num_warmups`` is 0: the wrapper captures on the
+    caller's own arrays, where a warm-up would run the runnable (and its in-place writes) once
+    more; as in vLLM, warm-ups are the caller's, before it captures.
+    """
+    changes = {name: value for name, value in fields.items() if value is not None}
+    changes["num_warmups"] = 0
+    if options.gc_disable is not None:
+        changes["gc_freeze"] = options.gc_disable
+    changes["output_mode"] = "view" if options.weak_ref_output else "copy"
+    changed = {name: value for name, value in changes.items() if getattr(config, name) != value}
+    return config.replace(**changed) if changed else config
+
+
+class CUDAGraphWrapper:
+    """Wraps a runnable to capture and replay it under the forward context (vLLM semantics).
+
+    Workflow of a call:
+      1. Read the forward context (``cudagraph_context``): runtime mode and batch descriptor.
+      2. If the context's mode is not this wrapper's runtime mode (or is NONE), call the runnable.
+         Under a config of mode NONE (``CUPYGRAPH_DISABLE`` too) it runs eagerly, counted.
+      3. Otherwise ask the graph cache about the descriptor: replay its graph; run the runnable
+         eagerly while the descriptor is cold (``capture_after``) or after its capture failed
+         (``on_capture_error``); or capture the runnable with these exact arguments, then replay.
+
+    Contract: the wrapper does not copy inputs and stores no persistent input buffers: the caller
+    must pass the same arrays (same addresses) for a descriptor on every replay, writing new data
+    into them in place. In debug mode the addresses are checked and a mismatch raises listing the
+    expected and actual addresses. Outputs are the graph's static buffers, overwritten by the next
+    replay of the same descriptor (``weak_ref_output=False``: copies the caller owns). Graphs are
+    held in a ``CUDAGraphRegistry`` built from ``config`` (default: the default config), whose
+    ``max_cached_graphs``, ``memory_budget``, ``eviction``, ``min_replays_to_keep``,
+    ``capture_after``, ``capture_mode``, ``gc_freeze`` and ``on_capture_error`` apply (not
+    ``num_warmups``: see ``wrapper_config``); ``max_cached_graphs`` given here overrides the config's.
+    """
+
+    def __init__(
+        self,
+        runnable: Callable[..., Any],
+        runtime_mode: CUDAGraphMode,
+        options: Optional[CUDAGraphOptions] = None,
+        max_cached_graphs: Optional[int] = None,
+        *,
+        config: ConfigLike = None,
+        backend: Optional[Backend] = None,
+    ):
+        runtime_mode = CUDAGraphMode.parse(runtime_mode)
+        if runtime_mode not in (CUDAGraphMode.FULL, CUDAGraphMode.PIECEWISE):
+            raise ValueError(f"CUDAGraphWrapper runtime_mode must be FULL or PIECEWISE, got {runtime_mode.name}")
+        self.runnable = runnable
+        self.runtime_mode = runtime_mode
+        self.options = options or CUDAGraphOptions()
+        self.registry = CUDAGraphRegistry(self._config(config, max_cached_graphs=max_cached_graphs), backend)
+        self._name = getattr(runnable, "__name__", type(runnable).__name__)
+        # What the replay path uses, looked up once (the registry never replaces them), and the
+        # entries the cache gave for descriptors: valid while its generation is unchanged.
+        self._family_lock = self.registry.family_lock
+        self._stats = self.registry.stats()
+        self._order_after_last_use = self.registry.backend.order_after_last_use
+        self._static_outputs = self.registry.config.output_mode == "view"
+        self._graphs_on = self.registry.config.mode.has_graphs()
+        self._known: dict[BatchDescriptor, CUDAGraphEntry] = {}
+        self._generation = self.registry.generation
+
+    def _config(self, config: ConfigLike, **fields: Any) -> CUDAGraphConfig:
+        return wrapper_config(resolve_config(config), self.options, **fields)
+
+    def __getattr__(self, key: str) -> Any:
+        # Only called for attributes the wrapper lacks: pass them through to the runnable.
+        runnable = self.__dict__.get("runnable")
+        if runnable is None:
+            raise AttributeError(key)
+        return getattr(runnable, key)
+
+    @property
+    def backend(self) -> Backend:
+        return self.registry.backend
+
+    @property
+    def max_cached_graphs(self) -> Optional[int]:
+        return self.registry.config.max_cached_graphs
+
+    def unwrap(self) -> Callable[..., Any]:
+        return self.runnable
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        context = get_forward_context()
+        descriptor = context.descriptor
+        if context.mode is not self.runtime_mode or descriptor is None:
+            return self.runnable(*args, **kwargs)
+        entry = self._known.get(descriptor)
+        if entry is not None:
+            with self._family_lock:
+                # Checked under the lock: another thread's capture may have evicted the entry.
+                if entry.alive:
+                    if self.options.debug:
+                        self._check_addresses(entry, args)
+                    try:
+                        out = self._replay(entry)
+                    except ReplayMismatch as err:
+                        return self._run_eagerly(args, kwargs, self.registry.replay_failed(entry, err, name=self._name))
+                    self._stats.record_hit(self.runtime_mode.name)
+                    return out
+        return self._call_slow(descriptor, args, kwargs)
+
+    def _call_slow(self, descriptor: BatchDescriptor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Ask the graph cache what this call does; remember the entry it gives for the next calls."""
+        if not self._graphs_on:
+            return self._run_eagerly(args, kwargs, MODE_NONE)  # mode NONE, or CUPYGRAPH_DISABLE
+        key = GraphKey(descriptor, self.runtime_mode)
+        registry, mode = self.registry, self.runtime_mode.name
+        with self._family_lock:
+            admitted = registry.admit(key, name=self._name)
+            captured = isinstance(admitted, CaptureNow)
+            verdict = self._capture(key, args, kwargs) if isinstance(admitted, CaptureNow) else admitted
+            if isinstance(verdict, CUDAGraphEntry):
+                if self.options.debug and not captured:
+                    self._check_addresses(verdict, args)
+                try:
+                    out = self._replay(verdict)
+                except ReplayMismatch as err:
+                    verdict = registry.replay_failed(verdict, err, name=self._name)
+                else:
+                    if captured:
+                        self._stats.record_first_replay(mode)
+                    else:
+                        self._stats.record_hit(mode)
+                    self._remember(descriptor, verdict)
+                    return out
+        return self._run_eagerly(args, kwargs, verdict)
+
+    def _remember(self, descriptor: BatchDescriptor, entry: CUDAGraphEntry) -> None:
+        # Entries that left the cache since are forgotten here too; the memo stays bounded.
+        if self._generation != self.registry.generation or len(self._known) >= _KNOWN_LIMIT:
+            self._known.clear()
+            self._generation = self.registry.generation
+        self._known[descriptor] = entry
+
+    def _run_eagerly(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager) -> Any:
+        return run_eagerly(self.runnable, args, kwargs, why, name=self._name, stats=self._stats,
+                           raises=self.registry.raises, mode=self.runtime_mode.name)
+
+    def _log(self, message: str, *args: Any) -> None:
+        logger.log(logging.INFO if self.options.debug_log_enable else logging.DEBUG, message, *args)
+
+    def _capture(self, key: GraphKey, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Union[CUDAGraphEntry, Eager]:
+        """Record the runnable on these very arguments: every array is read by address."""
+        result = self.registry.capture_or_fail(key, CaptureRequest(self.runnable, args, kwargs), name=self._name)
+        if isinstance(result, CUDAGraphEntry):
+            self._log("%s captured %s (%s) in %.2f ms", type(self).__name__, key.descriptor, key.mode.name,
+                      1e3 * result.capture_time)
+        return result
+
+    def _replay(self, entry: CUDAGraphEntry) -> Any:
+        """Launch on the captured arrays themselves: nothing to copy in."""
+        stream = self._order_after_last_use()
+        entry.launch()
+        # weak_ref_output: the static outputs themselves, as captured (no slicing: the context's
+        # descriptor is the padded size); else copies the caller owns.
+        return entry.recording.outputs if self._static_outputs else entry.outputs(entry.padded, stream)
+
+    def _cache_entry(self, descriptor: BatchDescriptor, entry: CUDAGraphEntry) -> None:
+        """Hold an entry made elsewhere for ``descriptor`` (evicting per the config)."""
+        if entry.key.descriptor != descriptor:
+            raise ValueError(f"the entry serves {entry.key.descriptor}, not {descriptor}")
+        self.registry.add(entry)
+
+    def _evict_lru(self) -> None:
+        """Evict the graph the config's eviction policy takes next."""
+        if self.registry.evict_one(EvictionReason.REMOVED, "evicted by _evict_lru()"):
+            self._log("%s evicted a graph", type(self).__name__)
+
+    def _get_input_addresses(self, args: tuple[Any, ...]) -> tuple[int, ...]:
+        backend = self.registry.backend
+        return tuple(backend.address(a) for a in args if backend.is_array(a))
+
+    def _check_addresses(self, entry: CUDAGraphEntry, args: tuple[Any, ...]) -> None:
+        actual = self._get_input_addresses(args)
+        if actual != entry.input_addresses:
+            raise InputMismatchError(
+                f"CUDAGraphWrapper replay for {entry.key.descriptor}: input addresses changed since capture; "
+                f"expected {[hex(a) for a in entry.input_addresses]}, got {[hex(a) for a in actual]}. "
+                "Write new data into the captured arrays in place instead of passing new arrays."
+            )
+
+    def get_cached_descriptors(self) -> list[BatchDescriptor]:
+        """The descriptors with a graph held, least recently used first."""
+        return [entry.key.descriptor for entry in sorted(self.registry.entries(), key=lambda e: e.last_used)]
+
+    def stats(self) -> CUDAGraphStats:
+        return self.registry.stats()
+
+    def clear(self) -> None:
+        """Drop every graph (the memory goes back) and forget failed descriptors; stats are kept."""
+        with self._family_lock:
+            self.registry.clear()
+            self._known.clear()
+
+
+class AdaptiveCUDAGraphWrapper(CUDAGraphWrapper):
+    """A ``CUDAGraphWrapper`` that captures only hot shapes and evicts cold ones first.
+
+    Beyond the base wrapper: the seed's arguments ``min_replays_to_keep``, ``capture_after`` and
+    ``memory_budget`` override the config's fields (None keeps them); without a ``config`` the
+    default config with ``eviction="lfu"`` applies (the entry with the fewest replays goes first).
+    ``get_hot_shapes`` reports the most used descriptors and ``prewarm`` captures shapes ahead of
+    traffic.
+    """
+
+    def __init__(
+        self,
+        runnable: Callable[..., Any],
+        runtime_mode: CUDAGraphMode,
+        options: Optional[CUDAGraphOptions] = None,
+        max_cached_graphs: Optional[int] = None,
+        min_replays_to_keep: Optional[int] = None,
+        *,
+        capture_after: Optional[int] = None,
+        memory_budget: Optional[int] = None,
+        config: ConfigLike = None,
+        backend: Optional[Backend] = None,
+    ):
+        self._adaptive_fields = dict(
+            min_replays_to_keep=min_replays_to_keep, capture_after=capture_after, memory_budget=memory_budget,
+            eviction="lfu" if config is None else None,
+        )
+        super().__init__(runnable, runtime_mode, options, max_cached_graphs, config=config, backend=backend)
+
+    def _config(self, config: ConfigLike, **fields: Any) -> CUDAGraphConfig:
+        return super()._config(config, **fields, **self._adaptive_fields)
+
+    @property
+    def capture_after(self) -> int:
+        return self.registry.config.capture_after
+
+    @property
+    def min_replays_to_keep(self) -> int:
+        return self.registry.config.min_replays_to_keep
+
+    @property
+    def memory_budget(self) -> Optional[int]:
+        return self.registry.config.memory_budget
+
+    def get_hot_shapes(self, top_k: int = 10) -> list[tuple[BatchDescriptor, int]]:
+        """The ``top_k`` most used descriptors (eager sightings plus replays) with their counts."""
+        return self.registry.get_hot_shapes(top_k)
+
+    def prewarm(
+        self, shapes: Iterable[Union[int, BatchDescriptor]], dummy_fn: Callable[[BatchDescriptor], Any]
+    ) -> int:
+        """Capture each shape now; ``dummy_fn(descriptor)`` returns the (persistent) arguments.
+
+        The arguments may be a tuple (positional) or a single array. Returns how many were captured
+        (a shape whose capture fails is remembered as failed, as in a call).
+        """
+        captured = 0
+        for shape in shapes:
+            descriptor = shape if isinstance(shape, BatchDescriptor) else BatchDescriptor(int(shape))
+            key = GraphKey(descriptor, self.runtime_mode)
+            if self.registry.holds(key):
+                continue
+            args = dummy_fn(descriptor)
+            args = args if isinstance(args, tuple) else (args,)
+            # Under the context the runnable would see at replay: layers may read it.
+            with cudagraph_context(self.runtime_mode, descriptor), self.registry.family_lock:
+                captured += isinstance(self._capture(key, args, {}), CUDAGraphEntry)
+        return captured

@@ -1,0 +1,194 @@
+"""Recording one graph: static buffers filled from the call, warm-up and capture, write-back detection.
+
+Whatever a capture allocates is let go in one place (``_Staging.close``, in a ``finally``) when
+it fails; the ``CUDAGraphEntry`` it returns owns what it keeps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Optional
+
+import numpy as np
+
+from ..backends.base import Backend, Recording
+from ..config.model import CUDAGraphConfig, CUDAGraphMode
+from ..dispatch.descriptor import BatchDescriptor
+from ..errors import CaptureError
+from ..pytree import flatten
+from ..reasons import FallbackReason
+from .entry import CUDAGraphEntry, InputArena
+from .key import GraphKey
+
+logger = logging.getLogger("cupygraph")
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureRequest:
+    """What to record: ``fn(*args, **kwargs)``, and how its arguments reach the graph.
+
+    The arrays at positions ``batched`` are copied into static buffers of the key's padded rows
+    (padding filled with ``pad_value``); those at ``copied`` into static buffers of their own
+    shape; every other argument is passed as it is, so arrays among them are read by address.
+    ``out_batched`` declares which outputs carry the batch axis (see ``CUDAGraphEntry``).
+    """
+
+    fn: Callable[..., Any]
+    args: Sequence[Any]
+    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    batched: Sequence[int] = ()
+    copied: Sequence[int] = ()
+    out_batched: Any = None
+
+    @property
+    def name(self) -> str:
+        return getattr(self.fn, "__name__", type(self.fn).__name__)
+
+
+def record(
+    key: GraphKey, request: CaptureRequest, *, backend: Backend, config: CUDAGraphConfig, arena: InputArena
+) -> CUDAGraphEntry:
+    """Warm up and record ``request`` for ``key`` onto static buffers from ``arena``.
+
+    Raises ``CaptureError`` when the function cannot be recorded, when the static buffers or
+    a warm-up allocation are refused (out of memory), or when it returns something a replay
+    could not reproduce; any other exception of the function propagates as it is.
+    """
+    backend.order_after_last_use()
+    staging = _Staging(backend, arena, key.descriptor.num_tokens, config.pad_value)
+    try:
+        with _memory_refusal_fails_capture(key.descriptor):
+            staging.stage(request)
+            start = time.perf_counter()
+            staging.recording = backend.capture(
+                request.fn, staging.call_args, dict(request.kwargs),
+                num_warmups=config.num_warmups,
+                capture_mode=config.capture_mode,
+                gc_freeze=config.gc_freeze,
+                piecewise=key.mode is CUDAGraphMode.PIECEWISE,
+            )
+            seconds = time.perf_counter() - start
+        check_outputs(staging.recording.outputs, backend.is_array)
+        written = staging.written()
+        if written:
+            logger.info(
+                "%s() writes into its argument(s) %s: each replay copies them back into the caller's arrays, "
+                "as the eager call would have changed them", request.name, [staging.positions[k] for k in written],
+            )
+        entry = CUDAGraphEntry(
+            key, staging.recording, backend, list(staging.static_inputs),
+            tuple(backend.address(a) for a in staging.call_args if backend.is_array(a)),
+            whole_inputs=staging.whole_inputs, arena=arena,
+            pad_value=config.pad_value, output_mode=config.output_mode,
+            capture_time=seconds, out_batched=request.out_batched, written=written,
+        )
+        staging.recording = None  # the entry owns it now
+        return entry
+    except CaptureError as err:
+        # Nobody reads the frames of a capture that fell back: let go of the static buffers and
+        # temporaries they hold, so the memory can go back below.
+        _drop_frame_locals(err)
+        raise
+    finally:
+        staging.close()
+
+
+class _Staging:
+    """The static buffers and the recording of one capture while it is made."""
+
+    def __init__(self, backend: Backend, arena: InputArena, padded: int, pad_value: Any):
+        self.backend, self.arena, self.padded, self.pad_value = backend, arena, padded, pad_value
+        self.call_args: list[Any] = []
+        self.static_inputs: list[Any] = []
+        self.whole_inputs: list[Any] = []
+        self.positions: list[int] = []
+        """Argument position of each static buffer (static_inputs, then whole_inputs)."""
+        self.snapshots: list[Any] = []
+        self.recording: Optional[Recording] = None
+
+    def stage(self, request: CaptureRequest) -> None:
+        """Copy the call's batched and copied arrays into static buffers; remember what they held."""
+        backend, args = self.backend, request.args
+        self.arena.state = None  # the buffers are rewritten here, padding included
+        self.call_args = list(args)
+        for index in request.batched:
+            src = args[index]
+            buf = self.arena.view(backend, index, (self.padded, *src.shape[1:]), src.dtype)
+            backend.copy_rows(buf, src)
+            if src.shape[0] < self.padded:
+                backend.fill_rows(buf, src.shape[0], self.pad_value)
+            self.call_args[index] = buf
+            self.static_inputs.append(buf)
+        for index in request.copied:
+            src = args[index]
+            buf = self.arena.view(backend, index, tuple(src.shape), src.dtype)
+            backend.copy_rows(buf, src)
+            self.call_args[index] = buf
+            self.whole_inputs.append(buf)
+        self.positions = [*request.batched, *request.copied]
+        # What the copies held before the function ran: a function that writes into them would,
+        # under a graph, write into the static copy while the caller's array keeps its values.
+        self.snapshots = [backend.copy_out(buf) for buf in self.static_inputs + self.whole_inputs]
+
+    def written(self) -> list[int]:
+        """Static buffers (by index in static_inputs + whole_inputs) the warm-up or capture changed."""
+        buffers = self.static_inputs + self.whole_inputs
+        return [k for k, (buf, before) in enumerate(zip(buffers, self.snapshots))
+                if not same_bytes(self.backend.xp, buf, before)]
+
+    def close(self) -> None:
+        """Let go of everything still held here; a recording no entry took is released."""
+        if self.recording is not None:
+            self.recording.release()
+        self.recording = None
+        self.call_args, self.static_inputs, self.whole_inputs, self.snapshots = [], [], [], []
+
+
+@contextmanager
+def _memory_refusal_fails_capture(descriptor: BatchDescriptor) -> Iterator[None]:
+    """The family's pool (or the device) refusing the static buffers or a warm-up allocation fails
+    the capture, like an allocation refused during capture: the key runs eagerly."""
+    try:
+        yield
+    except MemoryError as err:
+        raise CaptureError(
+            f"{FallbackReason.OUT_OF_MEMORY.text}: the static buffers or warm-up of the graph for {descriptor}: {err}"
+        ) from err
+
+
+def _drop_frame_locals(err: Optional[BaseException]) -> None:
+    """Clear the locals of the finished frames in ``err``'s tracebacks (and its causes')."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        traceback.clear_frames(err.__traceback__)
+        err = err.__cause__ or err.__context__
+
+
+def same_bytes(xp: Any, a: Any, b: Any) -> bool:
+    """Bit-for-bit equality (NaNs included) of two arrays of one shape and dtype."""
+    return bool(xp.array_equal(a.reshape(-1).view(xp.uint8), b.reshape(-1).view(xp.uint8)))
+
+
+# Non-array outputs a graph can return as they were at capture: values that do not come from the
+# data (a host read from the data is refused at capture). Any other object is refused, because its
+# contents, arrays included, would be the capture's on every replay.
+_STATIC_OUTPUT_TYPES = (bool, int, float, complex, str, bytes, slice, range, type, enum.Enum, np.generic, np.dtype)
+
+
+def check_outputs(outputs: Any, is_array: Callable[[Any], bool]) -> None:
+    leaves, _ = flatten(outputs, is_array)
+    for i, leaf in enumerate(leaves):
+        if is_array(leaf) or isinstance(leaf, _STATIC_OUTPUT_TYPES):
+            continue
+        raise CaptureError(
+            f"{FallbackReason.UNSUPPORTED_OUTPUT.text}: output {i} is a {type(leaf).__module__}."
+            f"{type(leaf).__qualname__}, which a replay would return as it was at capture; return arrays in "
+            "tuples, lists, dicts, namedtuples or dataclasses, and only plain values that depend on shapes"
+        )

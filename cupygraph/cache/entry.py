@@ -1,0 +1,284 @@
+"""One captured graph with its static buffers.
+
+``CUDAGraphEntry`` owns the copy-in / launch / copy-out sequence of a replay (the hot path of
+every front door); ``InputArena`` lets the graphs of one signature share static input buffers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from ..backends.base import Backend, Recording
+from ..dispatch.descriptor import BatchDescriptor
+from ..errors import InputMismatchError
+from ..pytree import flatten, unflatten
+from .key import GraphKey
+
+
+class InputArena:
+    """Static input buffers shared by the graphs of one signature, sized for the largest batch.
+
+    Graphs of one family run one after another (the family's exec lock and stream ordering), so
+    they can read their inputs from views of one buffer: memory grows with the largest graph, not
+    with the sum. ``state`` records which entry last wrote the buffers and for how many real rows,
+    so the padding is rewritten whenever another graph wrote there since.
+    """
+
+    __slots__ = ("buffers", "state")
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, Any] = {}
+        self.state: Any = None
+
+    def view(self, backend: Backend, position: int, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A buffer of ``shape`` for argument ``position``: a view of the shared one when it fits."""
+        base = self.buffers.get(position)
+        if base is None or base.shape[:1] < shape[:1] or base.shape[1:] != shape[1:] or base.dtype != dtype:
+            base = backend.empty(shape, dtype)
+            self.buffers[position] = base
+        return base[: shape[0]] if base.ndim else base
+
+
+class CUDAGraphEntry:
+    """A captured graph with its static buffers (also exported as ``GraphEntry``).
+
+    Contract: the entry owns its static input buffers and the static outputs its ``recording``
+    writes. ``replay(inputs)`` copies ``inputs`` into the static buffers (rows beyond the real batch
+    hold ``pad_value``), launches the graph on the caller's current stream and returns the outputs
+    cut to the real batch: fresh copies under ``output_mode="copy"``, views into the static outputs
+    under ``"view"`` (overwritten by the next replay of any graph of the same function). An entry
+    with no static inputs (the vLLM-style wrapper's) reads the caller's arrays by address.
+    """
+
+    def __init__(
+        self,
+        key: GraphKey,
+        recording: Recording,
+        backend: Backend,
+        static_inputs: list[Any],
+        input_addresses: tuple[int, ...],
+        *,
+        whole_inputs: Sequence[Any] = (),
+        arena: Optional[InputArena] = None,
+        pad_value: Any = 0,
+        output_mode: str = "copy",
+        capture_time: float = 0.0,
+        out_batched: Any = None,
+        written: Sequence[int] = (),
+    ):
+        self.key = key
+        self.recording = recording
+        self.backend = backend
+        self.static_inputs = static_inputs
+        self.whole_inputs = list(whole_inputs)
+        self.input_addresses = input_addresses
+        """Addresses of the arrays the graph reads (static buffers, and arrays captured by address)."""
+        self.pad_value = pad_value
+        self.output_mode = output_mode
+        self.capture_time = capture_time
+        self.captured_at = time.time()
+        self.alive = True
+        """False once released (evicted or cleared); a cached lookup must check it under the lock."""
+        self.replay_count = 0
+        self.total_replay_s = 0.0
+        self.last_used = time.perf_counter()
+        self._arena = arena if arena is not None else InputArena()
+        self.padded = key.descriptor.num_tokens
+        """Rows of the static buffers: the batch size the graph was captured for."""
+        is_array = backend.is_array
+        self._leaves, self._spec = flatten(recording.outputs, is_array)
+        # Only outputs that carry the batch axis are cut back to the real batch: those declared in
+        # ``out_batched``, or by default every output whose leading axis is the padded size.
+        sliced = [is_array(leaf) and leaf.ndim > 0 and leaf.shape[0] == self.padded for leaf in self._leaves]
+        if out_batched is not None:
+            declared = expand_out_batched(out_batched, recording.outputs, len(self._leaves))
+            for i, (flag, leaf) in enumerate(zip(declared, self._leaves)):
+                if flag and not sliced[i]:
+                    raise InputMismatchError(
+                        f"output {i} is declared batched (out_batched) but has shape "
+                        f"{list(getattr(leaf, 'shape', []))}, whose leading axis is not the padded size {self.padded}"
+                    )
+                sliced[i] = bool(flag)
+        self.batched_outputs = tuple(sliced)
+        """Per output leaf (in ``flatten`` order): whether it carries the batch axis and is cut to the real rows."""
+        self._single = self._spec is None
+        self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
+        self.written = tuple(written)
+        """Inputs the function writes into (positions in static_inputs + whole_inputs), found at capture."""
+        if self.written:
+            # Chosen once, for this instance only: every other entry's run stays the class's hot path.
+            self._write_back = _WriteBack(self._arena, static_inputs, self.whole_inputs, self.written)
+            self.run = self._run_and_write_back  # type: ignore[method-assign]
+
+    @property
+    def cudagraph(self) -> Recording:
+        """The seed's name of ``recording`` (a CUDA graph on the GPU, a NumPy re-execution on the host)."""
+        return self.recording
+
+    @property
+    def batch_descriptor(self) -> BatchDescriptor:
+        return self.key.descriptor
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
+
+    @property
+    def avg_replay_time_ms(self) -> float:
+        """Mean host time of a launch (copies and launch enqueued), in milliseconds."""
+        return 1e3 * self.total_replay_s / self.replay_count if self.replay_count else 0.0
+
+    def increment_replay(self) -> None:
+        self.replay_count += 1
+        self.last_used = time.perf_counter()
+
+    def check_inputs(self, inputs: Sequence[Any]) -> int:
+        """Validate ``inputs`` against the static buffers; return the real batch size."""
+        if len(inputs) != len(self.static_inputs):
+            raise InputMismatchError(
+                f"graph for {self.key.descriptor} takes {len(self.static_inputs)} batched inputs, got {len(inputs)}"
+            )
+        rows: Optional[int] = None
+        for i, (buf, src) in enumerate(zip(self.static_inputs, inputs)):
+            if not self.backend.is_array(src):
+                raise InputMismatchError(
+                    f"input {i} is {type(src).__module__}.{type(src).__name__}; this graph was captured "
+                    f"with {self.backend.name} arrays"
+                )
+            if src.dtype != buf.dtype or src.shape[1:] != buf.shape[1:] or src.ndim != buf.ndim:
+                raise InputMismatchError(
+                    f"input {i} is {src.dtype}{list(src.shape)} but the graph was captured for "
+                    f"{buf.dtype}[n, {', '.join(map(str, buf.shape[1:]))}] with n <= {self.padded}"
+                )
+            if rows is None:
+                rows = src.shape[0]
+            elif src.shape[0] != rows:
+                raise InputMismatchError(f"input {i} has {src.shape[0]} rows but input 0 has {rows}")
+        if rows is None or rows > self.padded:
+            raise InputMismatchError(f"batch of {rows} rows does not fit the graph for {self.padded} rows")
+        return rows
+
+    def load_inputs(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
+        """Copy the real rows in; rewrite the padding only when the real batch size changed.
+
+        ``whole`` are the unbatched array arguments, copied entirely into their static buffers.
+        Returns the stream handle the rest of the call uses.
+        """
+        backend = self.backend
+        stream = backend.order_after_last_use()
+        copy = backend.copy_rows
+        for buf, src in zip(self.static_inputs, inputs):
+            copy(buf, src, stream)
+        for buf, src in zip(self.whole_inputs, whole):
+            copy(buf, src, stream)
+        arena = self._arena
+        state = (id(self), rows)
+        if arena.state != state:
+            if rows < self.padded:
+                for buf in self.static_inputs:
+                    backend.fill_rows(buf, rows, self.pad_value, stream)
+            arena.state = state
+        return stream
+
+    def launch(self) -> None:
+        """Replay the graph on the current stream; the static inputs must already hold the data."""
+        start = time.perf_counter()
+        self.recording.launch()
+        self.total_replay_s += time.perf_counter() - start
+        self.replay_count += 1  # increment_replay() inlined: this is the replay hot path
+        self.last_used = start
+
+    def outputs(self, rows: int, stream: Any = None) -> Any:
+        """This call's outputs, cut to ``rows`` and copied or viewed per ``output_mode``."""
+        copy = self.output_mode == "copy"
+        copy_out, is_array = self.backend.copy_out, self.backend.is_array
+        if self._single:
+            leaf = self._leaves[0]
+            if self.batched_outputs[0] and rows != self.padded:
+                leaf = leaf[:rows]
+            return copy_out(leaf, stream) if copy and is_array(leaf) else leaf
+        result = []
+        for leaf, sliced in zip(self._leaves, self.batched_outputs):
+            if sliced and rows != self.padded:
+                leaf = leaf[:rows]
+            if copy and is_array(leaf):
+                leaf = copy_out(leaf, stream)
+            result.append(leaf)
+        return unflatten(self._spec, result)
+
+    def run(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
+        """The hot path, for callers that already validated ``inputs``: copy in, launch, outputs."""
+        stream = self.load_inputs(inputs, rows, whole)
+        self.launch()
+        return self.outputs(rows, stream)
+
+    def _run_and_write_back(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
+        """``run`` of an entry whose function writes into its copied arguments (found at capture)."""
+        stream = self.load_inputs(inputs, rows, whole)
+        self.launch()
+        self._write_back(inputs, rows, whole)
+        return self.outputs(rows, stream)
+
+    def replay(self, inputs: Sequence[Any], whole: Sequence[Any] = ()) -> Any:
+        """Copy ``inputs`` in, launch, and return the outputs for the real batch."""
+        return self.run(inputs, self.check_inputs(inputs), whole)
+
+    def release(self) -> None:
+        """Free the executable and the static buffers (the entry is unusable afterwards)."""
+        self.alive = False
+        self.recording.release()
+        self.static_inputs = []
+        self.whole_inputs = []
+        self._leaves = []
+        self.__dict__.pop("run", None)  # a bound method of this entry: drop the reference cycle
+        self.__dict__.pop("_write_back", None)  # it holds the static buffers too
+        self._arena = InputArena()  # drop the shared buffers: the registry may be returning them
+
+    def __repr__(self) -> str:
+        return (
+            f"CUDAGraphEntry({self.key.descriptor}, mode={self.key.mode.name}, backend={self.backend.name}, "
+            f"replays={self.replay_count}, nbytes={self.nbytes})"
+        )
+
+
+class _WriteBack:
+    """What a function that writes into its copied arguments did, done to the caller's arrays.
+
+    Under a graph the function writes into the static copies; the eager call would have changed
+    the caller's arrays. After each launch the rows it wrote are copied back, and the padding it
+    may have written is marked for rewriting.
+    """
+
+    __slots__ = ("arena", "batched", "whole")
+
+    def __init__(self, arena: InputArena, static_inputs: Sequence[Any], whole_inputs: Sequence[Any],
+                 written: Sequence[int]):
+        count = len(static_inputs)
+        self.arena = arena
+        self.batched = [(k, static_inputs[k]) for k in written if k < count]
+        self.whole = [(k - count, whole_inputs[k - count]) for k in written if k >= count]
+
+    def __call__(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any]) -> None:
+        for k, buf in self.batched:
+            inputs[k][...] = buf[:rows]
+        for k, buf in self.whole:
+            whole[k][...] = buf
+        self.arena.state = None
+
+
+GraphEntry = CUDAGraphEntry
+
+
+def expand_out_batched(out_batched: Any, outputs: Any, count: int) -> list[bool]:
+    """``out_batched`` as one flag per output leaf: a bool for all, or the outputs' structure."""
+    if isinstance(out_batched, bool):
+        return [out_batched] * count
+    flags, _ = flatten(out_batched, lambda v: isinstance(v, bool))
+    if len(flags) != count or not all(isinstance(f, bool) for f in flags):
+        raise InputMismatchError(
+            f"out_batched must be a bool or match the outputs' structure with bools ({count} outputs), "
+            f"got {out_batched!r}"
+        )
+    return flags

@@ -1,0 +1,181 @@
+"""Counters for graph use: what was captured, replayed, evicted and why calls ran eagerly."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import Counter
+from typing import Any, Optional
+
+from ..reasons import EvictionReason, FallbackReason, RecaptureReason
+
+
+@dataclasses.dataclass
+class CUDAGraphStats:
+    """Statistics of one registry (one function's graphs).
+
+    A call is a hit when it replays a graph that already existed and a miss otherwise (it captured
+    or ran eagerly), so ``hits + misses == calls``; ``captures - evictions == graphs held``.
+
+    Reasons are counted by code (``FallbackReason``, ``EvictionReason``, ``RecaptureReason``;
+    the ``*_by_reason`` counters are keyed by the code's value), and ``last_detail_by_reason``
+    keeps the last detail of each code (a batch size, the op and the user's line): the
+    statistics stay bounded however varied the traffic.
+    """
+
+    hits: int = 0
+    misses: int = 0
+    captures: int = 0
+    replays: int = 0
+    evictions: int = 0
+    capture_failures: int = 0
+    capture_time_s: float = 0.0
+    evictions_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
+    fallbacks_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
+    captures_by_mode: Counter[str] = dataclasses.field(default_factory=Counter)
+    replays_by_mode: Counter[str] = dataclasses.field(default_factory=Counter)
+    fallbacks_by_mode: Counter[str] = dataclasses.field(default_factory=Counter)
+    recaptures_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
+    last_detail_by_reason: dict[str, str] = dataclasses.field(default_factory=dict)
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def calls(self) -> int:
+        return self.hits + self.misses
+
+    @property
+    def fallbacks(self) -> int:
+        """Calls that ran eagerly, whatever the reason."""
+        return sum(self.fallbacks_by_reason.values())
+
+    def hit_rate(self) -> float:
+        """Fraction of calls that replayed an existing graph (0.0 before any call)."""
+        calls = self.calls
+        return self.hits / calls if calls else 0.0
+
+    def record_hit(self, mode: str) -> None:
+        """A call that replayed a graph that already existed."""
+        with self._lock:
+            self.hits += 1
+            self.replays += 1
+            self.replays_by_mode[mode] += 1
+
+    def record_first_replay(self, mode: str) -> None:
+        """A call that captured its graph (a miss) and then replayed it for its result."""
+        with self._lock:
+            self.misses += 1
+            self.replays += 1
+            self.replays_by_mode[mode] += 1
+
+    def record_capture(self, mode: str, seconds: float) -> None:
+        """A graph was captured (by a call, a warm-up or the registry API); not a call by itself."""
+        with self._lock:
+            self.captures += 1
+            self.capture_time_s += seconds
+            self.captures_by_mode[mode] += 1
+
+    def record_recapture(self, reason: RecaptureReason, detail: Optional[str] = None) -> None:
+        """A key was captured again because something it was captured with changed."""
+        with self._lock:
+            self.recaptures_by_reason[reason.value] += 1
+            if detail:
+                self.last_detail_by_reason[reason.value] = detail
+
+    def record_fallback(self, reason: FallbackReason, mode: str = "NONE", detail: Optional[str] = None) -> None:
+        """A miss that ran the function eagerly: the reason's code, and this occurrence's detail."""
+        with self._lock:
+            self.misses += 1
+            self.fallbacks_by_reason[reason.value] += 1
+            self.fallbacks_by_mode[mode] += 1
+            if detail:
+                self.last_detail_by_reason[reason.value] = detail
+
+    def record_capture_failure(self) -> None:
+        with self._lock:
+            self.capture_failures += 1
+
+    def record_eviction(self, reason: EvictionReason, detail: Optional[str] = None) -> None:
+        with self._lock:
+            self.evictions += 1
+            self.evictions_by_reason[reason.value] += 1
+            if detail:
+                self.last_detail_by_reason[reason.value] = detail
+
+    def detail(self, reason: str) -> str:
+        """The last detail recorded for a reason code (its text when none was)."""
+        with self._lock:
+            known = self.last_detail_by_reason.get(str(reason))
+        return known if known else _text_of(str(reason))
+
+    def merge(self, other: CUDAGraphStats) -> None:
+        """Add ``other``'s counters to these (totals over several functions)."""
+        with self._lock:
+            for field in dataclasses.fields(self):
+                if field.name == "_lock":
+                    continue
+                mine, theirs = getattr(self, field.name), getattr(other, field.name)
+                if isinstance(mine, dict):  # a Counter adds counts; the detail table keeps the newer
+                    mine.update(theirs)
+                else:
+                    setattr(self, field.name, mine + theirs)
+
+    def reset(self) -> None:
+        with self._lock:
+            for field in dataclasses.fields(self):
+                if field.name != "_lock":
+                    factory = field.default_factory
+                    default = factory() if factory is not dataclasses.MISSING else field.default
+                    setattr(self, field.name, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for logs, JSON and the CLI."""
+        with self._lock:
+            return {
+                "calls": self.calls,
+                "hits": self.hits,
+                "misses": self.misses,
+                "hit_rate": round(self.hit_rate(), 6),
+                "captures": self.captures,
+                "replays": self.replays,
+                "evictions": self.evictions,
+                "capture_failures": self.capture_failures,
+                "fallbacks": self.fallbacks,
+                "capture_time_s": round(self.capture_time_s, 6),
+                "evictions_by_reason": dict(self.evictions_by_reason),
+                "fallbacks_by_reason": dict(self.fallbacks_by_reason),
+                "captures_by_mode": dict(self.captures_by_mode),
+                "replays_by_mode": dict(self.replays_by_mode),
+                "fallbacks_by_mode": dict(self.fallbacks_by_mode),
+                "recaptures_by_reason": dict(self.recaptures_by_reason),
+                "last_detail_by_reason": dict(self.last_detail_by_reason),
+            }
+
+
+def _text_of(code: str) -> str:
+    for kind in (FallbackReason, EvictionReason, RecaptureReason):
+        try:
+            return kind(code).text
+        except ValueError:
+            continue
+    return code
+
+
+@dataclasses.dataclass
+class DispatchStats:
+    """How a dispatcher decided: calls per runtime mode and how often a graph key was found."""
+
+    total: int = 0
+    full: int = 0
+    piecewise: int = 0
+    none: int = 0
+    padded: int = 0
+    above_largest: int = 0
+
+    def graph_ratio(self) -> float:
+        """Fraction of dispatches that chose a graph mode (FULL or PIECEWISE)."""
+        return (self.full + self.piecewise) / self.total if self.total else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["graph_ratio"] = round(self.graph_ratio(), 6)
+        return data

@@ -1,0 +1,364 @@
+"""The graph cache: entries, capture-after, failed keys, eviction, memory accounting and statistics.
+
+``GraphStore`` is the one cache every front door uses (``CUDAGraphRegistry`` is it, with the
+seed's batch-size API and the dispatcher's registered graphs on top): ``jit``,
+``CUDAGraphManager``, the vLLM-style wrappers and ``CudagraphDispatcher`` keep no graphs of
+their own. A front door asks ``admit(key)`` what a call does (replay the entry held, run eagerly
+because the key is cold or failed, or capture now), and captures through ``capture_or_fail``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, Union
+
+from ..backends import select_backend
+from ..backends.base import Backend, ReplayMismatch
+from ..config.model import CUDAGraphConfig
+from ..dispatch.descriptor import BatchDescriptor
+from ..errors import CaptureError, CupyGraphError
+from ..reasons import EvictionReason, FallbackReason
+from .capture import CaptureRequest, record
+from .entry import CUDAGraphEntry
+from .eviction import EvictionPolicy, eviction_policy
+from .failures import Eager, FailedKeys, cold_key
+from .freshness import ViewEpoch, issue
+from .key import GraphKey, Signature
+from .memory import StaticArenas, total_bytes
+from .stats import CUDAGraphStats
+
+logger = logging.getLogger("cupygraph")
+
+
+class CaptureNow:
+    """``admit``'s answer for a key to capture now (its singleton is ``CAPTURE_NOW``)."""
+
+    def __repr__(self) -> str:
+        return "CAPTURE_NOW"
+
+
+CAPTURE_NOW = CaptureNow()
+
+Verdict = Union[CUDAGraphEntry, Eager, CaptureNow]
+"""What a call of a key does: replay the entry, run eagerly (and why), or capture now."""
+
+
+class GraphStore:
+    """The captured graphs of one graph family (one function, or one manager), in one memory pool.
+
+    Contract: the store owns its entries and their buffers. Lookups are thread-safe and never
+    wait for a capture; captures are serialised per store (and per device by the backend). When
+    ``max_cached_graphs`` or ``memory_budget`` would be exceeded, entries are evicted under the
+    config's ``eviction`` policy (entries with ``min_replays_to_keep`` replays only when no colder
+    one is left) and their buffers freed; each eviction is counted with its reason. When the last
+    graph goes, the pool's cached memory is returned.
+    """
+
+    def __init__(self, config: Optional[CUDAGraphConfig] = None, backend: Optional[Backend] = None):
+        self.config = config if config is not None else CUDAGraphConfig()
+        self.backend = backend if backend is not None else select_backend(self.config.backend)
+        self.eviction: EvictionPolicy = eviction_policy(self.config.eviction, self.config.min_replays_to_keep)
+        self._entries: OrderedDict[GraphKey, CUDAGraphEntry] = OrderedDict()
+        self._seen: Counter[GraphKey] = Counter()
+        self._failed = FailedKeys(self.config.on_capture_error)
+        self._lock = threading.RLock()
+        self._family_lock = threading.RLock()
+        self._arenas = StaticArenas()
+        self._stats = CUDAGraphStats()
+        self._generation = 0
+        self._view_epoch = ViewEpoch()
+
+    @property
+    def family_lock(self) -> threading.RLock:
+        """Hold it while loading and launching a graph of this family, or capturing one: the family's
+        graphs share static inputs and pool scratch, so their host-side sequences must not interleave."""
+        return self._family_lock
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever an entry leaves: a front door that caches entries compares it to know
+        its cached lookups may be stale."""
+        return self._generation
+
+    # -- lookups ----------------------------------------------------------------------------------
+
+    def lookup(self, key: GraphKey) -> Optional[CUDAGraphEntry]:
+        """The entry for ``key`` (marked most recently used), or None."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                entry.last_used = time.perf_counter()
+            return entry
+
+    def holds(self, key: GraphKey) -> bool:
+        """Whether a graph for ``key`` is held (a query: it does not count as a use)."""
+        with self._lock:
+            return key in self._entries
+
+    def note_seen(self, key: GraphKey) -> int:
+        """Count an eager sighting of ``key`` (for hot shapes); return its sightings so far."""
+        with self._lock:
+            self._seen[key] += 1
+            return self._seen[key]
+
+    def entries(self) -> list[CUDAGraphEntry]:
+        """The entries held (each one's ``last_used`` says when it last ran)."""
+        with self._lock:
+            return list(self._entries.values())
+
+    def num_graphs(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def __len__(self) -> int:
+        return self.num_graphs()
+
+    def stats(self) -> CUDAGraphStats:
+        return self._stats
+
+    def total_bytes(self) -> int:
+        """Bytes held by all entries: recorded outputs/scratch, and static buffers counted once
+        (graphs of one signature read views of one shared buffer, sized for the largest batch)."""
+        with self._lock:
+            return total_bytes(self._entries.values())
+
+    def static_signatures(self) -> set[Signature]:
+        """The signatures whose shared static input buffers are held (each held graph's, no more)."""
+        with self._lock:
+            return self._arenas.signatures()
+
+    def get_hot_shapes(self, top_k: int = 10) -> list[tuple[BatchDescriptor, int]]:
+        """The ``top_k`` most used descriptors: eager sightings plus replays (evicted ones too)."""
+        with self._lock:
+            merged: Counter[BatchDescriptor] = Counter()
+            for key, count in self._seen.items():
+                merged[key.descriptor] += count
+            for key, entry in self._entries.items():
+                merged[key.descriptor] += entry.replay_count
+            return merged.most_common(top_k)
+
+    # -- what a call does: capture-after and failed keys ---------------------------------------
+
+    def admit(self, key: GraphKey, *, force: bool = False, name: str = "the function") -> Verdict:
+        """What a call of ``key`` does now, decided in one place for every front door.
+
+        The entry held (marked most recently used) when there is one; ``Eager`` when the key
+        failed before, or is cold (seen fewer than ``capture_after`` times, counted here; ``force``
+        skips that, as ``warmup`` does); else ``CAPTURE_NOW``. Under ``on_capture_error="raise"``
+        a key refused before raises ``CaptureError`` naming ``name``.
+        """
+        with self._lock:
+            failed = self._failed.check(key, name)
+            if failed is not None:
+                return failed
+            entry = self.lookup(key)
+            if entry is not None:
+                return entry
+            seen = self._seen[key] + 1
+            if not force and seen < self.config.capture_after:
+                self._seen[key] = seen
+                return cold_key(seen, self.config.capture_after)
+            # Not counted: the capture's first replay counts this sighting (or a failure does).
+            return CAPTURE_NOW
+
+    def capture_or_fail(self, key: GraphKey, request: CaptureRequest, *, name: str) -> Union[CUDAGraphEntry, Eager]:
+        """Capture ``request`` for ``key``; when it cannot be graphed, remember the key as failed and
+        say why it runs eagerly (or raise, for a refusal under ``on_capture_error="raise"``).
+
+        Errors in the call itself (a ``CupyGraphError`` other than ``CaptureError``: an argument or
+        declaration that does not fit) propagate and are not remembered.
+        """
+        try:
+            return self._capture(key, request)
+        except CaptureError as err:
+            failure: Exception = err
+        except CupyGraphError:
+            raise
+        except Exception as err:
+            failure = err
+        with self._lock:
+            self._seen[key] += 1  # the sighting that tried to capture
+            return self._failed.capture_failed(key, failure, name)
+
+    def replay_failed(self, entry: CUDAGraphEntry, err: ReplayMismatch, *, name: str) -> Eager:
+        """A replay returned other outputs than its capture: drop the graph, run the key eagerly."""
+        self.evict(entry.key, EvictionReason.FAILED_REPLAY, str(err))
+        with self._lock:
+            return self._failed.replay_failed(entry.key, err, name)
+
+    def run_tracking_views(self, entry: CUDAGraphEntry, inputs: Sequence[Any], rows: int, whole: Sequence[Any],
+                           *, name: str) -> Any:
+        """``entry.run`` for debug mode: the launch rewrites the family's static outputs, so every view
+        handed out before goes stale; under ``output_mode="view"`` the new outputs are tagged, so a
+        read after their own rewrite raises ``StaleOutputError`` (see ``check_fresh``)."""
+        self._view_epoch.bump()
+        out = entry.run(inputs, rows, whole)
+        if self.config.output_mode == "view":
+            out = issue(out, self._view_epoch, self.backend.is_array, name)
+        return out
+
+    @property
+    def raises(self) -> bool:
+        """Whether failures raise (``on_capture_error="raise"``) instead of falling back."""
+        return self._failed.raises
+
+    def forget_failures(self) -> None:
+        """Let every failed key be tried again (``clear()`` does this too)."""
+        with self._lock:
+            self._failed.clear()
+
+    # -- capture ----------------------------------------------------------------------------------
+
+    def capture_entry(
+        self,
+        key: GraphKey,
+        fn: Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: Optional[dict[str, Any]] = None,
+        batched: Sequence[int] = (0,),
+        copied: Sequence[int] = (),
+        out_batched: Any = None,
+    ) -> CUDAGraphEntry:
+        """Record ``fn(*args, **kwargs)`` for ``key`` and hold it (or return the entry already held).
+
+        ``batched``, ``copied`` and ``out_batched`` say how the arguments reach the graph
+        (``CaptureRequest``). Raises ``CaptureError`` when the function cannot be recorded, or its
+        graph alone exceeds the memory budget.
+        """
+        return self._capture(key, CaptureRequest(fn, args, kwargs or {}, batched, copied, out_batched))
+
+    def _capture(self, key: GraphKey, request: CaptureRequest) -> CUDAGraphEntry:
+        """``capture_entry`` for a prepared ``CaptureRequest``."""
+        with self._family_lock:
+            existing = self.lookup(key)
+            if existing is not None:
+                return existing
+            entry = self._record(key, request)
+            budget = self.config.memory_budget
+            if budget is not None and self.backend.pool_bytes() > budget and self.num_graphs() > 1:
+                # The pool still holds the blocks of evicted graphs: graphs of a family share
+                # blocks, so none can be handed back while another graph lives. Drop them all,
+                # return the memory, and record this key again on its own.
+                logger.info("pool holds %d bytes, above memory_budget=%d: dropping every graph to return it",
+                            self.backend.pool_bytes(), budget)
+                detail = f"memory_budget={budget} bytes reached by the pool with cached blocks: all graphs dropped"
+                for victim in self.entries():
+                    self._remove(victim.key, EvictionReason.POOL_OVER_BUDGET, detail)
+                entry = self._record(key, request)
+            return entry
+
+    def _record(self, key: GraphKey, request: CaptureRequest) -> CUDAGraphEntry:
+        with self._lock:
+            arena = self._arenas.arena(key.signature)
+        self._view_epoch.bump()  # warm-ups and the capture may write where view outputs point
+        try:
+            entry = record(key, request, backend=self.backend, config=self.config, arena=arena)
+            self.add(entry)
+        except BaseException:
+            self._stats.record_capture_failure()
+            self._drop_unused_arena(key.signature)
+            self._release_if_empty()
+            raise
+        self._stats.record_capture(key.mode.name, entry.capture_time)
+        logger.debug("captured %s in %.2f ms (%d bytes)", key, 1e3 * entry.capture_time, entry.nbytes)
+        return entry
+
+    # -- holding and evicting -------------------------------------------------------------------
+
+    def add(self, entry: CUDAGraphEntry) -> None:
+        """Hold ``entry``, evicting others to stay within ``max_cached_graphs`` and ``memory_budget``.
+
+        An entry above the memory budget on its own is released and refused with ``CaptureError``.
+        """
+        budget = self.config.memory_budget
+        if budget is not None and entry.nbytes > budget:
+            entry.release()
+            raise CaptureError(
+                f"{FallbackReason.OVER_BUDGET.text}: the graph for {entry.key.descriptor} needs {entry.nbytes} "
+                f"bytes, above memory_budget={budget} bytes on its own"
+            )
+        with self._lock:
+            self._entries[entry.key] = entry
+            limit = self.config.max_cached_graphs
+            while limit is not None and len(self._entries) > limit:
+                if not self.evict_one(EvictionReason.MAX_CACHED_GRAPHS, f"max_cached_graphs={limit} reached",
+                                      keep=entry):
+                    break
+            # The new graph may keep a shared static buffer larger than itself alive, so the
+            # total can stay above the budget with nothing left to evict: stop there.
+            while budget is not None and self.total_bytes() > budget:
+                if not self.evict_one(EvictionReason.MEMORY_BUDGET, f"memory_budget={budget} bytes reached",
+                                      keep=entry):
+                    break
+
+    def select_victim(self, exclude: Optional[CUDAGraphEntry] = None) -> Optional[CUDAGraphEntry]:
+        """The entry eviction would take next under the configured policy."""
+        with self._lock:
+            victim: Optional[CUDAGraphEntry] = self.eviction.victim(self._entries.values(), exclude)
+            return victim
+
+    def evict_one(self, reason: EvictionReason, detail: str, keep: Optional[CUDAGraphEntry] = None) -> bool:
+        """Evict the policy's next victim (never ``keep``); False when there is none."""
+        victim = self.select_victim(exclude=keep)
+        if victim is None:
+            return False
+        self._remove(victim.key, reason, detail)
+        logger.debug("evicted %s (%d replays, %d bytes): %s", victim.key, victim.replay_count, victim.nbytes, detail)
+        return True
+
+    def evict(self, key: GraphKey, reason: EvictionReason, detail: Optional[str] = None) -> bool:
+        """Drop the entry for ``key``, counted as an eviction with ``reason``; True when one was held."""
+        return self._remove(key, reason, detail)
+
+    def remove_key(self, key: GraphKey) -> bool:
+        return self._remove(key, EvictionReason.REMOVED, "removed by remove_key()")
+
+    def clear(self) -> None:
+        """Drop every graph, forget failed keys and return the pool's memory (statistics are kept;
+        each dropped graph counts as an eviction by ``clear()``)."""
+        with self._lock:
+            self._failed.clear()
+            entries = list(self._entries.values())
+            for entry in entries:
+                self._seen[entry.key] += entry.replay_count
+                self._stats.record_eviction(EvictionReason.CLEARED)
+            self._entries.clear()
+            self._arenas.clear()
+            self._generation += 1
+            self._view_epoch.bump()
+        for entry in entries:
+            entry.release()
+        self.backend.release_memory()
+
+    def _remove(self, key: GraphKey, reason: EvictionReason, detail: Optional[str] = None) -> bool:
+        """Drop the entry for ``key``, counted as an eviction (stats stay whole: captures -
+        evictions == graphs held)."""
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is None:
+                return False
+            self._stats.record_eviction(reason, detail)
+            self._generation += 1
+            self._view_epoch.bump()
+            self._seen[key] += entry.replay_count  # keep its history for get_hot_shapes
+        entry.release()
+        self._drop_unused_arena(key.signature)
+        self._release_if_empty()
+        return True
+
+    def _drop_unused_arena(self, signature: Signature) -> None:
+        with self._lock:
+            self._arenas.drop_unused(signature, self._entries.values())
+
+    def _release_if_empty(self) -> None:
+        with self._lock:
+            empty = not self._entries
+            if empty:
+                self._arenas.clear()
+        if empty:
+            self.backend.release_memory()

@@ -1,0 +1,398 @@
+"""The validated, immutable ``CUDAGraphConfig``, the default config and ``CUPYGRAPH_DISABLE``.
+
+The config's parts live beside it and import nothing above them, so every layer can use it:
+``modes.py`` (``CUDAGraphMode``, re-exported here), ``config_values.py`` (readers of single
+values), ``config_rules.py`` (rules across fields), ``config_errors.py`` (messages),
+``sizes.py`` (which sizes are captured); loading from files lives in ``config_files.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+)
+
+from ..errors import ConfigError
+from . import rules
+from .messages import field_path, format_validation_error
+from .modes import CUDAGraphMode
+from .rules import MAX_DEFAULT_CAPTURE_SIZE, MAX_LIST_LENGTH, MAX_WARMUPS
+from .sizes import pad_to_capture_size, resolve_capture_sizes
+from .values import PositiveInt, as_number, choice, integral_to_int, parse_byte_size
+
+__all__ = [
+    "MAX_DEFAULT_CAPTURE_SIZE",
+    "MAX_LIST_LENGTH",
+    "MAX_WARMUPS",
+    "CUDAGraphConfig",
+    "CUDAGraphMode",
+    "apply_env_overrides",
+    "default_config",
+    "field_path",
+    "format_validation_error",
+    "graphs_disabled_by_env",
+    "parse_byte_size",
+    "set_default_config",
+]
+
+logger = logging.getLogger("cupygraph")
+
+
+class CUDAGraphConfig(BaseModel):
+    """Configuration for CUDA graph capture and replay.
+
+    Every field is documented where it is declared; the README's configuration reference and the
+    JSON schema (``cupygraph schema``) are generated from these descriptions.
+    """
+
+    # Frozen: a front door builds its keys and buffers from the config once, so a field changed
+    # afterwards would be silently ignored. Derive a new config with ``replace`` instead.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=False)
+
+    # The schema shows the names config files use, not the enum's internal int/tuple values.
+    mode: Annotated[
+        CUDAGraphMode, WithJsonSchema({"type": "string", "enum": list(CUDAGraphMode.__members__)})
+    ] = Field(
+        CUDAGraphMode.FULL,
+        description="Graph mode by name: NONE, PIECEWISE, FULL, FULL_DECODE_ONLY or FULL_AND_PIECEWISE "
+        "(case-insensitive; the enum's numbers such as 2 are not accepted). FULL_* modes replay "
+        "whole-function graphs for uniform-decode batches. NONE captures nothing, so it also accepts "
+        "capture_sizes: [] and max_capture_size: 0 (as vLLM does).",
+        json_schema_extra={"default": "FULL"},
+    )
+    capture_sizes: Optional[tuple[PositiveInt, ...]] = Field(
+        None,
+        description="Batch sizes (tokens) to capture graphs for; a batch is padded to the smallest one that "
+        "fits. Unset: vLLM's [1, 2, 4] + 8..248 step 8 + 256..max_capture_size step 16. Given sizes are "
+        "de-duplicated and sorted; at most 4096. When uniform_decode_query_len is above 1 and uniform-"
+        "decode batches use FULL graphs (modes FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE), every size is "
+        "rounded up to a multiple of it within max_capture_size, for mixed batches too (vLLM's rule for "
+        "speculative decoding): with 3, sizes 8 and 16 become 9 and 18.",
+    )
+    max_capture_size: Optional[StrictInt] = Field(
+        None, ge=0,
+        description="Largest batch size captured; larger batches run eagerly and count as fallbacks. "
+        "Unset: the largest of capture_sizes when those are given, else min(2 x max_num_reqs x "
+        "uniform_decode_query_len, 512), or 512 without max_num_reqs (vLLM's default). Given together "
+        "with capture_sizes, it must equal their largest. At most 65536 without capture_sizes; 0 only "
+        "under mode NONE. Unlike vLLM, which lowers this field to the largest size it captures, the "
+        "value is kept as given or derived: where the default sizes skip it (300: 288) or rounding to "
+        "the query length lowers the largest size, largest_capture_size tells which batches replay.",
+    )
+    max_num_reqs: Optional[StrictInt] = Field(
+        None, ge=1,
+        description="Most requests in a batch (vLLM's max_num_seqs). FULL graphs for uniform-decode batches "
+        "stop at max_num_reqs x uniform_decode_query_len tokens; it also sets the default max_capture_size.",
+    )
+    uniform_decode_query_len: StrictInt = Field(
+        1, ge=1,
+        description="Tokens per request in a uniform-decode batch: 1, or 1 + the speculative tokens "
+        "(num_tokens == num_reqs x this). Above 1, capture sizes are rounded to multiples of it (see "
+        "capture_sizes), so uniform-decode batches pad to whole requests and replay FULL graphs up to "
+        "max_num_reqs requests.",
+    )
+    seq_len_buckets: Optional[tuple[PositiveInt, ...]] = Field(
+        None,
+        description="Optional second key axis: a sequence length is padded up to the smallest bucket; "
+        "longer sequences run eagerly. Unset, the sequence length is not part of any graph key (a batch "
+        "given one replays the graph of its size). At most 4096 buckets.",
+    )
+    num_warmups: StrictInt = Field(
+        1, ge=0, le=MAX_WARMUPS,
+        description=f"Eager runs before each capture (compilation, plan caches, pools); at most {MAX_WARMUPS}.",
+    )
+    max_cached_graphs: Optional[StrictInt] = Field(
+        None, ge=1, description="Most graphs held at once per function; None means unbounded."
+    )
+    memory_budget: Annotated[
+        Optional[int],
+        WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string"}, {"type": "null"}]}),
+    ] = Field(
+        None,
+        description="Most bytes the graphs of one function may hold (e.g. \"2GiB\", \"1.5 GB\", \"512MB\" "
+        "or an int of bytes); cold graphs are evicted to stay under it. A size must come to whole bytes "
+        "(\"1.9 B\" is an error, not rounded). None means unbounded.",
+    )
+    eviction: Literal["lru", "lfu"] = Field(
+        "lru", description="Which graph to evict first: least recently used (lru) or least frequently used (lfu)."
+    )
+    min_replays_to_keep: StrictInt = Field(
+        0, ge=0,
+        description="Graphs with at least this many replays are evicted only when no colder graph is left "
+        "(0: no protection).",
+    )
+    capture_after: StrictInt = Field(
+        1, ge=1, description="Capture a key once it has been seen this many times; until then it runs eagerly."
+    )
+    pad_value: Union[int, float] = Field(0, description="Value written into the padding rows of static inputs.")
+    output_mode: Literal["copy", "view"] = Field(
+        "copy",
+        description="copy: outputs are fresh arrays the caller owns. view: outputs are views into the graph's "
+        "static buffers, valid until the next call of the same function.",
+    )
+    on_capture_error: Literal["fallback", "raise"] = Field(
+        "fallback",
+        description="When an op cannot be captured: fallback runs that key eagerly from then on (reason in "
+        "the stats); raise raises CaptureError naming the op.",
+    )
+    capture_mode: Literal["global", "thread_local", "relaxed"] = Field(
+        "relaxed",
+        description="CUDA stream capture mode. relaxed (CuPy's default) lets the memory pool grow and "
+        "cuFFT make plans during capture, and other threads keep working; global and thread_local "
+        "make such calls fail the capture.",
+    )
+    gc_freeze: bool = Field(True, description="Freeze Python's garbage collector during capture.")
+    debug: bool = Field(
+        False, description="Check inputs, pointers and stale output views on every call; log every decision."
+    )
+    min_tokens_for_graph: StrictInt = Field(
+        1, ge=1,
+        description="Batches smaller than this run eagerly. Compared with the real batch size, before "
+        "padding: with 4, a batch of 3 runs eagerly even where it would pad to a graph of 4 or more.",
+    )
+    max_tokens_for_graph: Optional[StrictInt] = Field(
+        None, ge=1,
+        description="Batches larger than this run eagerly (None: up to the largest capture size). Compared "
+        "with the real batch size, before padding: with 12, a batch of 10 replays the graph it pads to "
+        "(16, say), a batch of 13 runs eagerly.",
+    )
+    prefer_piecewise: bool = Field(
+        False, description="When both FULL and PIECEWISE graphs exist for a batch, replay the PIECEWISE one."
+    )
+    backend: Literal["auto", "cupy", "host"] = Field(
+        "auto",
+        description="auto: CuPy stream capture where a GPU is usable, else the NumPy host backend; "
+        "cupy or host force one.",
+    )
+
+    _sizes: tuple[int, ...] = PrivateAttr(default=())
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as err:
+            raise ConfigError(format_validation_error(err, fields=type(self).model_fields)) from None
+
+    # Without this pydantic routes model_validate through __init__, whose ConfigError would come back
+    # wrapped as one model-level error: file names and YAML line numbers of load_config get lost.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]  # pydantic's flag on the function
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_"):  # pydantic's and this class's private state, set while validating
+            super().__setattr__(name, value)
+            return
+        raise dataclasses.FrozenInstanceError(
+            f"CUDAGraphConfig is immutable: cannot set {name!r}; derive a new config with "
+            f"config.replace({name}=...)"
+        )
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"CUDAGraphConfig is immutable: cannot delete {name!r}")
+
+    _ints_from_numpy = field_validator(
+        "max_capture_size", "max_num_reqs", "uniform_decode_query_len", "num_warmups", "max_cached_graphs",
+        "min_replays_to_keep", "capture_after", "min_tokens_for_graph", "max_tokens_for_graph", mode="before",
+    )(integral_to_int)
+    _check_eviction = field_validator("eviction", mode="before")(choice("eviction", ("lru", "lfu")))
+    _check_output = field_validator("output_mode", mode="before")(choice("output_mode", ("copy", "view")))
+    _check_on_error = field_validator("on_capture_error", mode="before")(
+        choice("on_capture_error", ("fallback", "raise"))
+    )
+    _check_capture_mode = field_validator("capture_mode", mode="before")(
+        choice("capture_mode", ("global", "thread_local", "relaxed"))
+    )
+    _check_backend = field_validator("backend", mode="before")(choice("backend", ("auto", "cupy", "host")))
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _parse_mode(cls, value: Any) -> CUDAGraphMode:
+        return CUDAGraphMode.parse(value)
+
+    @field_validator("memory_budget", mode="before")
+    @classmethod
+    def _parse_budget(cls, value: Any) -> Optional[int]:
+        return parse_byte_size(value)
+
+    _check_sizes = field_validator("capture_sizes", "seq_len_buckets", mode="before")(rules.check_size_list)
+
+    @field_validator("capture_sizes", "seq_len_buckets", mode="after")
+    @classmethod
+    def _sort_sizes(cls, value: Optional[tuple[int, ...]]) -> Optional[tuple[int, ...]]:
+        return None if value is None else tuple(sorted(set(value)))
+
+    @field_validator("pad_value", mode="before")
+    @classmethod
+    def _check_pad(cls, value: Any) -> Any:
+        return as_number(value)
+
+    # Rules across fields are checked on the later field, so a file's error names that field and
+    # its line.
+    _check_max_capture_size = field_validator("max_capture_size", mode="after")(rules.check_max_capture_size)
+    _check_rounding = field_validator("uniform_decode_query_len", mode="after")(rules.check_rounding)
+    _check_min_tokens = field_validator("min_tokens_for_graph", mode="after")(rules.check_min_tokens)
+    _check_max_tokens = field_validator("max_tokens_for_graph", mode="after")(rules.check_max_tokens)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Resolve the derived values once, while the config is being made (it is frozen after)."""
+        if self.max_capture_size is None:
+            # An explicit null means "derive it", as if left out: replace() derives it again.
+            self.model_fields_set.discard("max_capture_size")
+        largest, sizes = resolve_capture_sizes(
+            self.capture_sizes, self.max_capture_size, self.max_num_reqs, self.uniform_decode_query_len,
+            round_to_query_len=self.mode.decode_mode() is CUDAGraphMode.FULL,
+        )
+        # The one field a config derives: it reads as the resolved value (to_dict round-trips).
+        object.__setattr__(self, "max_capture_size", largest)
+        self._sizes = () if self.mode is CUDAGraphMode.NONE else tuple(sizes)
+
+    # -- deriving configs ----------------------------------------------------------------------
+
+    def replace(self, **changes: Any) -> CUDAGraphConfig:
+        """A new, validated config: the fields this one was given, updated with ``changes``.
+
+        Fields this config derived (``max_capture_size`` from ``capture_sizes``) are derived
+        again, so ``replace(capture_sizes=[1, 2])`` gives a largest size of 2. Errors raise
+        ``ConfigError`` naming the field.
+        """
+        data = {name: getattr(self, name) for name in self.model_fields_set}
+        data.update(changes)
+        return type(self).from_dict(data)
+
+    def model_copy(self, *, update: Optional[Mapping[str, Any]] = None, deep: bool = False) -> CUDAGraphConfig:
+        """Pydantic's copy, validated: ``update`` goes through ``replace`` (pydantic would skip validation)."""
+        if update:
+            return self.replace(**update)
+        return super().model_copy(deep=deep)
+
+    # -- derived values ------------------------------------------------------------------------
+
+    @property
+    def cudagraph_capture_sizes(self) -> tuple[int, ...]:
+        """The resolved, sorted batch sizes graphs are captured for (empty under mode NONE)."""
+        return self._sizes
+
+    @property
+    def largest_capture_size(self) -> Optional[int]:
+        return self._sizes[-1] if self._sizes else None
+
+    def get_padded_batch_size(self, batch_size: int) -> Optional[int]:
+        """The smallest capture size >= ``batch_size``, or None above the largest.
+
+        The size a batch pads to when it is graphed; whether it is (mode, token limits, buckets)
+        is ``should_use_cudagraph``'s answer.
+        """
+        return pad_to_capture_size(batch_size, self._sizes)
+
+    def get_padded_seq_len(self, seq_len: Optional[int]) -> Optional[int]:
+        """``seq_len`` padded to its bucket; unchanged without buckets (and then not part of any
+        graph key); None when above the largest bucket."""
+        if seq_len is None or self.seq_len_buckets is None:
+            return seq_len
+        return pad_to_capture_size(seq_len, self.seq_len_buckets)
+
+    def should_use_cudagraph(
+        self, batch_size: int, seq_len: Optional[int] = None, *,
+        num_reqs: Optional[int] = None, uniform_decode: bool = False,
+    ) -> bool:
+        """True when a batch of this real size (and sequence length) would replay a graph.
+
+        The answer of ``decide`` with the keys and default policy this config describes (what a
+        dispatcher made from it decides): the mode, capture sizes, seq_len buckets and the token
+        limits, which bound the real batch size. An empty batch (0) runs eagerly.
+        """
+        # The decision sits above the config (it reads it); imported here so the config's module
+        # stays importable by everything below the decision.
+        from ..dispatch.decision import decide_batch_size
+
+        return decide_batch_size(
+            self, batch_size, seq_len, num_reqs=num_reqs, uniform_decode=uniform_decode
+        ).graphed
+
+    # -- conversions -----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (mode by name) that ``from_dict`` and the config files accept back."""
+        data = self.model_dump(mode="json")
+        data["mode"] = self.mode.name
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: Optional[str] = None) -> CUDAGraphConfig:
+        """Validate a mapping; errors raise ``ConfigError`` naming the field (and ``source``)."""
+        if not isinstance(data, dict):
+            where = f"{source}: " if source else ""
+            raise ConfigError(f"{where}expected a mapping of config fields, got {type(data).__name__}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            raise ConfigError(format_validation_error(err, source=source, fields=cls.model_fields)) from None
+
+    @classmethod
+    def disabled(cls) -> CUDAGraphConfig:
+        """A config under which every front door runs eagerly."""
+        return cls(mode=CUDAGraphMode.NONE)
+
+    @classmethod
+    def from_file(cls, path: Union[str, os.PathLike[str]]) -> CUDAGraphConfig:
+        """Load a ``.yaml``/``.yml``/``.json``/``.toml`` file (see ``load_config``)."""
+        from .files import load_config
+
+        return load_config(path)
+
+    def to_file(self, path: Union[str, os.PathLike[str]]) -> None:
+        """Write this config to a file whose extension picks the format."""
+        from .files import save_config
+
+        save_config(self, path)
+
+
+_DISABLE_LOGGED = False
+_DEFAULT_CONFIG: Optional[CUDAGraphConfig] = None
+
+
+def set_default_config(config: Optional[CUDAGraphConfig]) -> Optional[CUDAGraphConfig]:
+    """Make ``config`` what front doors use when given none (``None`` restores the defaults).
+
+    Returns the previous default (None: the built-in one), so a caller can put it back. The pytest
+    plugin's ``--cupygraph-config`` uses this to run a whole suite under a config.
+    """
+    global _DEFAULT_CONFIG
+    if config is not None and not isinstance(config, CUDAGraphConfig):
+        raise TypeError(f"set_default_config needs a CUDAGraphConfig or None, got {type(config).__name__}")
+    previous, _DEFAULT_CONFIG = _DEFAULT_CONFIG, config
+    return previous
+
+
+def default_config() -> CUDAGraphConfig:
+    """The config front doors use when given none (configs are immutable, so it is shared)."""
+    return _DEFAULT_CONFIG if _DEFAULT_CONFIG is not None else CUDAGraphConfig()
+
+
+def graphs_disabled_by_env() -> bool:
+    """``CUPYGRAPH_DISABLE=1`` makes every front door run eagerly; logged once per process."""
+    global _DISABLE_LOGGED
+    disabled = os.environ.get("CUPYGRAPH_DISABLE", "").strip().lower() not in ("", "0", "false", "no", "off")
+    if disabled and not _DISABLE_LOGGED:
+        _DISABLE_LOGGED = True
+        logger.warning("CUPYGRAPH_DISABLE is set: every cupygraph front door runs eagerly (mode NONE)")
+    return disabled
+
+
+def apply_env_overrides(config: CUDAGraphConfig) -> CUDAGraphConfig:
+    """``config`` as front doors run it: under ``CUPYGRAPH_DISABLE`` the same config in mode NONE."""
+    if graphs_disabled_by_env() and config.mode is not CUDAGraphMode.NONE:
+        return config.replace(mode=CUDAGraphMode.NONE)
+    return config

@@ -1,0 +1,61 @@
+"""Why a call captured, re-captured or ran eagerly, in words (like ``jax_explain_cache_misses``).
+
+Logging goes to the ``cupygraph`` logger. ``CUPYGRAPH_LOG=debug`` (or ``info``, ``warning``) sets
+its level and attaches a stderr handler; a config with ``debug=True`` does the same at debug level.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from typing import Optional
+
+from ..cache.key import GraphKey, Signature
+
+logger = logging.getLogger("cupygraph")
+_configured = False
+
+
+def configure_logging(level: Optional[str] = None) -> None:
+    """Attach one stderr handler to the ``cupygraph`` logger at ``level`` (default: $CUPYGRAPH_LOG)."""
+    global _configured
+    level = level or os.environ.get("CUPYGRAPH_LOG")
+    if not level:
+        return
+    numeric = logging.getLevelName(level.strip().upper())
+    if not isinstance(numeric, int):
+        raise ValueError(f"CUPYGRAPH_LOG={level!r} is not a logging level; use debug, info, warning or error")
+    logger.setLevel(numeric)
+    if not _configured:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("cupygraph %(levelname)s: %(message)s"))
+        logger.addHandler(handler)
+        _configured = True
+
+
+def explain_new_key(key: GraphKey, held: Iterable[GraphKey]) -> str:
+    """Which part of ``key`` differs from the closest key already held."""
+    held = [k for k in held if k != key]
+    if not held:
+        return f"first graph of this function ({key.mode.name}, batch {key.descriptor.num_tokens})"
+    same_sig = [k for k in held if k.signature == key.signature and k.mode is key.mode]
+    if same_sig:
+        sizes = sorted({k.descriptor.num_tokens for k in same_sig})
+        return f"new batch size {key.descriptor.num_tokens} (held for this signature: {sizes})"
+    if any(k.signature == key.signature for k in held):
+        return f"new runtime mode {key.mode.name} for batch {key.descriptor.num_tokens}"
+    closest = min(held, key=lambda k: len(_differences(k.signature, key.signature)))
+    return "; ".join(_differences(closest.signature, key.signature)) or "new signature"
+
+
+def _differences(was: Signature, now: Signature) -> list[str]:
+    """What changed from ``was`` to ``now``, argument by argument, in words."""
+    diffs = [f"argument {i}: {a.describe()} -> {b.describe()}"
+             for i, (a, b) in enumerate(zip(was.args, now.args)) if a != b]
+    if len(was.args) != len(now.args):
+        diffs.append(f"{len(was.args)} -> {len(now.args)} arguments")
+    for absent, a, b in (("no keywords", was.kwargs, now.kwargs), ("no function", was.namespace, now.namespace)):
+        if a != b:
+            diffs.append(f"{a.describe() if a else absent} -> {b.describe() if b else absent}")
+    return diffs

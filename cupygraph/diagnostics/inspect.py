@@ -1,0 +1,98 @@
+"""Looking inside a jitted function: a table of its graphs, and its graphs as Graphviz pictures."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional, Union
+
+from ..config.model import graphs_disabled_by_env
+from ..errors import CupyGraphError
+
+if TYPE_CHECKING:
+    from ..api.jit import GraphedFunction
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def describe(graphed: GraphedFunction) -> str:
+    """Graphs held per mode and size (bytes, replays), hit rate and fallbacks by reason."""
+    stats = graphed.stats()
+    entries = sorted(graphed.registry.entries(), key=lambda e: (e.key.mode.name, e.key.descriptor.num_tokens))
+    rows = [["mode", "size", "seq_len", "bytes", "replays", "avg replay (host)", "capture"]]
+    for e in entries:
+        d = e.key.descriptor
+        rows.append([
+            e.key.mode.name, str(d.num_tokens), "-" if d.seq_len is None else str(d.seq_len),
+            f"{e.nbytes:,}", str(e.replay_count), f"{e.avg_replay_time_ms * 1e3:.1f} us",
+            f"{e.capture_time * 1e3:.2f} ms",
+        ])
+    head = (
+        f"{graphed.__name__}: backend={graphed.backend.name} mode={graphed.config.mode.name} "
+        f"graphs={len(entries)} pool={graphed.backend.pool_bytes():,} bytes\n"
+        f"calls={stats.calls} hits={stats.hits} misses={stats.misses} hit rate={stats.hit_rate():.1%} "
+        f"captures={stats.captures} evictions={stats.evictions} fallbacks={stats.fallbacks}"
+    )
+    parts = [head, _table(rows) if entries else "(no graphs held)"]
+    for title, counts in (("eager fallbacks by reason:", stats.fallbacks_by_reason),
+                          ("evictions by reason:", stats.evictions_by_reason),
+                          ("re-captures by reason:", stats.recaptures_by_reason)):
+        if counts:  # each reason's code with the last detail seen for it
+            parts.append(title)
+            parts += [f"  {count:>6}  {code}: {stats.detail(code)}" for code, count in counts.most_common()]
+    return "\n".join(parts)
+
+
+class GraphNotHeldError(CupyGraphError, LookupError):
+    """``to_dot`` was asked for a graph the function does not hold; the message lists what it holds."""
+
+
+def to_dot(graphed: GraphedFunction, size: Optional[int] = None) -> str:
+    """The captured graph for the batch ``size`` (padded; default: the largest held) as DOT text."""
+    entries = graphed.registry.entries()
+    name = graphed.__name__
+    if not entries:
+        if not graphed.config.mode.has_graphs():
+            why = "CUPYGRAPH_DISABLE is set" if graphs_disabled_by_env() else "its config has mode NONE"
+            raise GraphNotHeldError(f"{name} holds no graphs: it runs eagerly ({why})")
+        raise GraphNotHeldError(f"{name} holds no graphs yet: call it (or warmup()) first")
+    held = sorted({e.key.descriptor.num_tokens for e in entries})
+    if size is None:
+        entry = max(entries, key=lambda e: e.key.descriptor.num_tokens)
+    else:
+        padded = graphed.config.get_padded_batch_size(size)
+        if padded is None:
+            raise GraphNotHeldError(
+                f"batch {size} is above the largest capture size {graphed.config.largest_capture_size}: it runs "
+                f"eagerly, without a graph; held sizes: {held}")
+        matching = [e for e in entries if e.key.descriptor.num_tokens == padded]
+        if not matching:
+            raise GraphNotHeldError(f"no graph held for batch {size} (padded to {padded}); held sizes: {held}")
+        entry = matching[0]
+    return entry.recording.to_dot()
+
+
+def render_dot(dot: str, out: Union[str, Path]) -> Path:
+    """Write ``dot`` to ``out``: ``.dot`` as text, ``.svg``/``.png``/``.pdf`` through Graphviz."""
+    out = Path(out)
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt in ("dot", "gv", ""):
+        out.write_text(dot, encoding="utf-8")
+        return out
+    exe = shutil.which("dot")
+    if exe is None:
+        raise RuntimeError(
+            f"Graphviz is not installed (no 'dot' on PATH), so {out.name} cannot be rendered; "
+            f"install graphviz or write a .dot file instead"
+        )
+    result = subprocess.run([exe, f"-T{fmt}", "-o", str(out)], input=dot.encode(), capture_output=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"Graphviz failed to render {out.name}: {result.stderr.decode(errors='replace').strip()}")
+    return out
+
