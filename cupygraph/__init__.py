@@ -3,6 +3,7 @@
 ``import cupygraph`` needs only NumPy and pydantic; CuPy is imported when a GPU backend is used.
 """
 
+from . import linalg, random
 from .backends import Backend, HostBackend, gpu_available, select_backend
 from .config import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
 from .config_files import load_config
@@ -22,6 +23,7 @@ from .explain import configure_logging as _configure_logging
 from .foreign import ForeignMemoryError, ForeignMemoryWarning
 from .freshness import check_fresh
 from .jit import GraphedFunction, jit
+from .linalg import matmul
 from .manager import CUDAGraphManager
 from .mock import MockCUDAGraph
 from .piecewise import graph_break
@@ -86,7 +88,10 @@ __all__ = [
     "graph_break",
     "graphs_disabled_by_env",
     "jit",
+    "linalg",
     "load_config",
+    "matmul",
+    "random",
     "select_backend",
     "while_loop",
 ]
