@@ -104,7 +104,7 @@ class Handle:
             self.pointer_mode = mode
 
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: weak containers' callbacks may run under it
 _local = threading.local()
 _live: weakref.WeakValueDictionary[tuple[int, int, int], Workspace] = weakref.WeakValueDictionary()
 _eager: dict[tuple[int, int, int], Workspace] = {}
@@ -114,9 +114,12 @@ _retired: list[tuple[Binding, int, int]] = []
 
 
 def _retire(lib: Binding, ptr: int, device_id: int) -> None:
-    """A handle nothing holds: destroyed later, at a safe point (it may run inside a capture)."""
-    with _lock:
-        _retired.append((lib, ptr, device_id))
+    """A handle nothing holds: destroyed later, at a safe point (this may run inside a capture).
+
+    No lock: a finaliser can run in any thread at any allocation, also while ``_lock`` is held;
+    ``list.append`` is atomic.
+    """
+    _retired.append((lib, ptr, device_id))
 
 
 def destroy_retired(stream: Any = None) -> int:
@@ -125,9 +128,8 @@ def destroy_retired(stream: Any = None) -> int:
         return 0
     import cupy
 
-    with _lock:
-        retired = list(_retired)
-        _retired.clear()
+    retired = _retired[:]
+    del _retired[: len(retired)]  # handles retired meanwhile stay for the next time
     for lib, ptr, device_id in retired:
         with cupy.cuda.Device(device_id):
             lib.destroy(ptr)

@@ -75,7 +75,7 @@ class Scalars:
                 check_scale_array(value, dtype, name, what)
                 values.append(value)
             elif on_device:  # cuBLAS reads both or neither from the device
-                values.append(cupy.full((), host_scale(value, dtype, name, what), dtype=scale_dtype(dtype)))
+                values.append(cupy.full((), host_scale(value, dtype, name, what)[()], dtype=scale_dtype(dtype)))
             else:
                 values.append(host_scale(value, dtype, name, what))
         self.alpha, self.beta = values
