@@ -30,7 +30,7 @@ IMPORTS = {
 
 
 def import_seconds(name: str, repeats: int = 3) -> Any:
-    code = ("import cupy, time; t = time.perf_counter(); " + IMPORTS[name] +
+    code = ("import cupy, cupygraph, time; t = time.perf_counter(); " + IMPORTS[name] +
             "; print(time.perf_counter() - t)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     times = []
@@ -101,6 +101,20 @@ def probe(name: str) -> dict:
                 run()
             result[label] = (time.perf_counter() - t) * 1e6 / 2000
             stream.synchronize()
+        # Where an eager call's host time goes (Python or the cuBLAS call).
+        import cProfile
+        import io
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(500):
+            cg.matmul(x, x, out=o)
+        profiler.disable()
+        stream.synchronize()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(12)
+        result["profile"] = text.getvalue().splitlines()[-20:]
     return result
 
 

@@ -117,7 +117,7 @@ def _run(a_list: list[Any], b_list: list[Any], out_list: list[Any], m: int, k: i
     stream = cupy.cuda.get_current_stream()
     handle = handle_for(int(table.device.id), stream)
     handle.set_pointer_mode(scalars.mode)
-    alpha, beta = scalars.pointers()
+    alpha, beta = scalars.pointers
     dt, ct = DATA_TYPE[targets[0].dtype.char], COMPUTE_TYPE[targets[0].dtype.char]
     step = table.itemsize * count
     handle.lib.gemm_batched(handle.ptr, OP_T if plan.trans_a else OP_N, OP_T if plan.trans_b else OP_N,

@@ -83,11 +83,11 @@ class Scalars:
         self.beta_term = self.beta if on_device else self.beta[()]
         self.beta_zero = not on_device and self.beta_term == 0  # BLAS: C is not read at all
         self.beta_one = not on_device and self.beta_term == 1
-
-    def pointers(self) -> tuple[int, int]:
-        if self.mode == POINTER_MODE_DEVICE:
-            return int(self.alpha.data.ptr), int(self.beta.data.ptr)
-        return int(self.alpha.ctypes.data), int(self.beta.ctypes.data)
+        # Where cuBLAS reads them: this object keeps both arrays alive for as long as it is used.
+        if on_device:
+            self.pointers = (int(self.alpha.data.ptr), int(self.beta.data.ptr))
+        else:
+            self.pointers = (int(self.alpha.ctypes.data), int(self.beta.ctypes.data))
 
 
 _ONE_ZERO: dict[str, Any] = {}
@@ -122,7 +122,7 @@ def product(a: Any, b: Any, c: Any, batch: tuple[int, ...], m: int, k: int, n: i
     stream = cupy.cuda.get_current_stream()
     handle = handle_for(int(c.device.id), stream)
     handle.set_pointer_mode(scalars.mode)
-    alpha, beta = scalars.pointers()
+    alpha, beta = scalars.pointers
     dt, ct = DATA_TYPE[dtype.char], COMPUTE_TYPE[dtype.char]
     ta, tb = OP_T if plan.trans_a else OP_N, OP_T if plan.trans_b else OP_N
     if count == 1:

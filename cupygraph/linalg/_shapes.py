@@ -207,6 +207,10 @@ def check_scale_array(value: Any, dtype: Any, name: str, what: str) -> None:
             f"{np.dtype(dtype)})")
 
 
+_PLANS: dict[tuple[Any, ...], GemmPlan] = {}
+_PLAN_CACHE_SIZE = 4096  # distinct (shapes, strides) layouts planned in place; later ones are planned per call
+
+
 def resolve(a: Any, b: Any, c: Any, batch: tuple[int, ...], m: int, k: int, n: int, xp: Any,
             temporary: Any) -> tuple[GemmPlan, Any, Any, Any]:
     """The GEMM computing ``c = a @ b`` and the arrays it reads and writes: (plan, a, b, target).
@@ -214,13 +218,19 @@ def resolve(a: Any, b: Any, c: Any, batch: tuple[int, ...], m: int, k: int, n: i
     Operands cuBLAS cannot read in place become contiguous copies (``xp.ascontiguousarray``); an
     output it cannot write in place is replaced by ``temporary()``, which the caller copies back.
     """
+    key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, c.itemsize, batch)
+    cached = _PLANS.get(key)
+    if cached is not None:  # an eager call of a shape seen before: no planning in Python
+        return cached, a, b, c
     count = math.prod(batch)
     target = c
-    for _ in range(2):
+    for attempt in range(2):
         plan, copies = plan_gemm(m, k, n, count, geometry(a.shape, a.strides, a.itemsize, batch),
                                  geometry(b.shape, b.strides, b.itemsize, batch),
                                  geometry(target.shape, target.strides, target.itemsize, batch))
         if plan is not None:
+            if attempt == 0 and len(_PLANS) < _PLAN_CACHE_SIZE:
+                _PLANS[key] = plan
             return plan, a, b, target
         if "a" in copies:
             a = xp.ascontiguousarray(xp.broadcast_to(a, (*batch, m, k)))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import gc
 import importlib.util
 import threading
-import warnings
 
 import numpy as np
 import pytest
@@ -123,7 +122,7 @@ def check_random_cases(seed, cases):
     for _ in range(cases):
         fn, consts, tail, dtype, reference = random_case(rng)
         graphed = cg.jit(fn, constant_argnums=tuple(range(1, 1 + len(consts))), config=FULL)
-        for n in [*rng.integers(1, MAX + 1, size=4).tolist(), 3]:
+        for n in [*rng.integers(1, MAX + 1, size=4).tolist(), 3, 3]:  # 3 twice: a replay of a captured key
             x = rand(rng, (n, *tail), dtype)
             poison(graphed)
             got = graphed(x, *consts)
@@ -142,15 +141,17 @@ def check_random_cases(seed, cases):
         assert stats.hits >= 1
         for entry in graphed.registry.entries():
             audit = entry.cudagraph.audit
-            assert audit is None or not audit.foreign(), [r.describe() for r in audit.foreign()]
+            for ref in [] if audit is None else audit.foreign():
+                # cuBLAS's nodes (and the pointer table's) touch only memory the graph owns or holds.
+                # CuPy's own kernels are left out: their CIndexer parameter carries uninitialised
+                # scratch words (index_) that can look like addresses of someone else's memory.
+                assert all(node.startswith("kernel 'cupy_") for node in ref.nodes), ref.describe()
 
 
 def test_matmul_replays_equal_eager_bit_for_bit_over_random_cases(binding):
     def check():
         assert cg.linalg.binding_info()["binding"] == binding
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", cg.ForeignMemoryWarning)  # the workspace is held, not foreign
-            check_random_cases(13 if binding == "ctypes" else 14, 24)
+        check_random_cases(13 if binding == "ctypes" else 14, 24)
 
     run_in_thread(check)
 
@@ -205,8 +206,9 @@ def test_strided_and_pointer_array_batches_capture(binding):
 
 def test_threads_capture_and_replay_at_once_on_their_own_handles():
     errors: list[BaseException] = []
-    start = threading.Barrier(4)
-    before = cg.linalg.resources()["handles"]
+    start, first_done = threading.Barrier(4), threading.Barrier(4)
+    gc.collect()
+    before = cg.linalg.release_unused()["handles"]  # this thread's handle, if it made one
     seen: list[int] = []
 
     def worker(seed):
@@ -215,17 +217,21 @@ def test_threads_capture_and_replay_at_once_on_their_own_handles():
             w = rand(rng, (32, 16), np.float32)
             graphed = cg.jit(lambda x, w: cg.matmul(x, w) * 2, constant_argnums=1, config=FULL)
             start.wait()
-            for n in rng.integers(1, MAX + 1, size=25).tolist():
+            for i, n in enumerate(rng.integers(1, MAX + 1, size=25).tolist()):
                 x = rand(rng, (n, 32), np.float32)
                 got = graphed(x, w)
+                if i == 0:  # every thread has made its handle by now, and holds it
+                    first_done.wait()
+                    seen.append(cg.linalg.resources()["handles"])
                 x_pad = cupy.zeros((padded_size(n), 32), np.float32)
                 x_pad[:n] = x
                 want = (cg.matmul(x_pad, w) * 2)[:n]
                 np.testing.assert_array_equal(cupy.asnumpy(got), cupy.asnumpy(want))
-            seen.append(cg.linalg.resources()["handles"])
             assert graphed.stats().fallbacks == 0
         except BaseException as err:
             errors.append(err)
+            start.abort()
+            first_done.abort()
 
     threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(4)]
     for t in threads:
@@ -233,7 +239,7 @@ def test_threads_capture_and_replay_at_once_on_their_own_handles():
     for t in threads:
         t.join()
     assert not errors, errors
-    assert max(seen) >= before + 4  # one handle per thread
+    assert min(seen) >= before + 4  # one handle per thread, all alive at once
 
 
 def test_workspace_and_handles_are_released_with_the_graphs(binding):
@@ -279,7 +285,7 @@ def test_manual_capture_needs_a_prepared_stream():
     with fresh:
         fresh.begin_capture()
         try:
-            with pytest.raises(cg.CaptureError, match=r"no cuBLAS workspace .* prepare\(\)"):
+            with pytest.raises(cg.CaptureError, match=r"no cuBLAS workspace .*linalg\.prepare\(\)"):
                 cg.matmul(a, b)
         finally:
             fresh.end_capture()
@@ -306,3 +312,15 @@ def test_binding_enums_match_nvmath():
     assert _binding.COMPUTE_TYPE["f"] == cublas.ComputeType.COMPUTE_32F
     assert _binding.COMPUTE_TYPE["d"] == cublas.ComputeType.COMPUTE_64F
     assert _binding.GEMM_DEFAULT == cublas.GemmAlgo.DEFAULT
+
+
+def test_mlp_example_runs_as_full_graphs():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "mlp_full.py"
+    spec = importlib.util.spec_from_file_location("example_mlp_full_gpu", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.main(["--calls", "40", "--max-batch", "64", "--backend", "cupy"])
+    # Eager runs the GEMMs at the real batch size, the graph at the padded one: equal up to rounding.
+    assert result["fallbacks"] == 0 and result["graphs"] >= 3 and result["worst"] < 1e-4
