@@ -1,18 +1,23 @@
 """The cuBLAS entry points cupygraph calls, through one of two bindings.
 
-* ``nvmath``: NVIDIA's maintained bindings, ``nvmath.bindings.cublas`` (nvmath-python). Typed
-  Cython wrappers, about 0.3 µs a call; importing them imports all of nvmath (0.35-0.74 s on the
-  GPU machine), so it happens at the first product, never at ``import cupygraph``. nvmath loads
-  libcublas itself (through cuda-pathfinder).
-* ``ctypes``: a minimal binding to the very libcublas CuPy has loaded (found in the process's
-  memory map after CuPy's cuBLAS module is imported), so no second copy of cuBLAS is loaded and
-  nothing beyond CuPy is needed. Costs a few µs of argument conversion per call, which only eager
-  calls pay: a graph replays the GEMM without any Python.
+* ``nvmath``: NVIDIA's maintained bindings, ``nvmath.bindings.cublas`` (nvmath-python), typed
+  Cython wrappers. Importing them imports all of nvmath, so it happens at the first product on
+  the GPU, never at ``import cupygraph``. nvmath finds libcublas itself (cuda-pathfinder); on the
+  GPU machine it mapped the very file CuPy uses, so one copy of cuBLAS is loaded.
+* ``ctypes``: a minimal binding to the libcublas CuPy has loaded (found in the process's memory
+  map after CuPy's cuBLAS module is imported); it needs nothing beyond CuPy.
 
-``auto`` (the default; ``CUPYGRAPH_CUBLAS_BINDING`` = auto | nvmath | ctypes) takes nvmath where it
-is installed and the ctypes binding otherwise. Both were measured on the GPU machine: each
-captures, and replays equal eager calls bit for bit (see ``tools/probe_cublas.py`` and the
-report of issue 13 in ``benchmarks/RESULTS.md``).
+Why ``auto`` (the default; ``CUPYGRAPH_CUBLAS_BINDING`` = auto | nvmath | ctypes) takes nvmath
+where it is installed and ctypes otherwise, measured with ``tools/probe_cublas.py`` on an H200
+(CUDA 13.2, cuBLAS 13.1, CuPy 14.2, nvmath-python 1.0.0; 2026-11-26): both capture a GEMM into a
+graph next to a CuPy kernel, and three replays on fresh data equal eager calls bit for bit under
+both; in graphs they cost the same (a (64x1024)@(1024x1024) float32 GEMM: 11.8 µs of GPU time
+per replay with nvmath, 12.2 µs with ctypes, in one process). nvmath is the maintained binding the
+issue prefers and its calls are cheaper (eager ``cupygraph.matmul`` of 64x64: 31.5 µs of host time
+per call against 34.4 µs; ``cupy.matmul``: 15.5 µs), but its import costs 0.38 s on top of CuPy
+and cupygraph and it is an extra install, so without it the ctypes binding (import 3 ms) serves.
+Eager host time is mostly cupygraph's Python (shape checks, layout plan, handle binding), not the
+binding; a graph replays the GEMM with no Python at all.
 
 Only these calls are bound: handle create/destroy, stream, workspace, pointer mode, version, and
 ``cublasGemmEx`` / ``cublasGemmStridedBatchedEx`` / ``cublasGemmBatchedEx``, which cover every
