@@ -3,6 +3,7 @@
 ``import cupygraph`` needs only NumPy and pydantic; CuPy is imported when a GPU backend is used.
 """
 
+from . import linalg, random
 from .api.jit import GraphedFunction, jit
 from .api.manager import CUDAGraphManager
 from .api.streams import StreamDispatcher
@@ -32,6 +33,7 @@ from .errors import (
     InputMismatchError,
     StaleOutputError,
 )
+from .linalg import matmul
 from .reasons import EvictionReason, FallbackReason, RecaptureReason
 
 _configure_logging()  # honours CUPYGRAPH_LOG
@@ -89,7 +91,10 @@ __all__ = [
     "graph_break",
     "graphs_disabled_by_env",
     "jit",
+    "linalg",
     "load_config",
+    "matmul",
+    "random",
     "select_backend",
     "while_loop",
 ]

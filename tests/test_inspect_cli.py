@@ -90,6 +90,8 @@ EXAMPLE_ARGS = {  # small runs of each shipped example, on the host backend wher
     "heat_equation.py": ["--calls", "6", "--max-batch", "4"],
     "serving_loop.py": ["--steps", "8"],
     "cg_poisson.py": ["--n", "8", "--repeats", "1"],
+    "mlp_full.py": ["--calls", "6", "--max-batch", "16"],
+    "monte_carlo.py": ["--calls", "6", "--paths", "2000", "--max-batch", "8"],
 }
 
 

@@ -22,6 +22,7 @@ from .cupy_audit import audit_capture
 from .cupy_fft import isolated_plan_cache
 from .cupy_pool import DeviceBlocks, fill_free_blocks
 from .graph_bodies import collecting_bodies
+from .holding import collecting_held
 from .piecewise import recording_breaks
 
 _runtime = cupy.cuda.runtime
@@ -73,6 +74,10 @@ def _user_frame(err: BaseException) -> str:
 
 
 _LIBRARIES = ("cuBLAS", "cuRAND", "cuSOLVER", "cuSPARSE", "cuDNN", "cuTENSOR", "cuFFT")
+_CAPTURABLE_INSTEAD = {  # what keeps the op inside the graph
+    "cuBLAS": "cupy.matmul / @ / dot; use cupygraph.matmul or cupygraph.linalg.gemm, which capture",
+    "cuRAND": "cupy.random; use cupygraph.random.default_rng(seed), which captures",
+}
 
 
 def describe_capture_failure(err: BaseException) -> Optional[str]:
@@ -87,7 +92,7 @@ def describe_capture_failure(err: BaseException) -> Optional[str]:
     if isinstance(err, NotImplementedError) and "capture" in message:
         for library in _LIBRARIES:
             if library in message:
-                op = {"cuBLAS": "cupy.matmul / @ / dot", "cuRAND": "cupy.random"}.get(library, library)
+                op = _CAPTURABLE_INSTEAD.get(library, library)
                 return f"{FallbackReason.LIBRARY_CALL.text}: {library} ({op}){where}"
         return f"{FallbackReason.LIBRARY_CALL.text}: {message}{where}"
     if isinstance(err, cupy.cuda.memory.OutOfMemoryError):
@@ -295,8 +300,9 @@ class CupyBackend(Backend):
             held: list[Any] = []
             # The function's own cuFFT plan cache: its plans get their work areas from this pool
             # and live as long as the recording, whatever happens to CuPy's cache.
+            # cuBLAS workspaces/handles and RNG states used by the graph join ``held`` (holding.py).
             with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held), \
-                    collecting_bodies() as bodies:
+                    collecting_held(held), collecting_bodies() as bodies:
                 for _ in range(num_warmups):
                     fn(*args, **kwargs)
                 steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)

@@ -24,6 +24,7 @@ from ..pytree import flatten
 from .audit import AuditReport, NodeRefs, Region, classify
 from .cupy_fft import cached_plan_work_areas, is_cufft_kernel, plan_work_areas
 from .foreign import Watch, describe_array, find_arrays, warn_foreign
+from .holding import held_regions
 
 logger = logging.getLogger("cupygraph")
 
@@ -316,6 +317,8 @@ def _audit(backend: Any, recording: Any, graphs: Sequence[int], fn: Any, args: S
                     regions.append(region)
     for ptr, size in plan_work_areas(recording.held):
         regions.append(Region(ptr, size, "held", "a cuFFT plan's work area, held by the graph"))
+    for ptr, size, label in held_regions(recording.held):  # cuBLAS workspaces, RNG states
+        regions.append(Region(ptr, size, "held", label))
     for ptr, size in backend.pool_regions():
         regions.append(Region(ptr, size, "pool", "the function's memory pool"))
     walker = GraphWalker(_library_of if recording.held else lambda name: None)

@@ -10,7 +10,8 @@ function sees its static buffers as ``CaptureArray`` views: NumPy arrays that re
 * data-dependent output shapes: boolean-mask indexing (``x[x > 0]``), ``np.nonzero``, one-argument
   ``np.where``, ``np.unique``, ``np.bincount``, ``np.flatnonzero`` and the like;
 * library calls CuPy cannot capture: ``@`` / ``np.matmul`` / ``np.dot`` / ``np.einsum`` / ...
-  (cuBLAS) and ``np.linalg`` (cuSOLVER).
+  (cuBLAS) and ``np.linalg`` (cuSOLVER). ``cupygraph.matmul`` / ``cupygraph.linalg`` and
+  ``cupygraph.random`` capture on the GPU, so they run here on plain views (``capture_run_active``).
 
 Every array derived from a ``CaptureArray`` is one too (ufuncs, array functions, views,
 indexing), and results that NumPy would hand back as scalars stay 0-d arrays, as CuPy's do, so
@@ -131,7 +132,7 @@ class CaptureArray(np.ndarray):
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if _guard() is not None and ufunc.__name__ in _CUBLAS_UFUNCS:
-            _refuse(FallbackReason.LIBRARY_CALL, f"np.{ufunc.__name__} / @ calls cuBLAS, {_LIBRARY_HINT}")
+            _refuse(FallbackReason.LIBRARY_CALL, f"np.{ufunc.__name__} / @ calls cuBLAS, {_CUBLAS_HINT}")
         out = kwargs.get("out")
         if out is not None:
             kwargs["out"] = tuple(_plain(o) for o in out)
@@ -249,7 +250,7 @@ class CaptureArray(np.ndarray):
 
     def dot(self, *args: Any, **kwargs: Any) -> Any:
         if _guard() is not None:
-            _refuse(FallbackReason.LIBRARY_CALL, f".dot() calls cuBLAS, {_LIBRARY_HINT}")
+            _refuse(FallbackReason.LIBRARY_CALL, f".dot() calls cuBLAS, {_CUBLAS_HINT}")
         return _wrap(self.view(np.ndarray).dot(*_plain_tree(args), **kwargs))
 
     def compress(self, *args: Any, **kwargs: Any) -> Any:
@@ -277,6 +278,8 @@ for _name in ("argmax", "argmin", "take", "trace", "searchsorted", "choose", "su
 
 
 _LIBRARY_HINT = "which CuPy cannot capture (mark the op with cupygraph.graph_break and use PIECEWISE mode)"
+_CUBLAS_HINT = ("which CuPy cannot capture: use cupygraph.matmul or cupygraph.linalg.gemm, which capture (or mark "
+                "the op with cupygraph.graph_break and use PIECEWISE mode)")
 _CUBLAS_UFUNCS = frozenset({"matmul", "vecdot", "matvec", "vecmat"})
 
 
@@ -301,7 +304,7 @@ _SHAPE_ONLY = _functions(
 def _check_function(func: Any, args: Any, kwargs: Any) -> None:
     name = getattr(func, "__name__", "function")
     if func in _CUBLAS:
-        _refuse(FallbackReason.LIBRARY_CALL, f"np.{name} calls cuBLAS, {_LIBRARY_HINT}")
+        _refuse(FallbackReason.LIBRARY_CALL, f"np.{name} calls cuBLAS, {_CUBLAS_HINT}")
     if str(getattr(func, "__module__", "")).startswith("numpy.linalg"):
         _refuse(FallbackReason.LIBRARY_CALL, f"np.linalg.{name} calls cuBLAS/cuSOLVER, {_LIBRARY_HINT}")
     if func in _DATA_SHAPED or (func is np.where and len(args) + len(kwargs) == 1):
@@ -350,6 +353,12 @@ def reads_allowed() -> Iterator[None]:
         yield
     finally:
         guard.active = True
+
+
+def capture_run_active() -> bool:
+    """Whether this thread runs a host capture with refusals on: ops that capture on the GPU
+    (``cupygraph.matmul``, ``cupygraph.random``) compute on plain arrays, then hand back guarded ones."""
+    return _guard() is not None
 
 
 def guarded(array: Any) -> Any:
