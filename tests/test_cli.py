@@ -16,6 +16,7 @@ import cupygraph
 import cupygraph.backends
 from cupygraph import cli
 from cupygraph.cli import main
+from cupygraph.config.files import load_config
 from cupygraph.config.model import CUDAGraphConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,7 +85,7 @@ def test_show_yaml(capsys):
     code, out, err = run(capsys, "show", path)
     assert code == 0 and err == ""
     view = yaml.safe_load(out)
-    expected = CUDAGraphConfig.from_file(path)
+    expected = load_config(path)
     assert view["source"] == path
     assert view["config"]["mode"] == "FULL_AND_PIECEWISE"
     assert view["resolved"]["cudagraph_capture_sizes"] == list(expected.cudagraph_capture_sizes)

@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from cupygraph.config import model as config_module
+from cupygraph.config.files import load_config, save_config
 from cupygraph.config.model import (
     CUDAGraphConfig,
     CUDAGraphMode,
@@ -446,23 +447,23 @@ def test_from_dict_errors_name_source():
 
 
 @pytest.mark.parametrize("ext", ["yaml", "yml", "json", "toml"])
-def test_to_file_from_file_round_trip(tmp_path, ext):
+def test_save_config_load_config_round_trip(tmp_path, ext):
     c = CUDAGraphConfig(**NON_DEFAULT)
     path = tmp_path / f"config.{ext}"
-    c.to_file(path)
-    assert CUDAGraphConfig.from_file(path) == c
-    assert CUDAGraphConfig.from_file(str(path)) == c
+    save_config(c, path)
+    assert load_config(path) == c
+    assert load_config(str(path)) == c
 
 
 @pytest.mark.parametrize("ext", ["yaml", "json", "toml"])
-def test_to_file_round_trip_of_defaults_and_special_pad(tmp_path, ext):
+def test_save_config_round_trip_of_defaults_and_special_pad(tmp_path, ext):
     path = tmp_path / f"d.{ext}"
-    CUDAGraphConfig().to_file(path)
-    assert CUDAGraphConfig.from_file(path) == CUDAGraphConfig()
-    CUDAGraphConfig(pad_value=float("nan")).to_file(path)
-    assert math.isnan(CUDAGraphConfig.from_file(path).pad_value)
-    CUDAGraphConfig(pad_value=float("-inf")).to_file(path)
-    assert CUDAGraphConfig.from_file(path).pad_value == float("-inf")
+    save_config(CUDAGraphConfig(), path)
+    assert load_config(path) == CUDAGraphConfig()
+    save_config(CUDAGraphConfig(pad_value=float("nan")), path)
+    assert math.isnan(load_config(path).pad_value)
+    save_config(CUDAGraphConfig(pad_value=float("-inf")), path)
+    assert load_config(path).pad_value == float("-inf")
 
 
 # -- errors and schema -----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 from typing import Any, Optional, ParamSpec, Protocol, TypeVar, Union, cast, overload
 
+from ..config.files import load_config
 from ..config.model import CUDAGraphConfig, apply_env_overrides, default_config
 from .arguments import Argnums, Positions
 
@@ -26,7 +27,7 @@ def resolve_config(config: ConfigLike) -> CUDAGraphConfig:
     elif isinstance(config, dict):
         resolved = CUDAGraphConfig.from_dict(config)
     elif isinstance(config, (str, os.PathLike)):
-        resolved = CUDAGraphConfig.from_file(config)
+        resolved = load_config(config)
     else:
         raise TypeError(
             f"config must be a CUDAGraphConfig, a dict of fields or a config file path, got {type(config).__name__}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (
@@ -313,13 +313,10 @@ class CUDAGraphConfig(BaseModel):
         dispatcher made from it decides): the mode, capture sizes, seq_len buckets and the token
         limits, which bound the real batch size. An empty batch (0) runs eagerly.
         """
-        # The decision sits above the config (it reads it); imported here so the config's module
-        # stays importable by everything below the decision.
-        from ..dispatch.decision import decide_batch_size
-
-        return decide_batch_size(
-            self, batch_size, seq_len, num_reqs=num_reqs, uniform_decode=uniform_decode
-        ).graphed
+        if _BATCH_DECISION is None:
+            raise RuntimeError("cupygraph.dispatch.decision is not imported; import cupygraph first")
+        decision = _BATCH_DECISION(self, batch_size, seq_len, num_reqs=num_reqs, uniform_decode=uniform_decode)
+        return bool(decision.graphed)
 
     # -- conversions -----------------------------------------------------------------------------
 
@@ -345,22 +342,21 @@ class CUDAGraphConfig(BaseModel):
         """A config under which every front door runs eagerly."""
         return cls(mode=CUDAGraphMode.NONE)
 
-    @classmethod
-    def from_file(cls, path: Union[str, os.PathLike[str]]) -> CUDAGraphConfig:
-        """Load a ``.yaml``/``.yml``/``.json``/``.toml`` file (see ``load_config``)."""
-        from .files import load_config
-
-        return load_config(path)
-
-    def to_file(self, path: Union[str, os.PathLike[str]]) -> None:
-        """Write this config to a file whose extension picks the format."""
-        from .files import save_config
-
-        save_config(self, path)
 
 
 _DISABLE_LOGGED = False
 _DEFAULT_CONFIG: Optional[CUDAGraphConfig] = None
+
+
+_BATCH_DECISION: Optional[Callable[..., Any]] = None
+"""``dispatch.decision.decide_batch_size``: the one decision lives above the config (it reads the
+config) and installs itself here when imported, so this module imports nothing above it."""
+
+
+def install_batch_decision(decide_batch_size: Callable[..., Any]) -> None:
+    """Called once by ``cupygraph.dispatch.decision``: the function ``should_use_cudagraph`` asks."""
+    global _BATCH_DECISION
+    _BATCH_DECISION = decide_batch_size
 
 
 def set_default_config(config: Optional[CUDAGraphConfig]) -> Optional[CUDAGraphConfig]:

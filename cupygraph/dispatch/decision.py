@@ -32,6 +32,7 @@ import numbers
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from ..config.model import install_batch_decision
 from ..config.modes import CUDAGraphMode, short_repr
 from ..config.sizes import check_positive_int, decode_capture_sizes, outside_token_limits, pad_to_capture_size
 from ..reasons import FallbackReason
@@ -259,3 +260,6 @@ def decide_batch_size(
         return Decision.eager(FallbackReason.EMPTY_BATCH)
     check_positive_int(batch_size, "batch_size")
     return decide_for_config(config, BatchDescriptor(batch_size, num_reqs, uniform_decode, seq_len))
+
+
+install_batch_decision(decide_batch_size)  # CUDAGraphConfig.should_use_cudagraph asks it
