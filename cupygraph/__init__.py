@@ -12,8 +12,10 @@ from .backends import Backend, HostBackend, gpu_available, select_backend
 from .backends.foreign import ForeignMemoryError, ForeignMemoryWarning
 from .backends.piecewise import graph_break
 from .cache.freshness import check_fresh
-from .cache.registry import CUDAGraphEntry, CUDAGraphRegistry, GraphEntry, GraphKey
-from .cache.stats import CUDAGraphStats, DispatchStats
+from .cache.registry import CUDAGraphEntry, CUDAGraphRegistry, GraphKey
+from .cache.stats import CUDAGraphStats
+from .compat.aliases import DispatchKey, DispatchMode, GraphEntry
+from .compat.dispatcher import CudagraphDispatcher
 from .compat.mock import MockCUDAGraph
 from .config.files import load_config
 from .config.model import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
@@ -22,9 +24,10 @@ from .control_flow.loops import cond, while_loop
 from .diagnostics.explain import configure_logging as _configure_logging
 from .dispatch.context import cudagraph_context, get_forward_context
 from .dispatch.decision import Decision, decide
-from .dispatch.descriptor import BatchDescriptor, DispatchKey, create_dispatch_key, get_cudagraph_sizes, get_padded_key
-from .dispatch.dispatcher import CompositeDispatcher, CudagraphDispatcher, DispatchMode
+from .dispatch.descriptor import BatchDescriptor, create_dispatch_key, get_cudagraph_sizes, get_padded_key
+from .dispatch.dispatcher import CompositeDispatcher, Dispatcher
 from .dispatch.policy import AdaptiveDispatchPolicy, DefaultDispatchPolicy, DispatchPolicy
+from .dispatch.stats import DispatchStats
 from .errors import (
     BackendUnavailableError,
     CaptureError,
@@ -65,6 +68,7 @@ __all__ = [
     "DispatchMode",
     "DispatchPolicy",
     "DispatchStats",
+    "Dispatcher",
     "EvictionReason",
     "FallbackReason",
     "ForeignMemoryError",

@@ -23,6 +23,7 @@ import pytest
 
 import cupygraph as cg
 from cupygraph.control_flow import loops as cf
+from cupygraph.control_flow import nodes
 from cupygraph.errors import CaptureError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -372,8 +373,8 @@ class Sim:
         cupy.cuda = types.SimpleNamespace(get_current_stream=lambda: stream,
                                           Device=lambda: types.SimpleNamespace(id=0))
         monkeypatch.setitem(sys.modules, "cupy", cupy)
-        monkeypatch.setattr(cf, "_probe", lambda: (cf._Cuda(self.rt, driver_version), None))
-        monkeypatch.setattr(cf, "_kernel", self._kernel)
+        monkeypatch.setattr(nodes, "probe", lambda: (nodes._Cuda(self.rt, driver_version), None))
+        monkeypatch.setattr(nodes, "_kernel", self._kernel)
 
     def _kernel(self, name: str) -> Callable:
         handles = self.rt.handles
@@ -553,7 +554,7 @@ def test_sim_host_value_under_capture_is_a_capture_error(monkeypatch):
 
 def test_unavailable_conditional_nodes_raise_capture_error(monkeypatch):
     sim = Sim(monkeypatch)
-    monkeypatch.setattr(cf, "_probe", lambda: (None, "the CUDA driver is 12.2; conditional graph nodes need 12.4"))
+    monkeypatch.setattr(nodes, "probe", lambda: (None, "the CUDA driver is 12.2; conditional graph nodes need 12.4"))
     sim.rt.captures[sim.s] = [Graph("top"), [], False]
     with pytest.raises(CaptureError, match=r"while_loop cannot be recorded.*12\.4"):
         cg.while_loop(lambda: sim.flag(lambda: True), lambda: None)

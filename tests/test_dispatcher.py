@@ -7,11 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cupygraph.cache.stats import DispatchStats
+from cupygraph.compat.aliases import DispatchMode
+from cupygraph.compat.dispatcher import CudagraphDispatcher
 from cupygraph.config.model import CUDAGraphConfig, CUDAGraphMode
 from cupygraph.dispatch.descriptor import BatchDescriptor
-from cupygraph.dispatch.dispatcher import CompositeDecision, CompositeDispatcher, CudagraphDispatcher, DispatchMode
+from cupygraph.dispatch.dispatcher import CompositeDecision, CompositeDispatcher
 from cupygraph.dispatch.policy import AdaptiveDispatchPolicy, DefaultDispatchPolicy
+from cupygraph.dispatch.stats import DispatchStats
 
 NONE, PIECEWISE, FULL = CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL
 SIZES = [1, 2, 4, 8, 16, 32]

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from cupygraph.compat.aliases import DispatchKey
 from cupygraph.config.model import CUDAGraphConfig, CUDAGraphMode
 from cupygraph.config.sizes import (
     check_positive_int,
@@ -20,7 +21,6 @@ from cupygraph.config.sizes import (
 )
 from cupygraph.dispatch.descriptor import (
     BatchDescriptor,
-    DispatchKey,
     create_dispatch_key,
     get_cudagraph_sizes,
     get_padded_key,

@@ -23,10 +23,10 @@ from ..cache.key import ConstArg, GraphKey, Namespace
 from ..cache.registry import CUDAGraphRegistry
 from ..cache.stats import CUDAGraphStats
 from ..cache.store import CaptureNow
+from ..compat.dispatcher import CudagraphDispatcher
 from ..config.model import CUDAGraphMode
 from ..diagnostics.explain import configure_logging, explain_new_key
 from ..dispatch.descriptor import BatchDescriptor
-from ..dispatch.dispatcher import CudagraphDispatcher
 from ..errors import CaptureError, InputMismatchError, StaleOutputError
 from ..reasons import RecaptureReason
 from .arguments import ArgumentRules

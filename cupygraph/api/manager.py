@@ -9,10 +9,10 @@ from typing import Any, Optional
 from ..cache.key import Namespace
 from ..cache.registry import CUDAGraphEntry, CUDAGraphRegistry
 from ..cache.stats import CUDAGraphStats
+from ..compat.dispatcher import CudagraphDispatcher
 from ..config.model import CUDAGraphConfig, CUDAGraphMode, apply_env_overrides, graphs_disabled_by_env
 from ..dispatch.decision import Decision
 from ..dispatch.descriptor import BatchDescriptor
-from ..dispatch.dispatcher import CudagraphDispatcher
 from ..errors import CaptureError, CupyGraphError, InputMismatchError
 from ..pytree import flatten
 from ..reasons import EvictionReason, FallbackReason

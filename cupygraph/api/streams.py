@@ -7,8 +7,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
+from ..compat.dispatcher import CudagraphDispatcher
 from ..config.model import CUDAGraphConfig
-from ..dispatch.dispatcher import CudagraphDispatcher
 from ..dispatch.policy import DispatchPolicy
 from .jit import ConfigLike, GraphedFunction, resolve_config
 

@@ -1,4 +1,10 @@
-"""Backends record and replay; ``select_backend`` picks one from the config's ``backend`` field."""
+"""Layer 3, backends: they record and replay (host reference, CuPy), guard host arrays, watch
+foreign memory and own a family's pool memory; ``select_backend`` picks one from the config's
+``backend`` field.
+
+May import foundation, config and dispatch only; never control_flow, cache or anything above.
+CuPy is imported only when a GPU backend is used.
+"""
 
 from __future__ import annotations
 

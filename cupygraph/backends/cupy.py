@@ -14,11 +14,10 @@ from typing import Any, Optional
 import cupy
 
 from ..errors import CaptureError
-from ..frames import location_in_traceback
 from ..pytree import flatten, unflatten
-from ..reasons import FallbackReason
 from .base import Backend, Recording
 from .cupy_audit import audit_capture
+from .cupy_failures import describe_capture_failure
 from .cupy_fft import isolated_plan_cache
 from .cupy_pool import DeviceBlocks, fill_free_blocks
 from .graph_bodies import collecting_bodies
@@ -62,51 +61,6 @@ def _frozen_gc(enabled: bool) -> Iterator[None]:
         gc.unfreeze()
         if was_enabled:
             gc.enable()
-
-
-def _user_frame(err: BaseException) -> str:
-    """`` (at file:line: code)`` for the innermost traceback frame of the user's own code.
-
-    CuPy's compiled frames have relative paths (``cupy/_core/core.pyx``) and no source line:
-    ``frames`` judges a frame by its module and by every form its path can take.
-    """
-    return location_in_traceback(err)
-
-
-_LIBRARIES = ("cuBLAS", "cuRAND", "cuSOLVER", "cuSPARSE", "cuDNN", "cuTENSOR", "cuFFT")
-_CAPTURABLE_INSTEAD = {  # what keeps the op inside the graph
-    "cuBLAS": "cupy.matmul / @ / dot; use cupygraph.matmul or cupygraph.linalg.gemm, which capture",
-    "cuRAND": "cupy.random; use cupygraph.random.default_rng(seed), which captures",
-}
-
-
-def describe_capture_failure(err: BaseException) -> Optional[str]:
-    """Why ``err`` means "this op cannot be captured", in a user's words; None for other errors.
-
-    Errors that are not about capture (a bug in the user's function) are re-raised unchanged.
-    Each description starts with its reason code's text (``FallbackReason``), so the front door
-    counts it under that code; the host backend's refusals read the same.
-    """
-    message = str(err)
-    where = _user_frame(err)
-    if isinstance(err, NotImplementedError) and "capture" in message:
-        for library in _LIBRARIES:
-            if library in message:
-                op = _CAPTURABLE_INSTEAD.get(library, library)
-                return f"{FallbackReason.LIBRARY_CALL.text}: {library} ({op}){where}"
-        return f"{FallbackReason.LIBRARY_CALL.text}: {message}{where}"
-    if isinstance(err, cupy.cuda.memory.OutOfMemoryError):
-        return f"{FallbackReason.OUT_OF_MEMORY.text}: {message}"
-    if isinstance(err, RuntimeError) and "capturing" in message:
-        if "D2H" in message or "synchronous" in message:
-            return f"{FallbackReason.DEVICE_TO_HOST.text}{where}"
-        if "invalidated" in message:
-            return (f"{FallbackReason.CAPTURE_FAILED.text}: an operation invalidated the capture "
-                    f"(a synchronisation or host transfer){where}")
-        return f"{FallbackReason.CAPTURE_FAILED.text}: {message}{where}"
-    if isinstance(err, _runtime.CUDARuntimeError) and "Capture" in message:
-        return f"{FallbackReason.CAPTURE_FAILED.text}: {message}{where}"
-    return None
 
 
 class _EagerStep:

@@ -7,6 +7,8 @@ from typing import Any
 
 import cupy
 
+from .pool_blocks import take_free_blocks
+
 __all__ = ["DeviceBlocks", "PoolWouldGrow", "fill_free_blocks"]
 
 
@@ -62,8 +64,6 @@ def fill_free_blocks(pool: Any, blocks: DeviceBlocks, stream: Any, value: int) -
     """Fill the free blocks of ``pool`` (``stream``'s arena) with byte ``value``, taking no new
     memory from the device; return the bytes filled. Waits for the device first: replays in
     flight may still use that scratch."""
-    from ..testing.memcheck import take_free_blocks
-
     cupy.cuda.Device().synchronize()
     blocks.refusing = True
     try:

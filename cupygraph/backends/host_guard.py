@@ -289,9 +289,8 @@ def _functions(*names: str) -> frozenset[Any]:
 
 _CUBLAS = _functions("dot", "vdot", "inner", "tensordot", "einsum", "cov", "corrcoef", "polyfit")
 _DATA_SHAPED = _functions(
-    "nonzero", "argwhere", "flatnonzero", "unique", "unique_all", "unique_counts", "unique_inverse",
-    "unique_values", "bincount", "compress", "extract", "trim_zeros", "setdiff1d", "intersect1d", "union1d",
-    "setxor1d",
+    "nonzero", "argwhere", "flatnonzero", "unique", "unique_all", "unique_counts", "unique_inverse", "unique_values",
+    "bincount", "compress", "extract", "trim_zeros", "setdiff1d", "intersect1d", "union1d", "setxor1d",
 )
 _HISTOGRAMS = _functions("histogram", "histogram_bin_edges", "histogram2d", "histogramdd")
 _PRINTING = _functions("array2string", "array_repr", "array_str", "save", "savetxt", "savez")

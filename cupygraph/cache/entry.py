@@ -42,7 +42,7 @@ class InputArena:
 
 
 class CUDAGraphEntry:
-    """A captured graph with its static buffers (also exported as ``GraphEntry``).
+    """A captured graph with its static buffers (the seed calls it ``GraphEntry``: ``cupygraph.compat.aliases``).
 
     Contract: the entry owns its static input buffers and the static outputs its ``recording``
     writes. ``replay(inputs)`` copies ``inputs`` into the static buffers (rows beyond the real batch
@@ -266,9 +266,6 @@ class _WriteBack:
         for k, buf in self.whole:
             whole[k][...] = buf
         self.arena.state = None
-
-
-GraphEntry = CUDAGraphEntry
 
 
 def expand_out_batched(out_batched: Any, outputs: Any, count: int) -> list[bool]:

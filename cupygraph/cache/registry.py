@@ -13,11 +13,11 @@ from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError
 from ..pytree import flatten
 from ..reasons import EvictionReason
-from .entry import CUDAGraphEntry, GraphEntry, InputArena
+from .entry import CUDAGraphEntry, InputArena
 from .key import NO_SIGNATURE, GraphKey, Signature
 from .store import GraphStore
 
-__all__ = ["CUDAGraphEntry", "CUDAGraphRegistry", "GraphEntry", "GraphKey", "InputArena", "RegisteredGraph"]
+__all__ = ["CUDAGraphEntry", "CUDAGraphRegistry", "GraphKey", "InputArena", "RegisteredGraph"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,5 @@
+"""Layer 4, control flow inside graphs: ``while_loop`` and ``cond`` (host reference and CUDA
+conditional nodes).
+
+May import foundation, config, dispatch and backends; never cache or anything above it.
+"""

@@ -18,7 +18,7 @@ from ..config.sizes import (
 
 @dataclasses.dataclass(frozen=True)
 class BatchDescriptor:
-    """Key for CUDA graph lookup (vLLM's ``BatchDescriptor``; also exported as ``DispatchKey``).
+    """Key for CUDA graph lookup (vLLM's ``BatchDescriptor``; the seed's ``DispatchKey``, in ``compat.aliases``).
 
     Attributes:
         num_tokens: rows along the batch axis (the padded size once dispatched).
@@ -50,8 +50,6 @@ class BatchDescriptor:
     def is_prefill(self) -> bool:
         return not self.uniform_decode
 
-
-DispatchKey = BatchDescriptor
 
 
 def create_dispatch_key(

@@ -5,28 +5,22 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Optional
+from collections.abc import Iterator
+from typing import Any, Optional
 
-from ..cache.stats import CUDAGraphStats, DispatchStats
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..reasons import FallbackReason
 from .decision import RUNTIME_GRAPH_MODES, Decision, DispatchKeys, decide, padded_descriptor
 from .descriptor import BatchDescriptor
 from .policy import DefaultDispatchPolicy, DispatchPolicy
-
-if TYPE_CHECKING:
-    from ..cache.registry import CUDAGraphRegistry, RegisteredGraph
+from .stats import DispatchStats
 
 logger = logging.getLogger("cupygraph")
-
-# The seed's DispatchMode: one mode enum in the project.
-DispatchMode = CUDAGraphMode
 
 _ABOVE_LARGEST = (FallbackReason.ABOVE_LARGEST, FallbackReason.SEQ_LEN_ABOVE_LARGEST)
 
 
-class CudagraphDispatcher:
+class Dispatcher:
     """Keys per runtime mode (FULL, PIECEWISE) and, per batch, the decision ``decide`` makes with them.
 
     Follows vLLM's v1 ``CudagraphDispatcher``:
@@ -41,6 +35,9 @@ class CudagraphDispatcher:
        the relaxed FULL key, the relaxed PIECEWISE key (cascade attention rules FULL out), then the
        policy's veto and choice. See ``decision.py`` for the rules.
 
+    This class owns the keys and the decision; the seed's graph-cache surface (``register_graph``,
+    ``has_graph``, ``clear_cache``...) is ``cupygraph.compat.dispatcher.CudagraphDispatcher``.
+
     Contract: the dispatcher only decides. It owns no buffers; callers trust the returned
     descriptor to capture or replay (mode FULL/PIECEWISE) or run eagerly (NONE). Without
     ``seq_len_buckets`` the sequence length is not part of the key and is dropped. Thread-safe.
@@ -50,15 +47,11 @@ class CudagraphDispatcher:
         self,
         config: Optional[CUDAGraphConfig] = None,
         policy: Optional[DispatchPolicy] = None,
-        registry: Optional[CUDAGraphRegistry] = None,
     ):
         self.config = config if config is not None else CUDAGraphConfig()
         self.policy = policy if policy is not None else DefaultDispatchPolicy.from_config(self.config)
-        self._registry = registry
         self.keys = DispatchKeys(self.config.mode, self.config.uniform_decode_query_len)
         self.dispatch_stats = DispatchStats()
-        # FULL keys that exist only because a graph was registered; clear_cache drops them again.
-        self._registered_only: set[BatchDescriptor] = set()
         self._lock = threading.RLock()
 
     # -- keys ----------------------------------------------------------------------------------
@@ -80,16 +73,6 @@ class CudagraphDispatcher:
     @property
     def uniform_decode_query_len(self) -> int:
         return self.keys.uniform_decode_query_len
-
-    @property
-    def registry(self) -> CUDAGraphRegistry:
-        """The ``CUDAGraphRegistry`` (created from the config on first use)."""
-        with self._lock:
-            if self._registry is None:
-                from ..cache.registry import CUDAGraphRegistry
-
-                self._registry = CUDAGraphRegistry(self.config)
-            return self._registry
 
     def add_cudagraph_key(self, runtime_mode: CUDAGraphMode, batch_descriptor: BatchDescriptor) -> None:
         with self._lock:
@@ -156,93 +139,20 @@ class CudagraphDispatcher:
         if record is not None and key is not None:
             record(key, mode, latency)
 
-    # -- the seed's surface --------------------------------------------------------------------
-
-    def register_graph(self, key: BatchDescriptor, graph: Any, input_ptrs: Sequence[int] = ()) -> None:
-        """Record that a FULL graph for ``key`` exists (its key becomes dispatchable); the graph
-        itself is held by the registry, the one graph cache."""
-        with self._lock:
-            if key not in self.cudagraph_keys[CUDAGraphMode.FULL]:
-                self._registered_only.add(key)
-            self.cudagraph_keys[CUDAGraphMode.FULL].add(key)
-            self.registry.register_graph(key, graph, input_ptrs)
-
-    @property
-    def _graphs(self) -> dict[BatchDescriptor, RegisteredGraph]:
-        """The graphs handed to ``register_graph``, as the registry holds them (none without one)."""
-        return {} if self._registry is None else self._registry.registered_graphs()
-
-    def _registry_entry(self, key: BatchDescriptor) -> Any:
-        # Scan instead of registry.lookup: a query must not mark an entry as recently used,
-        # and must not create the registry (and pick a backend) when none exists yet.
-        if self._registry is None:
-            return None
-        for entry in self._registry.entries():
-            if entry.key.descriptor == key:
-                return entry
-        return None
-
-    def _replay_graph(self, entry: Any) -> None:
-        """Launch a FULL graph: a registry entry, or a registered graph object (``launch``/``replay``)."""
-        launch = getattr(entry, "launch", None) or getattr(entry, "replay", None)
-        if launch is None:
-            raise TypeError(f"cannot replay {type(entry).__name__}: it has neither launch() nor replay()")
-        launch()
-
-    def _replay_piecewise(self, entry: Any) -> None:
-        """Launch a PIECEWISE entry: its graph pieces and eager steps run in order on this stream."""
-        mode = getattr(getattr(entry, "key", None), "mode", None)
-        if mode is not CUDAGraphMode.PIECEWISE:
-            raise ValueError(f"_replay_piecewise needs a PIECEWISE registry entry, got one of mode {mode}")
-        entry.launch()
-
-    def has_graph(self, key: BatchDescriptor) -> bool:
-        with self._lock:
-            return self._registered(key) is not None or self._registry_entry(key) is not None
-
-    def get_graph(self, key: BatchDescriptor) -> Any:
-        """The registered graph object for ``key``, else its registry entry, else None."""
-        with self._lock:
-            registered = self._registered(key)
-            return registered.graph if registered is not None else self._registry_entry(key)
-
-    def get_input_ptrs(self, key: BatchDescriptor) -> Optional[tuple[int, ...]]:
-        with self._lock:
-            registered = self._registered(key)
-            return None if registered is None else registered.input_ptrs
-
-    def _registered(self, key: BatchDescriptor) -> Optional[RegisteredGraph]:
-        # Without a registry nothing was registered: a query must not create one.
-        return None if self._registry is None else self._registry.registered_graph(key)
-
     def stats(self) -> dict[str, Any]:
-        """Dispatch counters, ``graph_ratio`` and the registry's counters in one flat dict."""
+        """Dispatch counters, ``graph_ratio`` and the number of keys per runtime mode, in one flat dict."""
         with self._lock:
             data = self.dispatch_stats.to_dict()
-            registry_stats = self._registry.stats() if self._registry is not None else CUDAGraphStats()
-            data.update(registry_stats.to_dict())
-            data["registered_graphs"] = len(self._graphs)
             data["num_keys"] = {mode.name: len(keys) for mode, keys in self.cudagraph_keys.items()}
             return data
 
-    def clear_cache(self) -> None:
-        """Drop the registered graphs (and their keys, unless initialisation made them) and the registry's graphs."""
-        with self._lock:
-            self.cudagraph_keys[CUDAGraphMode.FULL] -= self._registered_only
-            self._registered_only.clear()
-            if self._registry is not None:
-                self._registry.clear()
-
     def enable_mode(self, mode: CUDAGraphMode) -> None:
-        """Re-initialise the keys for ``mode`` (replacing the current ones; registered graphs stay)."""
+        """Re-initialise the keys for ``mode`` (replacing the current ones)."""
         mode = CUDAGraphMode.parse(mode)
         with self._lock:
             for keys in self.cudagraph_keys.values():
                 keys.clear()
             self.initialize_cudagraph_keys(mode, self.uniform_decode_query_len)
-            full_keys = self.cudagraph_keys[CUDAGraphMode.FULL]
-            self._registered_only = set(self._graphs) - full_keys
-            full_keys.update(self._graphs)
 
     def disable_mode(self, mode: CUDAGraphMode) -> None:
         """Drop the keys of the runtime modes ``mode`` uses (FULL_AND_PIECEWISE: both)."""
@@ -251,8 +161,6 @@ class CudagraphDispatcher:
             for runtime_mode in RUNTIME_GRAPH_MODES:
                 if mode.has_mode(runtime_mode):
                     self.cudagraph_keys[runtime_mode].clear()
-                    if runtime_mode is CUDAGraphMode.FULL:
-                        self._registered_only.clear()
 
 
 @dataclasses.dataclass(frozen=True)

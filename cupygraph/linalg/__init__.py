@@ -22,6 +22,8 @@ Precision: float32 products use full float32 (no TF32); float16 products sum in 
 are bit-for-bit the same eagerly and in a graph replay (same handle settings, same workspace size,
 same algorithm); against ``cupy.matmul`` they agree to rounding. The cuBLAS binding is chosen in
 ``_binding`` (nvmath-python where installed, else ctypes on CuPy's own libcublas).
+
+Layer 4 (with control_flow and random): may import foundation, config, dispatch and backends only.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 The plugin's hooks live in ``plugin``, the helpers and fixtures in ``helpers``; pytest finds both
 here, in the module its entry point names.
+
+Layer 9: may import every layer of the package except the CLI and scripts (layer 10).
 """
 
 from .helpers import (
