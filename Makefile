@@ -40,7 +40,7 @@ demo: $(DEMO_STAMP)
 	$(PY) -m cupygraph demo
 
 # `make test` = lint, then the suite. README.md ("Running the tests") lists these same commands and
-# tests/test_docs.py keeps the two in step; .ci/run calls `make test`.
+# tests/unit/test_docs.py keeps the two in step; .ci/run calls `make test`.
 test: lint suite
 
 lint: $(TEST_STAMP)

@@ -3,7 +3,7 @@
 
 Every ```python block of README.md runs on the host backend (NumPy, no GPU) unless the line right
 above its fence says why not, as an HTML comment: ``<!-- not run on CI: needs CuPy and a GPU -->``.
-tests/test_docs.py runs every other snippet in a fresh interpreter, so the docs cannot drift.
+tests/unit/test_docs.py runs every other snippet in a fresh interpreter, so the docs cannot drift.
 
     python tools/readme_quickstart.py          # the quick start's CPU variant (host backend)
     python tools/readme_quickstart.py --gpu    # the quick start on the GPU (CuPy)

@@ -2,8 +2,8 @@
 field and the line (where the format has lines); none is accepted silently; none crashes the
 loader or makes it hang.
 
-The corpus is ``tests/data/bad_configs`` (its ``expected.yaml`` says what each message must contain,
-and why a file has no line or no field when it has none; ``tests/test_config_files.py`` checks the
+The corpus is ``tests/unit/data/bad_configs`` (its ``expected.yaml`` says what each message must contain,
+and why a file has no line or no field when it has none; ``tests/unit/test_config_files.py`` checks the
 wording). Here cases too large or too binary to keep in the repository are generated: 10 MB files,
 alias bombs, deep nesting, other encodings. Pathological inputs are refused by explicit limits
 (file size, nesting depth, aliases, list length), each checked here by what the loader does, never
@@ -28,7 +28,7 @@ from cupygraph.config.files import MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, load_con
 from cupygraph.config.model import MAX_LIST_LENGTH, CUDAGraphConfig  # noqa: E402
 from cupygraph.errors import ConfigError  # noqa: E402
 
-BAD = Path(__file__).resolve().parents[1] / "data" / "bad_configs"
+BAD = Path(__file__).resolve().parents[1] / "unit" / "data" / "bad_configs"
 EXPECTED = yaml.safe_load((BAD / "expected.yaml").read_text(encoding="utf-8"))
 CORPUS = sorted(p.name for p in BAD.iterdir() if p.name != "expected.yaml")
 LINED = (".yaml", ".yml", ".json", ".toml")

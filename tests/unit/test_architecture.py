@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "cupygraph"
 MAX_LINES = 400
 
@@ -56,7 +56,7 @@ def layer_of(module: str) -> int:
         if name in LAYERS:
             return LAYERS[name]
         name = name.rpartition(".")[0]
-    raise KeyError(f"{module} is in no layer: add its subpackage to LAYERS in tests/test_architecture.py")
+    raise KeyError(f"{module} is in no layer: add its subpackage to LAYERS in tests/unit/test_architecture.py")
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:

@@ -163,7 +163,7 @@ def test_ks_statistic_catches_a_wrong_distribution():
 
 
 def test_monte_carlo_example_runs_on_the_host_backend():
-    path = Path(__file__).resolve().parents[1] / "examples" / "monte_carlo.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "monte_carlo.py"
     spec = importlib.util.spec_from_file_location("example_monte_carlo", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

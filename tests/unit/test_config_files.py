@@ -1,4 +1,4 @@
-"""Config files: every broken file in tests/data/bad_configs fails with a message that names the file,
+"""Config files: every broken file in tests/unit/data/bad_configs fails with a message that names the file,
 the line (YAML/JSON), the field and what is allowed; every shipped config in configs/ loads."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from cupygraph.config.files import MAX_CONFIG_BYTES, load_config, save_config
 from cupygraph.config.model import CUDAGraphConfig, CUDAGraphMode
 from cupygraph.errors import ConfigError, CupyGraphError
 
-REPO = Path(__file__).resolve().parent.parent
-BAD = REPO / "tests" / "data" / "bad_configs"
+REPO = Path(__file__).resolve().parents[2]
+BAD = REPO / "tests" / "unit" / "data" / "bad_configs"
 EXPECTED = yaml.safe_load((BAD / "expected.yaml").read_text(encoding="utf-8"))
 BAD_FILES = sorted(p.name for p in BAD.iterdir() if p.name != "expected.yaml")
 SHIPPED = sorted((REPO / "configs").glob("*.yaml"))

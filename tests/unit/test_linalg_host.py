@@ -395,7 +395,7 @@ def test_mlp_example_runs_on_the_host_backend():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "examples" / "mlp_full.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "mlp_full.py"
     spec = importlib.util.spec_from_file_location("example_mlp_full", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

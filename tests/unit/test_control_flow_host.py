@@ -26,7 +26,7 @@ from cupygraph.control_flow import loops as cf
 from cupygraph.control_flow import nodes
 from cupygraph.errors import CaptureError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_example(name: str) -> Any:

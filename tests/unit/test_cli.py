@@ -19,9 +19,9 @@ from cupygraph.cli import main
 from cupygraph.config.files import load_config
 from cupygraph.config.model import CUDAGraphConfig
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted(str(p) for p in (REPO / "configs").glob("*.yaml"))
-BAD = REPO / "tests" / "data" / "bad_configs"
+BAD = REPO / "tests" / "unit" / "data" / "bad_configs"
 
 
 def run(capsys, *argv):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Import name -> distribution name, where the two differ.
 DISTRIBUTION = {"yaml": "pyyaml", "tomli_w": "tomli-w", "cuda": "cuda-bindings"}
 # Imported only on a GPU machine (the GPU tests and benchmarks), each behind an importorskip or a

@@ -15,7 +15,7 @@ import pytest
 
 import cupygraph as cg
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
 
@@ -81,7 +81,7 @@ def test_ci_runs_make_test_and_nothing_else():
 @needs_make
 def test_a_run_that_collects_no_tests_fails_loudly():
     result = make("suite", "TEST_STAMP=", f"PY={sys.executable}",
-                  "PYTEST_ARGS=tests/test_sizes.py -k no_test_has_this_name -p no:cacheprovider")
+                  "PYTEST_ARGS=tests/unit/test_sizes.py -k no_test_has_this_name -p no:cacheprovider")
     assert result.returncode != 0
     assert "collected no tests" in result.stdout, result.stdout[-2000:]
 

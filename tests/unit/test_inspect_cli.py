@@ -12,7 +12,7 @@ import cupygraph as cg
 from cupygraph.cli import main
 from cupygraph.diagnostics import inspect as cg_inspect
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_describe_lists_graphs_per_mode_and_size_with_reasons():
