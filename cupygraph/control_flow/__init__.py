@@ -3,3 +3,7 @@ conditional nodes).
 
 May import foundation, config, dispatch and backends; never cache or anything above it.
 """
+
+from .loops import cond, conditional_nodes_unavailable_reason, while_loop
+
+__all__ = ["cond", "conditional_nodes_unavailable_reason", "while_loop"]
