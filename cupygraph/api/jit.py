@@ -186,6 +186,12 @@ class GraphedFunction:
                 )
         return desc
 
+    def resolve(self, args: tuple[Any, ...], *, descriptor: Any, force: bool = False) -> Union[Plan, Eager]:
+        """The plan (the entry that serves this call) for ``args`` under ``descriptor``, capturing now
+        when ``force`` (``capture_after`` does not apply), or why the call runs eagerly. The caller
+        holds ``registry.family_lock`` (``CUDAGraphManager.capture_graph`` does)."""
+        return self._resolve(args, {}, force=force, descriptor=descriptor)[0]
+
     def _resolve(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], *, force: bool = False,
         descriptor: Optional[Any] = None,

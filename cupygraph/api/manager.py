@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from ..cache.key import Namespace
-from ..cache.registry import CUDAGraphEntry, CUDAGraphRegistry
+from ..cache.registry import CUDAGraphEntry, CUDAGraphRegistry, filled_inputs
 from ..cache.stats import CUDAGraphStats
 from ..compat.dispatcher import CudagraphDispatcher
 from ..config.model import CUDAGraphConfig, CUDAGraphMode, apply_env_overrides, graphs_disabled_by_env
@@ -112,11 +112,11 @@ class CUDAGraphManager:
                 f"({decision.explain()}); nothing to capture"
             )
         if inputs is None:
-            inputs = _filled_inputs(self.registry.backend.xp, input_shapes, self.config.pad_value)
+            inputs = filled_inputs(self.registry.backend.xp, input_shapes, self.config.pad_value)
         inputs = self._check_inputs(batch_size, inputs)
         graphed = self._graphed(capture_fn, len(inputs))
         with self.registry.family_lock:
-            plan, _ = graphed._resolve(inputs, {}, force=True, descriptor=BatchDescriptor(batch_size, seq_len=seq_len))
+            plan = graphed.resolve(inputs, force=True, descriptor=BatchDescriptor(batch_size, seq_len=seq_len))
         if not isinstance(plan, Plan):
             raise CaptureError(f"cannot capture {getattr(capture_fn, '__name__', 'capture_fn')}() for "
                                f"batch_size={batch_size}, seq_len={seq_len}: {plan}")
@@ -244,9 +244,3 @@ def _accepts(entry: CUDAGraphEntry, inputs: tuple[Any, ...]) -> bool:
     except InputMismatchError:
         return False
     return True
-
-
-def _filled_inputs(xp: Any, input_shapes: Sequence[Any], fill: Any, dtype: Any = "float32") -> list[Any]:
-    """Arrays of ``input_shapes`` (a shape, or a ``(shape, dtype)`` pair) filled with ``fill``."""
-    specs = [s if len(s) == 2 and not isinstance(s[0], int) else (s, dtype) for s in map(tuple, input_shapes)]
-    return [xp.full(tuple(shape), fill, dtype=dt) for shape, dt in specs]

@@ -110,8 +110,7 @@ class CUDAGraphRegistry(GraphStore):
             raise CaptureError(f"batch_size={batch_size}, seq_len={seq_len} runs eagerly ({why}): nothing to capture")
         xp = self.backend.xp
         if inputs is None:
-            specs = [s if len(s) == 2 and not isinstance(s[0], int) else (s, dtype) for s in map(tuple, input_shapes)]
-            inputs = [xp.full(tuple(shape), self.config.pad_value, dtype=dt) for shape, dt in specs]
+            inputs = filled_inputs(xp, input_shapes, self.config.pad_value, dtype)
         entry = self.capture_entry(key, capture_fn, list(inputs), {}, batched=range(len(inputs)))
         if output_shapes is not None:
             leaves, _ = flatten(entry.recording.outputs, self.backend.is_array)
@@ -144,3 +143,10 @@ class CUDAGraphRegistry(GraphStore):
         """Drop the graph a batch of this size would use; True when one was held."""
         key = self.make_key(batch_size, seq_len, mode, signature)
         return key is not None and self.evict(key, EvictionReason.REMOVED, "removed by remove()")
+
+
+def filled_inputs(xp: Any, input_shapes: Sequence[Any], fill: Any, dtype: Any = "float32") -> list[Any]:
+    """Arrays of ``input_shapes`` (a shape, or a ``(shape, dtype)`` pair) filled with ``fill``: the
+    seed API's inputs when the caller gives shapes but no data."""
+    specs = [s if len(s) == 2 and not isinstance(s[0], int) else (s, dtype) for s in map(tuple, input_shapes)]
+    return [xp.full(tuple(shape), fill, dtype=dt) for shape, dt in specs]
