@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tools.bench_cupy import BareGraph
 from tools.bench_method import MIN_BLOCK, Schedule, measure
-from tools.bench_peers import Frameworks
+from tools.bench_peers import Frameworks, torch_graph_call
 from tools.bench_workloads import HIDDEN, MLP_LAYERS, WORKLOADS, random_inputs
 
 LABELS = {
@@ -92,23 +92,7 @@ def build(fws: Frameworks, size: int, params: list[np.ndarray], seed: int) -> tu
 
     torch_inputs = [torch_fw.upload(a) for a in host_inputs]
     model = WORKLOADS["mlp"].torch_fn(torch, [torch_fw.upload(p) for p in params])
-    static_in = torch_inputs[0].clone()
-    side = torch.cuda.Stream(device=torch_fw.device)
-    side.wait_stream(torch.cuda.current_stream(torch_fw.device))
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            model(static_in)
-    torch.cuda.current_stream(torch_fw.device).wait_stream(side)
-    torch.cuda.synchronize(torch_fw.device)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = model(static_in)
-    torch.cuda.synchronize(torch_fw.device)
-
-    def torch_call(x: Any) -> Any:
-        static_in.copy_(x)
-        graph.replay()
-        return static_out
+    torch_call, _ = torch_graph_call(torch, torch_fw.device, model, torch_inputs[0])
 
     rows.append(Row("torch-graph", torch_call, torch_inputs, torch_fw))
 

@@ -263,24 +263,7 @@ def build_torch_graph(case: Any, serving: bool) -> Competitor:
     torch = fw.torch
     inputs, params = case.converted("torch")
     fn = case.workload.torch_fn(torch, params)
-    static_in = inputs[0].clone()
-    side = torch.cuda.Stream(device=fw.device)
-    side.wait_stream(torch.cuda.current_stream(fw.device))
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn(static_in)
-    torch.cuda.current_stream(fw.device).wait_stream(side)
-    torch.cuda.synchronize(fw.device)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = fn(static_in)
-    torch.cuda.synchronize(fw.device)
-
-    def call(x: Any) -> Any:
-        static_in.copy_(x)
-        graph.replay()
-        return static_out
-
+    call, graph = torch_graph_call(torch, fw.device, fn, inputs[0])
     return Competitor("torch-graph", call, inputs, fw, memory_method=TORCH_POOL_METHOD,
                       graph_bytes=lambda: pool_bytes(fw.snapshot(), fw.index, pools=[graph.pool()]))
 
@@ -402,3 +385,30 @@ def build_jax(case: Any, serving: bool) -> Competitor:
 def peer_builders() -> dict[str, Callable[[Any, bool], Competitor]]:
     return {"torch": build_torch, "torch-graph": build_torch_graph, "torch-graph-same": build_torch_graph_same_kernels,
             "torch-compile": build_torch_compile, "jax": build_jax}
+
+
+def torch_graph_call(
+    torch: Any, device: Any, fn: Callable[[Any], Any], example: Any,
+) -> tuple[Callable[[Any], Any], Any]:
+    """``fn`` captured into a ``torch.cuda.CUDAGraph`` with PyTorch's documented recipe (warm-up on
+    a side stream, capture, ``copy_`` + ``replay()`` per call): (the call, which returns the static
+    output; the graph, for its memory pool)."""
+    static_in = example.clone()
+    side = torch.cuda.Stream(device=device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn(static_in)
+    torch.cuda.current_stream(device).wait_stream(side)
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = fn(static_in)
+    torch.cuda.synchronize(device)
+
+    def call(x: Any) -> Any:
+        static_in.copy_(x)
+        graph.replay()
+        return static_out
+
+    return call, graph
