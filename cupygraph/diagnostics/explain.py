@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Iterable
 from typing import Optional
 
@@ -18,14 +19,24 @@ _configured = False
 
 
 def configure_logging(level: Optional[str] = None) -> None:
-    """Attach one stderr handler to the ``cupygraph`` logger at ``level`` (default: $CUPYGRAPH_LOG)."""
+    """Attach one stderr handler to the ``cupygraph`` logger at ``level`` (default: $CUPYGRAPH_LOG).
+
+    A bad ``level`` argument raises ``ValueError``. A bad ``CUPYGRAPH_LOG`` is only warned about:
+    this runs at ``import cupygraph``, and a typo in an environment variable must not make the
+    package (and every CLI command) unimportable.
+    """
     global _configured
+    from_env = level is None
     level = level or os.environ.get("CUPYGRAPH_LOG")
     if not level:
         return
     numeric = logging.getLevelName(level.strip().upper())
     if not isinstance(numeric, int):
-        raise ValueError(f"CUPYGRAPH_LOG={level!r} is not a logging level; use debug, info, warning or error")
+        message = f"CUPYGRAPH_LOG={level!r} is not a logging level; use debug, info, warning or error"
+        if from_env:
+            warnings.warn(f"{message}; logging is left as it is", stacklevel=2)
+            return
+        raise ValueError(message)
     logger.setLevel(numeric)
     if not _configured:
         handler = logging.StreamHandler()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -306,3 +307,15 @@ def test_python_dash_m_validate():
         cwd=REPO, capture_output=True, text=True,
     )
     assert bad.returncode == 1 and "capture_sizes[0]" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_bad_cupygraph_log_value_warns_instead_of_breaking_the_import():
+    """Regression (issue 11): CUPYGRAPH_LOG=bogus made ``import cupygraph`` raise, so every CLI
+    command failed with a traceback."""
+    env = {k: v for k, v in os.environ.items() if k != "CUPYGRAPH_DISABLE"}
+    env["CUPYGRAPH_LOG"] = "bogus"
+    result = subprocess.run([sys.executable, "-m", "cupygraph", "show"], capture_output=True, text=True,
+                            env=env, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert "CUPYGRAPH_LOG='bogus' is not a logging level" in result.stderr
+    assert "Traceback" not in result.stderr
