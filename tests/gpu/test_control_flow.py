@@ -7,7 +7,6 @@ cuda-bindings; skipped with the reason where conditional nodes are unavailable.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import textwrap
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_files import load_example
 
 import cupygraph as cg
 
@@ -31,13 +31,6 @@ def conditional_nodes():
     reason = cf.conditional_nodes_unavailable_reason()
     if reason is not None:
         pytest.skip(f"conditional graph nodes unavailable: {reason}")
-
-
-def load_example(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def i32(*values):

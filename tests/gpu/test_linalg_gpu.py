@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 import pytest
+from repo_files import load_example
 
 import cupygraph as cg
 
@@ -315,12 +316,8 @@ def test_binding_enums_match_nvmath():
 
 
 def test_mlp_example_runs_as_full_graphs():
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "examples" / "mlp_full.py"
-    spec = importlib.util.spec_from_file_location("example_mlp_full_gpu", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("mlp_full")
     result = module.main(["--calls", "40", "--max-batch", "64", "--backend", "cupy"])
     # Eager runs the GEMMs at the real batch size, the graph at the padded one: equal up to rounding.
     assert result["fallbacks"] == 0 and result["graphs"] >= 3 and result["worst"] < 1e-4

@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+from repo_files import load_example
 
 import cupygraph as cg
 
@@ -163,12 +164,7 @@ def test_a_draw_on_another_device_is_refused():
 
 
 def test_monte_carlo_example_on_the_gpu():
-    import importlib.util
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "examples" / "monte_carlo.py"
-    spec = importlib.util.spec_from_file_location("example_monte_carlo_gpu", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("monte_carlo")
     result = module.main(["--calls", "20", "--paths", "100000", "--backend", "cupy"])
     assert result["fallbacks"] == 0 and result["reproduced"] and result["fresh"] and result["worst_z"] < 5.0

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import enum
-import importlib.util
 import sys
 import types
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from typing import Any, Optional
 
 import numpy as np
 import pytest
+from repo_files import load_example
 
 import cupygraph as cg
 from cupygraph.control_flow import loops as cf
@@ -27,14 +27,6 @@ from cupygraph.control_flow import nodes
 from cupygraph.errors import CaptureError
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_example(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
 
 
 class Counter:

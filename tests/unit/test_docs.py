@@ -3,7 +3,6 @@ default sizes, and every README snippet that can run without a GPU (CI runs them
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -12,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from repo_files import load_tool
 
 import cupygraph as cg
 
@@ -21,10 +21,7 @@ README = ROOT / "README.md"
 
 def _load_snippet_tool():
     # By path, not through sys.path: the tool owns the README's snippet rules.
-    spec = importlib.util.spec_from_file_location("readme_quickstart", ROOT / "tools" / "readme_quickstart.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("readme_quickstart")
 
 
 readme_quickstart = _load_snippet_tool()

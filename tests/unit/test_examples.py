@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import numpy as np
+from repo_files import load_example
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example(name)
 
 
 def test_heat_equation_example_matches_eager(capsys):

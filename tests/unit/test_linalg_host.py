@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 import pytest
+from repo_files import load_example
 
 import cupygraph as cg
 from cupygraph.errors import BackendUnavailableError
@@ -392,12 +393,7 @@ def test_pointer_table_kernel_compiles_for_sm90():
 
 
 def test_mlp_example_runs_on_the_host_backend():
-    import importlib.util
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "examples" / "mlp_full.py"
-    spec = importlib.util.spec_from_file_location("example_mlp_full", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("mlp_full")
     result = module.main(["--calls", "12", "--max-batch", "32", "--backend", "host"])
     assert result["fallbacks"] == 0 and result["graphs"] >= 1 and result["worst"] < 1e-4

@@ -8,12 +8,11 @@ there, as on the GPU); the distributions pass moment and Kolmogorov-Smirnov chec
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_files import load_example
 
 import cupygraph as cg
 
@@ -163,10 +162,7 @@ def test_ks_statistic_catches_a_wrong_distribution():
 
 
 def test_monte_carlo_example_runs_on_the_host_backend():
-    path = Path(__file__).resolve().parents[2] / "examples" / "monte_carlo.py"
-    spec = importlib.util.spec_from_file_location("example_monte_carlo", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("monte_carlo")
     result = module.main(["--calls", "12", "--paths", "20000", "--max-batch", "8", "--backend", "host"])
     assert result["fallbacks"] == 0 and result["hits"] >= 1
     assert result["reproduced"] and result["fresh"] and result["worst_z"] < 5.0
