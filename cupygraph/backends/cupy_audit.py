@@ -41,13 +41,6 @@ def _driver() -> Any:
     return driver if hasattr(driver, "cuGraphGetNodes") else None
 
 
-def audit_unavailable_reason() -> Optional[str]:
-    """None when graphs can be walked here; otherwise why not."""
-    if _driver() is None:
-        return "cuda-bindings (cuda.bindings.driver) is not importable"
-    return None
-
-
 def _ok(result: Any) -> Optional[tuple[Any, ...]]:
     """The values after the error code, or None when the call failed."""
     drv = _driver()
