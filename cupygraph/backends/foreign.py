@@ -272,11 +272,11 @@ def check_watches(watches: Sequence[Watch], fn_name: str) -> None:
 
 def watch_unowned(
     fn: Any, args: Sequence[Any], kwargs: dict[str, Any], is_array: Callable[[Any], bool],
-    shares_memory: Callable[[Any, Any], bool], warned: set[str],
+    shares_memory: Callable[[Any, Any], bool], warned: set[str], found: Optional[Sequence[FoundArray]] = None,
 ) -> list[Watch]:
     """The host reference of the GPU audit: arrays ``fn`` reaches that share no memory with its
     arguments are read by address under a graph. Warn about each once per family (``warned``)
-    and return their watches.
+    and return their watches. ``found``: what ``find_arrays(fn, is_array)`` gave, when known.
 
     The host cannot see which of them a graph would touch, so every such array counts.
     """
@@ -285,12 +285,12 @@ def watch_unowned(
     arguments = [leaf for value in (*args, *kwargs.values()) for leaf in flatten(value, is_array)[0]
                  if is_array(leaf)]
     watches, lines = [], []
-    for found in find_arrays(fn, is_array):
-        if getattr(found.array, "size", 0) == 0 or any(shares_memory(found.array, a) for a in arguments):
+    for reached in find_arrays(fn, is_array) if found is None else found:
+        if getattr(reached.array, "size", 0) == 0 or any(shares_memory(reached.array, a) for a in arguments):
             continue
-        label = f"{found.name} ({describe_array(found.array)})"
-        watches.append(found.watch)
-        key = f"{label} #{id(found.array)}"  # a new array under the same name warns again
+        label = f"{reached.name} ({describe_array(reached.array)})"
+        watches.append(reached.watch)
+        key = f"{label} #{id(reached.array)}"  # a new array under the same name warns again
         if key not in warned:
             warned.add(key)
             lines.append(label)

@@ -14,14 +14,15 @@ returns another structure, shapes or Python values than the capture raises ``Rep
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from ..pytree import flatten
 from .base import Backend, Recording, ReplayMismatch
-from .foreign import watch_unowned
+from .foreign import find_arrays, watch_unowned
 from .host_guard import guarded, plain_outputs, refusing
 
 
@@ -41,6 +42,20 @@ def _same_value(old: Any, new: Any) -> bool:
         return bool(old == new)
     except Exception:  # a value whose comparison fails cannot be shown to be the same
         return False
+
+
+@contextmanager
+def _undone(arrays: Iterable[np.ndarray]) -> Iterator[None]:
+    """Whatever the block writes into ``arrays`` is undone when it ends (also when it raises)."""
+    saved: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for array in arrays:
+        if array.flags.writeable and id(array) not in saved:
+            saved[id(array)] = (array, array.copy())
+    try:
+        yield
+    finally:
+        for array, before in saved.values():
+            np.copyto(array, before)
 
 
 class HostRecording(Recording):
@@ -117,13 +132,19 @@ class HostBackend(Backend):
     ) -> HostRecording:
         for _ in range(num_warmups):
             fn(*args, **kwargs)
+        reached = find_arrays(fn, _is_numpy)
+        touched = [leaf for value in (*args, *kwargs.values()) for leaf in flatten(value, _is_numpy)[0]
+                   if _is_numpy(leaf)] + [found.array for found in reached]
+        # A CUDA stream capture executes nothing: what the capture run writes into the arrays it can
+        # reach is undone, so only replays write there, as on the GPU (else an in-place function
+        # would change the caller's arrays twice on a first call: capture run, then replay).
         # The capture run sees views of the same buffers that refuse what CuPy refuses under capture.
-        with refusing(piecewise):
+        with _undone(touched), refusing(piecewise):
             outputs = fn(*[guarded(a) for a in args], **kwargs)
         # The caller gets plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy returns).
         recording = HostRecording(fn, args, kwargs, plain_outputs(outputs))
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
         # One warning per array and family (set here: subclasses need not call an __init__).
         warned = self.__dict__.setdefault("_foreign_warned", set())
-        recording.watches = watch_unowned(fn, args, kwargs, _is_numpy, np.may_share_memory, warned)
+        recording.watches = watch_unowned(fn, args, kwargs, _is_numpy, np.may_share_memory, warned, reached)
         return recording

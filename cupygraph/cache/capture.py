@@ -25,6 +25,7 @@ from ..pytree import flatten
 from ..reasons import FallbackReason
 from .entry import CUDAGraphEntry, InputArena
 from .key import GraphKey
+from .writes import FirstReplayWrites, changed
 
 logger = logging.getLogger("cupygraph")
 
@@ -89,6 +90,10 @@ def record(
             capture_time=seconds, out_batched=request.out_batched, written=written,
         )
         staging.recording = None  # the entry owns it now
+        if not written and config.num_warmups == 0:
+            # Nothing ran on the static buffers (a stream capture only records; the host undoes its
+            # capture run): the first replay is the first chance to see writes into them.
+            FirstReplayWrites.install(entry, request.name, staging.positions)
         return entry
     except CaptureError as err:
         # Nobody reads the frames of a capture that fell back: let go of the static buffers and
@@ -137,10 +142,8 @@ class _Staging:
         self.snapshots = [backend.copy_out(buf) for buf in self.static_inputs + self.whole_inputs]
 
     def written(self) -> list[int]:
-        """Static buffers (by index in static_inputs + whole_inputs) the warm-up or capture changed."""
-        buffers = self.static_inputs + self.whole_inputs
-        return [k for k, (buf, before) in enumerate(zip(buffers, self.snapshots))
-                if not same_bytes(self.backend.xp, buf, before)]
+        """Static buffers (by index in static_inputs + whole_inputs) the warm-ups changed."""
+        return changed(self.backend.xp, self.static_inputs + self.whole_inputs, self.snapshots)
 
     def close(self) -> None:
         """Let go of everything still held here; a recording no entry took is released."""
@@ -169,11 +172,6 @@ def _drop_frame_locals(err: Optional[BaseException]) -> None:
         seen.add(id(err))
         traceback.clear_frames(err.__traceback__)
         err = err.__cause__ or err.__context__
-
-
-def same_bytes(xp: Any, a: Any, b: Any) -> bool:
-    """Bit-for-bit equality (NaNs included) of two arrays of one shape and dtype."""
-    return bool(xp.array_equal(a.reshape(-1).view(xp.uint8), b.reshape(-1).view(xp.uint8)))
 
 
 # Non-array outputs a graph can return as they were at capture: values that do not come from the
