@@ -14,8 +14,9 @@ Owners, in the order they are tried (the first region holding an address wins):
 * ``foreign``  — an array found in the function's closure or globals (named, watched);
 * ``unknown``  — another live device allocation: foreign, owner not found.
 
-Kernel parameters are scanned as 8-byte words, so a word that merely looks like an address is
-only counted when it falls inside a region or a live device allocation.
+Kernel parameters are read as 8-byte words (only the pointer fields of CuPy's ``CArray`` and
+``CIndexer``, whose other words can be uninitialised), so a word that merely looks like an address
+is only counted when it falls inside a region or a live device allocation.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ _ADDRESS_LIMIT = 1 << 57
 class NodeRefs:
     """What one graph node may touch.
 
-    ``words`` are candidate addresses: every 8-byte word of a kernel's parameters, or the exact
+    ``words`` are candidate addresses: the 8-byte words of a kernel's parameters, or the exact
     source/destination addresses of a copy or memset (``exact``). ``library`` names the library
     whose plan the recording holds when the node is one of that library's kernels: its other
     addresses are that library's internal memory, held with the plan.

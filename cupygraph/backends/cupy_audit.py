@@ -1,8 +1,9 @@
 """Read a captured CUDA graph's nodes with cuda-bindings: which device addresses each touches.
 
-Kernel nodes: the parameter layout comes from ``cuFuncGetParamInfo`` (CUDA 12.4+), and every
-8-byte-aligned word of every parameter is a candidate address (CuPy passes an ndarray as a struct
-whose first word is its data pointer). Memcpy and memset nodes give their addresses exactly.
+Kernel nodes: the parameter layout comes from ``cuFuncGetParamInfo`` (CUDA 12.4+). A parameter
+laid out as one of CuPy's structs gives only its pointer field (``_pointer_words``); any other
+parameter gives every 8-byte-aligned word as a candidate address. Memcpy and memset nodes give
+their addresses exactly.
 Child graphs and the bodies of conditional nodes are walked too; memory-allocation nodes give
 memory the graph owns. ``memaudit.classify`` then says who owns each address.
 
@@ -64,6 +65,40 @@ def _words(data: bytes, offset: int) -> tuple[int, ...]:
     """The 8-byte words of ``data`` that sit 8-byte aligned in the parameter buffer."""
     start = (-offset) % 8
     return tuple(struct.unpack_from("<Q", data, i)[0] for i in range(start, len(data) - 7, 8))
+
+
+def _is_size_of(size: int, shape: Sequence[int]) -> bool:
+    """Whether ``size`` is the element count of a non-empty array of ``shape``."""
+    count = 1
+    for extent in shape:
+        if not 1 <= extent < _MAX_EXTENT:
+            return False
+        count *= extent
+    return size == count
+
+
+_MAX_EXTENT = 1 << 48
+
+
+def _pointer_words(data: bytes, offset: int) -> tuple[int, ...]:
+    """The words of one kernel parameter that may hold device addresses.
+
+    CuPy passes an ndarray as a ``CArray<T, ndim>`` (data pointer, size, shape[ndim],
+    strides[ndim]) and an elementwise or reduction kernel's index space as a ``CIndexer<ndim>``
+    (size, shape[ndim], index[ndim]), whose index words it leaves uninitialised: they hold whatever
+    was in host memory, an old device address included. A parameter laid out as either, its size
+    word the element count of its shape words, gives only its pointer (a CArray's first word, a
+    CIndexer none). Anything else (a raw pointer, a scalar, a library's struct) gives every word.
+    """
+    count, rest = divmod(len(data), 8)
+    if offset % 8 == 0 and rest == 0 and count >= 2:
+        words = struct.unpack_from(f"<{count}q", data)
+        ndim = count // 2
+        if count % 2 and _is_size_of(words[0], words[1:1 + ndim]):
+            return ()  # CIndexer: 1 + 2 * ndim words
+        if not count % 2 and _is_size_of(words[1], words[2:1 + ndim]):
+            return (words[0] % (1 << 64),)  # CArray: 2 + 2 * ndim words, the pointer first
+    return _words(data, offset)
 
 
 class GraphWalker:
@@ -175,9 +210,11 @@ class GraphWalker:
                 self.unaudited.append(f"kernel {name!r} (no parameter layout: needs CUDA 12.4+)")
                 return
             pointers: Any = (ctypes.c_void_p * len(layout)).from_address(int(p.kernelParams)) if layout else []
+            # A library's kernels take their own structs, whatever their shape: read them whole.
+            read = _words if is_cufft_kernel(name) or self.library_of(name) else _pointer_words
             for (offset, size), pointer in zip(layout, pointers):
                 if pointer and size >= 8:
-                    words.extend(_words(ctypes.string_at(pointer, size), offset))
+                    words.extend(read(ctypes.string_at(pointer, size), offset))
         elif int(p.extra):
             buffer = self._extra_buffer(int(p.extra))
             if buffer is None:

@@ -96,18 +96,62 @@ def walker_over(graphs, nodes, layouts):
     return walker
 
 
-def test_kernel_parameters_are_read_word_by_word_at_their_offsets():
-    # A CArray at offset 0, an int32 at 48, then a pointer at 56 (8-byte aligned in the buffer).
-    params = KernelParams(carray(0x7F00_0000_1000, 64), struct.pack("<i", 5), struct.pack("<Q", 0x7F00_0000_2000))
+def cindexer(shape, index_words) -> bytes:
+    """CuPy's ``CIndexer<ndim>``: size, shape[ndim], then index[ndim], which CuPy leaves uninitialised."""
+    size = 1
+    for extent in shape:
+        size *= extent
+    return struct.pack(f"<{1 + 2 * len(shape)}q", size, *shape, *index_words)
+
+
+def test_kernel_parameters_are_read_at_their_offsets():
+    # A struct at offset 0 that is no CuPy type, an int32 at 48, then a pointer at 56 (8-byte aligned).
+    blob = struct.pack("<6q", 7, 3, 0x7F00_0000_1000, 5, 0, 9)
+    params = KernelParams(blob, struct.pack("<i", 5), struct.pack("<Q", 0x7F00_0000_2000))
     misaligned = KernelParams(struct.pack("<i", 1), struct.pack("<4xQ", 0x7F00_0000_3000))  # 12 bytes at offset 4
     nodes = {1: kernel(1, params), 2: kernel(2, misaligned)}
     walker = walker_over({100: [1, 2]}, nodes, {1: [(0, 48), (48, 4), (56, 8)], 2: [(0, 4), (4, 12)]})
     walker.walk(100)
     first, second = walker.nodes
-    assert first.words == (0x7F00_0000_1000, 64, 64, 1, 4, 4, 0x7F00_0000_2000)
+    assert first.words == (7, 3, 0x7F00_0000_1000, 5, 0, 9, 0x7F00_0000_2000)  # every word of the struct
     assert first.name == "kernel1" and first.library is None
     assert second.words == (0x7F00_0000_3000,) and second.library == "cuFFT"
     assert walker.unaudited == []
+
+
+GARBAGE = 0x7F00_0000_9000  # an old device address left in a CIndexer's index words
+
+
+def test_of_cupys_structs_only_the_array_pointer_is_read():
+    # An elementwise kernel: two CArrays (ndim 2 and 0), a scalar, a raw pointer, then the CIndexer.
+    params = KernelParams(carray(0x7F00_0000_1000, 64), struct.pack("<qq", 0x7F00_0000_1100, 1),
+                          struct.pack("<d", 2.5), struct.pack("<Q", 0x7F00_0000_1200),
+                          cindexer((16, 4), (GARBAGE, GARBAGE + 8)))
+    layout = [(0, 48), (48, 16), (64, 8), (72, 8), (80, 40)]
+    walker = walker_over({100: [1]}, {1: kernel(1, params)}, {1: layout})
+    walker.walk(100)
+    (node,) = walker.nodes
+    assert node.words == (0x7F00_0000_1000, 0x7F00_0000_1100, struct.unpack("<q", struct.pack("<d", 2.5))[0],
+                          0x7F00_0000_1200)
+
+
+def test_a_cindexers_uninitialised_words_are_no_foreign_memory():
+    from cupygraph.backends.audit import Region, classify
+
+    params = KernelParams(carray(0x7F00_0000_1000, 64), cindexer((8, 8), (GARBAGE, 3)))
+    walker = walker_over({100: [1]}, {1: kernel(1, params)}, {1: [(0, 48), (48, 40)]})
+    walker.walk(100)
+    live = {GARBAGE: (GARBAGE, 4096)}  # the old address lies in some other live allocation
+    report = classify(walker.nodes, [Region(0x7F00_0000_1000, 4096, "static", "argument 0")], live.get)
+    assert report.foreign() == [] and report.owners() == {"static": 1}
+
+
+def test_a_library_kernel_is_read_whole_whatever_its_parameters_look_like():
+    # A cuFFT kernel's struct that happens to look like a CIndexer still gives every word.
+    params = KernelParams(cindexer((8, 8), (GARBAGE, 3)))
+    walker = walker_over({100: [2]}, {2: kernel(2, params)}, {2: [(0, 40)]})
+    walker.walk(100)
+    assert walker.nodes[0].words == (64, 8, 8, GARBAGE, 3)
 
 
 def test_copies_memsets_child_graphs_and_conditional_bodies_are_followed_once():
