@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from ..pytree import flatten
+from ..pytree import flatten, unflatten
 from .base import Backend, Recording, ReplayMismatch
 from .foreign import find_arrays, watch_unowned
-from .host_guard import guarded, plain_outputs, refusing
+from .host_escapes import numpy_escapes_refused
+from .host_guard import CaptureArray, guarded, refusing
 
 
 def _is_numpy(value: Any) -> bool:
@@ -42,6 +43,16 @@ def _same_value(old: Any, new: Any) -> bool:
         return bool(old == new)
     except Exception:  # a value whose comparison fails cannot be shown to be the same
         return False
+
+
+def _plain_outputs(outputs: Any) -> Any:
+    """The capture's outputs with every CaptureArray as a plain view and NumPy scalars as 0-d arrays."""
+    leaves, spec = flatten(outputs, _is_numpy)
+    return unflatten(spec, [
+        leaf.view(np.ndarray) if isinstance(leaf, CaptureArray)
+        else np.asarray(leaf) if isinstance(leaf, np.generic) else leaf
+        for leaf in leaves
+    ])
 
 
 @contextmanager
@@ -139,10 +150,10 @@ class HostBackend(Backend):
         # reach is undone, so only replays write there, as on the GPU (else an in-place function
         # would change the caller's arrays twice on a first call: capture run, then replay).
         # The capture run sees views of the same buffers that refuse what CuPy refuses under capture.
-        with _undone(touched), refusing(piecewise):
+        with _undone(touched), refusing(piecewise), numpy_escapes_refused():
             outputs = fn(*[guarded(a) for a in args], **kwargs)
         # The caller gets plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy returns).
-        recording = HostRecording(fn, args, kwargs, plain_outputs(outputs))
+        recording = HostRecording(fn, args, kwargs, _plain_outputs(outputs))
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
         # One warning per array and family (set here: subclasses need not call an __init__).
         warned = self.__dict__.setdefault("_foreign_warned", set())

@@ -20,13 +20,14 @@ indexing), and results that NumPy would hand back as scalars stay 0-d arrays, as
 capture (as an invalidated CUDA capture would). In PIECEWISE mode ``graph_break`` ops run on
 plain arrays, as the GPU runs them eagerly between pieces.
 
-Not caught (documented gaps): ``np.asarray(x)``, ``np.array(x)`` and ``x.view(np.ndarray)`` hand
-back plain arrays, and ``np.float64(x)`` converts a 0-d array without any hook. On the GPU the
-first and last raise anyway (CuPy refuses implicit conversion to NumPy).
+``part[0] = x.sum()`` (a device copy in CuPy) is allowed; ``np.asarray(x)`` and legacy ``np.random``
+are refused in ``host_escapes``. Not caught: ``x.view(np.ndarray)`` and ``np.float32(x)`` (scalar
+types but float64), which NumPy converts without any hook (CuPy refuses both on the GPU).
 """
 
 from __future__ import annotations
 
+import dis
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -80,6 +81,12 @@ _SHAPE_HINT = "a graph records fixed shapes; keep the shape with np.where(mask, 
 
 def _host_read(what: str) -> NoReturn:
     _refuse(FallbackReason.DEVICE_TO_HOST, f"{what} reads array data on the host ({_D2H_HINT})")
+
+
+def _host_read_unless_stored(what: str) -> None:
+    frame = sys._getframe(2)  # NumPy storing it into an element (`part[i] = x.sum()`): CuPy copies on device
+    if frame.f_code.co_code[frame.f_lasti] != dis.opmap["STORE_SUBSCR"]:
+        _host_read(what)
 
 
 def _plain(value: Any) -> Any:
@@ -161,12 +168,12 @@ class CaptureArray(np.ndarray):
 
     def __float__(self) -> float:
         if _guard() is not None:
-            _host_read("float() of an array")
+            _host_read_unless_stored("float() of an array")
         return float(self.view(np.ndarray))
 
     def __int__(self) -> int:
         if _guard() is not None:
-            _host_read("int() of an array")
+            _host_read_unless_stored("int() of an array")
         return int(self.view(np.ndarray))
 
     def __complex__(self) -> complex:
@@ -176,7 +183,7 @@ class CaptureArray(np.ndarray):
 
     def __bool__(self) -> bool:
         if _guard() is not None:
-            _host_read("bool() of an array (an `if`, `and`, `or` or `not` on array data)")
+            _host_read_unless_stored("bool() of an array (an `if`, `and`, `or` or `not` on array data)")
         return bool(self.view(np.ndarray))
 
     def __index__(self) -> int:
@@ -389,12 +396,3 @@ def refusing(piecewise: bool) -> Iterator[None]:
     if guard.first is not None:
         raise RefusedOp(*guard.first)
 
-
-def plain_outputs(outputs: Any) -> Any:
-    """The capture's outputs with every CaptureArray as a plain view and NumPy scalars as 0-d arrays."""
-    leaves, spec = flatten(outputs, lambda v: isinstance(v, np.ndarray))
-    return unflatten(spec, [
-        leaf.view(np.ndarray) if isinstance(leaf, CaptureArray)
-        else np.asarray(leaf) if isinstance(leaf, np.generic) else leaf
-        for leaf in leaves
-    ])
