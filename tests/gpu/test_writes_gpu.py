@@ -60,4 +60,4 @@ def test_a_function_that_writes_nothing_keeps_its_arguments_without_warmups():
             before = x.copy()
             assert_same(f(x), cupy.tanh(before) * 3)
             assert_same(x, before)
-        assert [entry.written for entry in f.registry.entries()] == [()]
+        assert [entry.written for entry in f.registry.entries()] == [(), ()]  # graphs for 4 and 8 rows
