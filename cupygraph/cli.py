@@ -1,6 +1,6 @@
 """The ``cupygraph`` command: validate and inspect config files, print the schema, run the demo.
 
-The only module of cupygraph that prints. Every expected failure (a bad config, a backend that
+With its plan-sizes command (cli_plan_sizes.py), the only module of cupygraph that prints. Every expected failure (a bad config, a backend that
 cannot run here) is one message on stderr and a nonzero exit status, never a traceback.
 """
 
