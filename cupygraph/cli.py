@@ -1,7 +1,8 @@
 """The ``cupygraph`` command: validate and inspect config files, print the schema, run the demo.
 
-With its plan-sizes command (cli_plan_sizes.py), the only module of cupygraph that prints. Every expected failure (a bad config, a backend that
-cannot run here) is one message on stderr and a nonzero exit status, never a traceback.
+With its plan-sizes command (``cli_plan_sizes.py``), the only module of cupygraph that prints. Every
+expected failure (a bad config, a backend that cannot run here) is one message on stderr and a
+nonzero exit status, never a traceback.
 """
 
 from __future__ import annotations

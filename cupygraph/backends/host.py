@@ -23,6 +23,7 @@ from ..pytree import flatten
 from .base import Backend, Recording, ReplayMismatch
 from .foreign import watch_unowned
 from .host_guard import guarded, plain_outputs, refusing
+from .timing import HostSample
 
 
 def _is_numpy(value: Any) -> bool:
@@ -115,13 +116,17 @@ class HostBackend(Backend):
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
         num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False,
     ) -> HostRecording:
+        sample = None
         for _ in range(num_warmups):
+            sample = HostSample()  # the last run's: the first may pay for one-time setup
             fn(*args, **kwargs)
+            sample.stop()
         # The capture run sees views of the same buffers that refuse what CuPy refuses under capture.
         with refusing(piecewise):
             outputs = fn(*[guarded(a) for a in args], **kwargs)
         # The caller gets plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy returns).
         recording = HostRecording(fn, args, kwargs, plain_outputs(outputs))
+        recording.warmup_sample = sample
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
         # One warning per array and family (set here: subclasses need not call an __init__).
         warned = self.__dict__.setdefault("_foreign_warned", set())

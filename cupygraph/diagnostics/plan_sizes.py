@@ -140,8 +140,8 @@ def optimal_sizes(points: Sequence[tuple[int, int]], largest: int, limit: int) -
     candidates = sorted(set(weights) | {largest})
     if limit >= len(candidates):
         return candidates
-    value = np.array([0] + candidates, dtype=np.float64)
-    weight = np.array([0] + [weights.get(n, 0) for n in candidates], dtype=np.float64)
+    value = np.array([0, *candidates], dtype=np.float64)
+    weight = np.array([0, *(weights.get(n, 0) for n in candidates)], dtype=np.float64)
     rows = np.cumsum(weight)  # calls up to candidate j
     mass = np.cumsum(weight * value)  # their rows
     m = len(candidates)

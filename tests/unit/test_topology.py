@@ -82,7 +82,8 @@ def test_bytes_held_compare_within_the_tolerance(new_bytes, changed):
 
 
 def test_snapshot_files_round_trip_and_stay_readable(tmp_path):
-    graphs = {"FULL size=8": graph(kernels=run_lengths(["affine", "squash"] * 3), memcpy=("device to device, 64 bytes",))}
+    chain = run_lengths(["affine", "squash"] * 3)
+    graphs = {"FULL size=8": graph(kernels=chain, memcpy=("device to device, 64 bytes",))}
     path = save_snapshot(tmp_path / "deep" / "f.json", "f", graphs)
     assert load_snapshot(path) == graphs
     text = path.read_text()
