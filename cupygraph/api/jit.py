@@ -138,9 +138,9 @@ class GraphedFunction:
         self._generation = self.registry.generation
         self._constants_seen: dict[tuple[Any, ...], tuple[ConstArg, ...]] = {}
         self._template: Optional[Template] = None
-        # Only with NVTX ranges on: an eager call inside a range naming its reason (decided here, once).
-        self._run_eagerly = self.registry.instruments.wrap_fallback(  # type: ignore[method-assign]
-            self._run_eagerly, self.__name__)
+        if self.registry.instruments.ranges is not None:  # NVTX on: eager calls in a range naming the reason
+            self._run_eagerly = self.registry.instruments.wrap_fallback(  # type: ignore[method-assign]
+                self._run_eagerly, self.__name__)
         if self.config.debug:
             configure_logging("debug")
         _LIVE.add(self)

@@ -68,11 +68,13 @@ class LeastFrequentlyUsed(EvictionPolicy):
 class HighestBenefit(EvictionPolicy):
     """The graph whose keeping is worth least goes first, from measured times (``KeyTiming``).
 
-    Keeping a graph for the next ``horizon_s`` seconds is worth, with ``rate`` its replays per
-    second since capture: ``rate * horizon_s * (eager - replay)`` (what its calls save over eager
-    execution) plus ``min(1, rate * horizon_s) * capture`` (the re-capture its next call would pay
-    if it were evicted). Under a memory budget (``per_byte``) the value is divided by the bytes the
-    graph holds, so one large graph does not crowd out many small ones worth more together.
+    Keeping a graph is worth ``calls * ((eager - replay) + capture)`` seconds, where ``calls`` is
+    its expected replays in the next ``horizon_s`` seconds (``horizon_s * replays / (age +
+    horizon_s)``: a graph captured a moment ago is not trusted with a high rate from one call):
+    each call saves eager minus replay time, and a graph evicted while its key is still called is
+    captured again (warm-up, recording, instantiation), in a cache under pressure once per
+    eviction. Under a memory budget (``per_byte``) the value is divided by the bytes the graph
+    holds, so one large graph does not crowd out several small ones worth more together.
     Unmeasured times count as no saving (no warm-up ran) or the host launch time (replays not
     sampled on the device).
     """
@@ -86,7 +88,8 @@ class HighestBenefit(EvictionPolicy):
 
     def value(self, entry: Any) -> float:
         """Seconds that keeping ``entry`` is expected to save over the horizon."""
-        calls = self.horizon_s * entry.replay_count / max(self.clock() - entry.captured_at, 1e-3)
+        age = max(self.clock() - entry.captured_at, 0.0)
+        calls = self.horizon_s * entry.replay_count / (age + self.horizon_s)
         timing = timing_of(entry)
         capture = timing.capture_s if timing is not None else float(entry.capture_time)
         eager = timing.eager_s() if timing is not None else None
@@ -94,7 +97,7 @@ class HighestBenefit(EvictionPolicy):
         if replay is None:
             replay = entry.total_replay_s / entry.replay_count if entry.replay_count else 0.0
         saving = max(0.0, eager - replay) if eager is not None else 0.0
-        return float(calls * saving + min(1.0, calls) * capture)
+        return float(calls * (saving + capture))
 
     def rank(self, entry: Any) -> Any:
         value = self.value(entry)

@@ -58,7 +58,7 @@ class Instruments:
                 step.launch = _ranged(step.launch, ranges, f"cupygraph graph break {op_name} in {label}")
 
     def wrap_fallback(self, run_eagerly: Callable[..., Any], name: str) -> Callable[..., Any]:
-        """``run_eagerly(args, kwargs, why)`` inside a range naming the reason, when ranges are on."""
+        """``run_eagerly(args, kwargs, why)`` inside a range naming the reason (ranges on), else itself."""
         ranges = self.ranges
         if ranges is None:
             return run_eagerly
