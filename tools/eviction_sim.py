@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cupygraph.cache.eviction import EvictionPolicy, HighestBenefit, eviction_policy  # noqa: E402
+from cupygraph.cache.eviction import EvictionPolicy, HighestBenefit, eviction_policy
 
 
 class Key(NamedTuple):
@@ -65,6 +65,16 @@ class Entry:
         self.total_replay_s = key.replay_s
 
 
+class Clock:
+    """The simulated time, read by the benefit policy as it would read ``time.time``."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class Result(NamedTuple):
     policy: str
     total_s: float
@@ -95,14 +105,14 @@ def make_trace(rng: np.random.Generator, keys: int, calls: int, skew: float, pha
 
 
 def simulate(policy: EvictionPolicy, keys: list[Key], trace: np.ndarray, budget: int, gap_s: float,
-             clock: list[float]) -> Result:
-    """Run ``trace`` through a budgeted cache under ``policy``; ``clock[0]`` is the simulated time."""
+             clock: Clock) -> Result:
+    """Run ``trace`` through a budgeted cache under ``policy``, advancing ``clock``."""
     held: dict[int, Entry] = {}
     total = 0.0
     captures = hits = 0
     for index in trace.tolist():
         key = keys[index]
-        now = clock[0]
+        now = clock.now
         entry = held.get(index)
         if entry is not None:
             cost = key.replay_s
@@ -121,7 +131,7 @@ def simulate(policy: EvictionPolicy, keys: list[Key], trace: np.ndarray, budget:
                     break
                 del held[victim.index]
         total += cost
-        clock[0] = now + cost + gap_s
+        clock.now = now + cost + gap_s
     return Result(policy.name, total, captures, hits / len(trace))
 
 
@@ -134,9 +144,8 @@ def compare(calls: int = 20000, keys: int = 60, budget: float = 0.25, skew: floa
     limit = int(budget * sum(k.nbytes for k in table))
     results = []
     for name in ("lru", "lfu", "benefit"):
-        clock = [0.0]
-        policy = (HighestBenefit(per_byte=True, clock=lambda: clock[0]) if name == "benefit"
-                  else eviction_policy(name))
+        clock = Clock()
+        policy = HighestBenefit(per_byte=True, clock=clock) if name == "benefit" else eviction_policy(name)
         results.append(simulate(policy, table, trace, limit, gap_s, clock))
     return results
 

@@ -4,6 +4,7 @@ the simulator of tools/eviction_sim.py (the GPU's event sampling: tests/gpu/test
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -54,7 +55,7 @@ def test_every_nth_replay_is_sampled():
 class _SlowSample:
     """A device sample whose work has not finished until ``done`` is set."""
 
-    made: list[_SlowSample] = []
+    made: ClassVar[list[_SlowSample]] = []
 
     def __init__(self):
         self.done = False
