@@ -46,7 +46,8 @@ class Waste:
         return self.padded_rows / self.computed_rows if self.computed_rows else 0.0
 
     def describe(self, label: str) -> str:
-        return (f"{label}: {len(self.sizes)} sizes, {self.per_call:.2f} padding rows per graphed call "
+        count = f"{len(self.sizes)} size{'' if len(self.sizes) == 1 else 's'}"
+        return (f"{label}: {count}, {self.per_call:.2f} padding rows per graphed call "
                 f"({self.fraction:.1%} of the rows computed), {self.eager_calls:,} eager calls above {max(self.sizes)}")
 
 

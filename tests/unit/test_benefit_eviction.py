@@ -139,3 +139,16 @@ def test_on_a_skewed_trace_benefit_beats_lru_and_lfu_on_total_time(seed):
     results = {r.policy: r for r in sim.compare(calls=6000, keys=40, budget=0.25, seed=seed)}
     assert results["benefit"].total_s < results["lru"].total_s
     assert results["benefit"].total_s < results["lfu"].total_s
+
+
+def test_describe_shows_sampled_device_and_eager_times_only_when_sampling():
+    sampled = cg.jit(lambda x: x * 2, config=dict(HOST, replay_timing_every=1))
+    plain = cg.jit(lambda x: x * 2, config=HOST)
+    for f in (sampled, plain):
+        for _ in range(3):
+            f(np.ones((4, 2)))
+    header = sampled.describe().splitlines()[2]
+    assert "replay (device)" in header and "eager" in header
+    row = sampled.describe().splitlines()[4]
+    assert row.count(" us") == 3  # host replay, device replay, eager: all measured
+    assert "replay (device)" not in plain.describe()
