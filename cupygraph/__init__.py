@@ -22,6 +22,7 @@ from .config.model import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
 from .config.sizes import default_capture_sizes
 from .control_flow.loops import cond, while_loop
 from .diagnostics.explain import configure_logging as _configure_logging
+from .diagnostics.plan_sizes import plan_capture_sizes
 from .dispatch.context import cudagraph_context, get_forward_context
 from .dispatch.decision import Decision, decide
 from .dispatch.descriptor import BatchDescriptor, create_dispatch_key, get_cudagraph_sizes, get_padded_key
@@ -98,6 +99,7 @@ __all__ = [
     "linalg",
     "load_config",
     "matmul",
+    "plan_capture_sizes",
     "random",
     "select_backend",
     "while_loop",

@@ -1,7 +1,8 @@
 """The ``cupygraph`` command: validate and inspect config files, print the schema, run the demo.
 
-The only module of cupygraph that prints. Every expected failure (a bad config, a backend that
-cannot run here) is one message on stderr and a nonzero exit status, never a traceback.
+With its plan-sizes command (``cli_plan_sizes.py``), the only module of cupygraph that prints. Every
+expected failure (a bad config, a backend that cannot run here) is one message on stderr and a
+nonzero exit status, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Optional
 
 import yaml
 
+from .cli_plan_sizes import add_plan_sizes_command, plan_sizes_usage_problem
 from .config.files import load_config
 from .config.model import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
 from .errors import ConfigError, CupyGraphError
@@ -28,7 +30,7 @@ DEMO_CALLS = 200
 """Calls of the demo workload that inspect, dot and bench-config make unless told otherwise."""
 
 # Commands that run a user script; after their `--`, every argument is the script's own.
-SCRIPT_COMMANDS = ("inspect", "dot")
+SCRIPT_COMMANDS = ("inspect", "dot", "plan-sizes")
 
 
 def _mode_properties(mode: CUDAGraphMode) -> dict[str, Any]:
@@ -254,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     workload_options(bench, script=False)
     bench.add_argument("--reps", type=_positive_int, default=20, help="timed calls per size")
     bench.set_defaults(handler=_cmd_bench_config)
+
+    add_plan_sizes_command(commands, _positive_int)
     return parser
 
 
@@ -267,6 +271,8 @@ def _split_script_argv(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def _script_usage_problem(args: argparse.Namespace) -> Optional[str]:
     """Why the options given do not go together (demo options with --script), or None."""
+    if args.command == "plan-sizes":  # its --config is the config in use, not the demo's
+        return plan_sizes_usage_problem(args)
     if args.script is None:
         if args.script_args:
             return f"arguments after '--' ({' '.join(args.script_args)}) are for a --script, and none was given"

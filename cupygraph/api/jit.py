@@ -131,13 +131,16 @@ class GraphedFunction:
             dispatcher = CudagraphDispatcher(self.config, registry=self.registry)
             dispatcher.initialize_cudagraph_keys(self.config.mode, self.config.uniform_decode_query_len)
         self.dispatcher = dispatcher
-        self._plans = PlanCache(self.backend.array_type, self.constant_argnums)
         # What the hot path uses, looked up once: the registry never replaces them.
         self._family_lock = self.registry.family_lock
         self._stats = self.registry.stats()
+        self._plans = PlanCache(self.backend.array_type, self.constant_argnums, self._stats.record_batch_sizes)
         self._generation = self.registry.generation
         self._constants_seen: dict[tuple[Any, ...], tuple[ConstArg, ...]] = {}
         self._template: Optional[Template] = None
+        if self.registry.instruments.ranges is not None:  # NVTX on: eager calls in a range naming the reason
+            self._run_eagerly = self.registry.instruments.wrap_fallback(  # type: ignore[method-assign]
+                self._run_eagerly, self.__name__)
         if self.config.debug:
             configure_logging("debug")
         _LIVE.add(self)
@@ -159,6 +162,7 @@ class GraphedFunction:
                         except ReplayMismatch as err:
                             return self._replay_failed(plan, err, args, kwargs)
                         self._stats.record_hit(plan.mode_name)
+                        plan.hits += 1
                         return out
         return self._call_slow(args, kwargs, not kwargs)
 
@@ -194,12 +198,14 @@ class GraphedFunction:
 
     def _resolve(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], *, force: bool = False,
-        descriptor: Optional[Any] = None,
+        descriptor: Optional[Any] = None, traffic: bool = False,
     ) -> tuple[Union[Plan, Eager], bool]:
         """Find or capture the entry for this call: (plan, whether it was captured now), or
-        (why it runs eagerly, False)."""
+        (why it runs eagerly, False). ``traffic``: a user's call, counted in the batch sizes."""
         batched, whole, signature = self._rules.classify(args, kwargs)
         rows = self._rules.rows(args, batched)
+        if traffic and rows:
+            self._stats.record_batch_sizes(rows)
         if self.config.mode is CUDAGraphMode.NONE:
             return MODE_NONE, False
         if rows == 0 and batched:
@@ -254,7 +260,7 @@ class GraphedFunction:
             self._check_arguments_fresh(args)
         with self._family_lock:
             # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
-            plan, captured = self._resolve(args, kwargs, descriptor=descriptor)
+            plan, captured = self._resolve(args, kwargs, descriptor=descriptor, traffic=True)
             if isinstance(plan, Plan):
                 if self._generation != registry.generation:
                     self._plans.clear()
@@ -278,6 +284,7 @@ class GraphedFunction:
                     self._stats.record_hit(plan.mode_name)
                 # Debug mode checks every call, so it never takes the fast path.
                 if cacheable and batched and not debug:
+                    plan.rows = rows
                     self._plans.remember(args, plan)
                 self._template = remember_call(args, kwargs, plan.batched + plan.whole)
                 return out
@@ -338,6 +345,9 @@ class GraphedFunction:
         return self._call_slow(args, kwargs, False, descriptor)
 
     def stats(self) -> CUDAGraphStats:
+        """This function's statistics (its registry's), with the fast path's batch sizes added."""
+        with self._family_lock:
+            self._plans.drain()
         return self._stats
 
     def describe(self) -> str:

@@ -8,7 +8,7 @@ locks (the JAX ``cache_miss`` / fast path split).
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from ..cache.entry import CUDAGraphEntry
@@ -18,18 +18,28 @@ PLANS_LIMIT = 4096
 
 
 class Plan:
-    """How a call signature maps onto an entry: which arguments are copied in and how."""
+    """How a call signature maps onto an entry: which arguments are copied in and how.
 
-    __slots__ = ("batched", "entry", "mode_name", "whole")
+    ``hits`` counts the fast path's calls of this plan (all with ``rows`` real rows): one integer
+    add per call, folded into the batch-size histogram only when statistics are read or the plan
+    is dropped, so the fast path builds no keys and takes no lock for it.
+    """
+
+    __slots__ = ("batched", "entry", "hits", "mode_name", "rows", "whole")
 
     def __init__(self, entry: CUDAGraphEntry, mode_name: str, batched: tuple[int, ...], whole: tuple[int, ...]):
         self.entry, self.mode_name, self.batched, self.whole = entry, mode_name, batched, whole
+        self.rows = 0
+        self.hits = 0
 
 
 class PlanCache:
     """Plans by call key, valid for one set of constant arguments (the current one)."""
 
-    def __init__(self, array_type: type[Any], constant_argnums: Sequence[int]):
+    def __init__(self, array_type: type[Any], constant_argnums: Sequence[int],
+                 tally: Callable[[int, int], None] = lambda rows, calls: None):
+        self._tally = tally
+        """Receives (rows, calls) of the fast path's calls when plans are drained or dropped."""
         self._array_type = array_type
         self._const = frozenset(constant_argnums)
         self._positions = tuple(sorted(self._const))
@@ -81,17 +91,27 @@ class PlanCache:
             if current is None or not all(map(operator.is_, constants, current)):
                 # A new constant set (new weights): plans of the old set no longer apply. The set is
                 # held strongly so its identity stays meaningful; it is replaced by the next one.
+                self.drain()
                 self._plans.clear()
                 self._constants_now = constants
         if len(self._plans) >= PLANS_LIMIT:
+            self.drain()
             self._plans.clear()
         try:
             self._plans[self.key(args)] = plan
         except TypeError:
             pass  # an unhashable static value: this call stays on the slow path
 
+    def drain(self) -> None:
+        """Hand the fast path's call counts to ``tally`` and start counting again."""
+        for plan in self._plans.values():
+            if plan.hits:
+                self._tally(plan.rows, plan.hits)
+                plan.hits = 0
+
     def clear(self, constants: bool = False) -> None:
         """Forget every plan (an entry left the registry); with ``constants``, the constant set too."""
+        self.drain()
         self._plans.clear()
         if constants:
             self._constants_now = None

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Optional
 
 from ..errors import CaptureError
 from ..reasons import FallbackReason
 from .foreign import Watch, check_watches
+from .timing import HostSample, Sample
 
 
 class ReplayMismatch(CaptureError):
@@ -33,6 +34,9 @@ class Recording(abc.ABC):
 
     nbytes: int
     """Device (or host) bytes this recording keeps alive, static inputs excluded."""
+
+    warmup_sample: Optional[Sample] = None
+    """The time of the last eager warm-up run before capture (the function's eager time), if any ran."""
 
     watches: Sequence[Watch] = ()
     """Arrays the recording reads by address without owning them (found at capture in a closure
@@ -110,6 +114,10 @@ class Backend(abc.ABC):
         Returns the stream handle the copies of this call should use (passed back as ``stream``).
         """
         return None
+
+    def start_sample(self) -> Sample:
+        """Start timing work enqueued from now on the current stream (stop it after the work)."""
+        return HostSample()
 
     def pool_bytes(self) -> int:
         """Bytes this family's pool holds from the device, in use or cached."""

@@ -20,6 +20,7 @@ from .cupy_audit import audit_capture
 from .cupy_failures import describe_capture_failure
 from .cupy_fft import isolated_plan_cache
 from .cupy_pool import DeviceBlocks, fill_free_blocks
+from .cupy_timing import EventSample
 from .graph_bodies import collecting_bodies
 from .holding import collecting_held
 from .piecewise import recording_breaks
@@ -257,8 +258,11 @@ class CupyBackend(Backend):
             # cuBLAS workspaces/handles and RNG states used by the graph join ``held`` (holding.py).
             with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held), \
                     collecting_held(held), collecting_bodies() as bodies:
+                sample = None
                 for _ in range(num_warmups):
+                    sample = EventSample()  # the last run's: the first may compile kernels, make plans
                     fn(*args, **kwargs)
+                    sample.stop()
                 steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
             for step in steps:
                 if not isinstance(step, _EagerStep):
@@ -267,6 +271,7 @@ class CupyBackend(Backend):
             self._last_stream = caller
             outputs = self._detach(outputs)
             recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held)
+            recording.warmup_sample = sample
             graphs = [step.graph for step in steps if not isinstance(step, _EagerStep)]
             audit_capture(self, recording, graphs + [int(body) for body in bodies], fn, args, kwargs)
             return recording
@@ -321,6 +326,9 @@ class CupyBackend(Backend):
                 raise error
             raise CaptureError(reason) from error
         return steps, outputs
+
+    def start_sample(self) -> EventSample:
+        return EventSample()
 
     def pool_bytes(self) -> int:
         """Device bytes this family holds (what its pool asked the driver for)."""

@@ -25,6 +25,7 @@ from .base import Backend, Recording, ReplayMismatch
 from .foreign import find_arrays, watch_unowned
 from .host_escapes import numpy_escapes_refused
 from .host_guard import CaptureArray, guarded, refusing
+from .timing import HostSample
 
 
 def _is_numpy(value: Any) -> bool:
@@ -141,8 +142,11 @@ class HostBackend(Backend):
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
         num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False,
     ) -> HostRecording:
+        sample = None
         for _ in range(num_warmups):
+            sample = HostSample()  # the last run's: the first may pay for one-time setup
             fn(*args, **kwargs)
+            sample.stop()
         reached = find_arrays(fn, _is_numpy)
         touched = [leaf for value in (*args, *kwargs.values()) for leaf in flatten(value, _is_numpy)[0]
                    if _is_numpy(leaf)] + [found.array for found in reached]
@@ -154,6 +158,7 @@ class HostBackend(Backend):
             outputs = fn(*[guarded(a) for a in args], **kwargs)
         # The caller gets plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy returns).
         recording = HostRecording(fn, args, kwargs, _plain_outputs(outputs))
+        recording.warmup_sample = sample
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
         # One warning per array and family (set here: subclasses need not call an __init__).
         warned = self.__dict__.setdefault("_foreign_warned", set())

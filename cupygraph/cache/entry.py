@@ -15,6 +15,7 @@ from ..dispatch.descriptor import BatchDescriptor
 from ..errors import InputMismatchError
 from ..pytree import flatten, unflatten
 from .key import GraphKey
+from .timing import KeyTiming
 
 
 class InputArena:
@@ -82,6 +83,8 @@ class CUDAGraphEntry:
         self.alive = True
         """False once released (evicted or cleared); a cached lookup must check it under the lock."""
         self.replay_count = 0
+        self.timing: Optional[KeyTiming] = None
+        """Measured eager, replay and capture times (set by the graph cache; read by eviction)."""
         self.total_replay_s = 0.0
         self.last_used = time.perf_counter()
         self._arena = arena if arena is not None else InputArena()
@@ -233,6 +236,7 @@ class CUDAGraphEntry:
         self.whole_inputs = []
         self._leaves = []
         self.__dict__.pop("run", None)  # a bound method of this entry: drop the reference cycle
+        self.__dict__.pop("launch", None)  # the same, for timing or NVTX wrappers
         self.__dict__.pop("_write_back", None)  # it holds the static buffers too
         self._arena = InputArena()  # drop the shared buffers: the registry may be returning them
 

@@ -8,8 +8,11 @@ rest, so adding one is adding a ``rank``.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any, Optional, Protocol
+
+from .timing import timing_of
 
 
 class Evictable(Protocol):
@@ -62,13 +65,56 @@ class LeastFrequentlyUsed(EvictionPolicy):
         return (entry.replay_count, entry.last_used)
 
 
-POLICIES: dict[str, type[EvictionPolicy]] = {cls.name: cls for cls in (LeastRecentlyUsed, LeastFrequentlyUsed)}
+class HighestBenefit(EvictionPolicy):
+    """The graph whose keeping is worth least goes first, from measured times (``KeyTiming``).
+
+    Keeping a graph is worth ``calls * ((eager - replay) + capture)`` seconds, where ``calls`` is
+    its expected replays in the next ``horizon_s`` seconds (``horizon_s * replays / (age +
+    horizon_s)``: a graph captured a moment ago is not trusted with a high rate from one call):
+    each call saves eager minus replay time, and a graph evicted while its key is still called is
+    captured again (warm-up, recording, instantiation), in a cache under pressure once per
+    eviction. Under a memory budget (``per_byte``) the value is divided by the bytes the graph
+    holds, so one large graph does not crowd out several small ones worth more together.
+    Unmeasured times count as no saving (no warm-up ran) or the host launch time (replays not
+    sampled on the device).
+    """
+
+    name = "benefit"
+
+    def __init__(self, min_replays_to_keep: int = 0, *, per_byte: bool = False, horizon_s: float = 1.0,
+                 clock: Callable[[], float] = time.time):
+        super().__init__(min_replays_to_keep)
+        self.per_byte, self.horizon_s, self.clock = per_byte, horizon_s, clock
+
+    def value(self, entry: Any) -> float:
+        """Seconds that keeping ``entry`` is expected to save over the horizon."""
+        age = max(self.clock() - entry.captured_at, 0.0)
+        calls = self.horizon_s * entry.replay_count / (age + self.horizon_s)
+        timing = timing_of(entry)
+        capture = timing.capture_s if timing is not None else float(entry.capture_time)
+        eager = timing.eager_s() if timing is not None else None
+        replay = timing.replay_s() if timing is not None else None
+        if replay is None:
+            replay = entry.total_replay_s / entry.replay_count if entry.replay_count else 0.0
+        saving = max(0.0, eager - replay) if eager is not None else 0.0
+        return float(calls * (saving + capture))
+
+    def rank(self, entry: Any) -> Any:
+        value = self.value(entry)
+        return (value / max(int(entry.nbytes), 1) if self.per_byte else value, entry.last_used)
 
 
-def eviction_policy(name: str, min_replays_to_keep: int = 0) -> EvictionPolicy:
-    """The policy the config's ``eviction`` field names."""
+POLICIES: dict[str, type[EvictionPolicy]] = {
+    cls.name: cls for cls in (LeastRecentlyUsed, LeastFrequentlyUsed, HighestBenefit)
+}
+
+
+def eviction_policy(name: str, min_replays_to_keep: int = 0, *, per_byte: bool = False) -> EvictionPolicy:
+    """The policy the config's ``eviction`` field names (``per_byte``: a memory budget applies)."""
     try:
         cls = POLICIES[name]
     except KeyError:
         raise ValueError(f"unknown eviction policy {name!r}; valid policies: {', '.join(POLICIES)}") from None
+    if cls is HighestBenefit:
+        return HighestBenefit(min_replays_to_keep, per_byte=per_byte)
     return cls(min_replays_to_keep)

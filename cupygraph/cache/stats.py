@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any, Optional
 
 from ..reasons import EvictionReason, FallbackReason, RecaptureReason
+from .histogram import SizeHistogram
 
 
 @dataclasses.dataclass
@@ -20,7 +21,9 @@ class CUDAGraphStats:
     Reasons are counted by code (``FallbackReason``, ``EvictionReason``, ``RecaptureReason``;
     the ``*_by_reason`` counters are keyed by the code's value), and ``last_detail_by_reason``
     keeps the last detail of each code (a batch size, the op and the user's line): the
-    statistics stay bounded however varied the traffic.
+    statistics stay bounded however varied the traffic. ``batch_sizes`` counts calls per real
+    batch size (bounded too: ``SizeHistogram``; not in ``to_dict``, which stays small: read it with
+    ``batch_sizes.to_dict()``); a jitted function adds its fast path's calls when ``stats()`` is read.
     """
 
     hits: int = 0
@@ -37,6 +40,7 @@ class CUDAGraphStats:
     fallbacks_by_mode: Counter[str] = dataclasses.field(default_factory=Counter)
     recaptures_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
     last_detail_by_reason: dict[str, str] = dataclasses.field(default_factory=dict)
+    batch_sizes: SizeHistogram = dataclasses.field(default_factory=SizeHistogram)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -89,6 +93,11 @@ class CUDAGraphStats:
             self.fallbacks_by_mode[mode] += 1
             if detail:
                 self.last_detail_by_reason[reason.value] = detail
+
+    def record_batch_sizes(self, size: int, calls: int = 1) -> None:
+        """``calls`` calls with ``size`` real rows (the traffic ``plan-sizes`` plans from)."""
+        with self._lock:
+            self.batch_sizes.add(size, calls)
 
     def record_capture_failure(self) -> None:
         with self._lock:

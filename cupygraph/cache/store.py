@@ -27,6 +27,7 @@ from .entry import CUDAGraphEntry
 from .eviction import EvictionPolicy, eviction_policy
 from .failures import Eager, FailedKeys, cold_key
 from .freshness import ViewEpoch, issue
+from .instrument import Instruments
 from .key import GraphKey, Signature
 from .memory import StaticArenas, total_bytes
 from .stats import CUDAGraphStats
@@ -61,7 +62,10 @@ class GraphStore:
     def __init__(self, config: Optional[CUDAGraphConfig] = None, backend: Optional[Backend] = None):
         self.config = config if config is not None else CUDAGraphConfig()
         self.backend = backend if backend is not None else select_backend(self.config.backend)
-        self.eviction: EvictionPolicy = eviction_policy(self.config.eviction, self.config.min_replays_to_keep)
+        self.eviction: EvictionPolicy = eviction_policy(self.config.eviction, self.config.min_replays_to_keep,
+                                                        per_byte=self.config.memory_budget is not None)
+        self.instruments = Instruments(self.config, self.backend)
+        """Replay timing and NVTX ranges, on or off for this cache's life (``cache/instrument.py``)."""
         self._entries: OrderedDict[GraphKey, CUDAGraphEntry] = OrderedDict()
         self._seen: Counter[GraphKey] = Counter()
         self._failed = FailedKeys(self.config.on_capture_error)
@@ -257,7 +261,9 @@ class GraphStore:
             arena = self._arenas.arena(key.signature)
         self._view_epoch.bump()  # warm-ups and the capture may write where view outputs point
         try:
-            entry = record(key, request, backend=self.backend, config=self.config, arena=arena)
+            with self.instruments.capturing(request.name, key):
+                entry = record(key, request, backend=self.backend, config=self.config, arena=arena)
+            self.instruments.install(entry, request.name)
             self.add(entry)
         except BaseException:
             self._stats.record_capture_failure()

@@ -1,9 +1,7 @@
 """The validated, immutable ``CUDAGraphConfig``, the default config and ``CUPYGRAPH_DISABLE``.
 
-The config's parts live beside it and import nothing above them, so every layer can use it:
-``modes.py`` (``CUDAGraphMode``, re-exported here), ``config_values.py`` (readers of single
-values), ``config_rules.py`` (rules across fields), ``config_errors.py`` (messages),
-``sizes.py`` (which sizes are captured); loading from files lives in ``config_files.py``.
+The config's parts live beside it and import nothing above them: ``modes.py``, ``values.py``
+(single values), ``rules.py`` (across fields), ``messages.py``, ``sizes.py``; files: ``files.py``.
 """
 
 from __future__ import annotations
@@ -126,8 +124,9 @@ class CUDAGraphConfig(BaseModel):
         "or an int of bytes); cold graphs are evicted to stay under it. A size must come to whole bytes "
         "(\"1.9 B\" is an error, not rounded). None means unbounded.",
     )
-    eviction: Literal["lru", "lfu"] = Field(
-        "lru", description="Which graph to evict first: least recently used (lru) or least frequently used (lfu)."
+    eviction: Literal["lru", "lfu", "benefit"] = Field(
+        "lru", description="Which graph to evict first: least recently used (lru), least frequently used (lfu), or "
+        "benefit: the smallest expected saving per byte, from measured eager, replay and capture times.",
     )
     min_replays_to_keep: StrictInt = Field(
         0, ge=0,
@@ -172,6 +171,13 @@ class CUDAGraphConfig(BaseModel):
     prefer_piecewise: bool = Field(
         False, description="When both FULL and PIECEWISE graphs exist for a batch, replay the PIECEWISE one."
     )
+    # -- measurement and profiling (issue 17) --
+    replay_timing_every: StrictInt = Field(
+        0, ge=0, description="Time every Nth replay of each graph on the device (CUDA events, read without "
+        "waiting) for eviction=benefit and describe(); 0: off, and replays carry no timing code.")
+    nvtx: bool = Field(False, description="NVTX ranges around capture, replay, fallback and graph breaks, named by "
+                       "function and key, for Nsight Systems (needs the nvtx package; CUPYGRAPH_NVTX=1 also turns "
+                       "them on).")
     backend: Literal["auto", "cupy", "host"] = Field(
         "auto",
         description="auto: CuPy stream capture where a GPU is usable, else the NumPy host backend; "
@@ -204,9 +210,10 @@ class CUDAGraphConfig(BaseModel):
 
     _ints_from_numpy = field_validator(
         "max_capture_size", "max_num_reqs", "uniform_decode_query_len", "num_warmups", "max_cached_graphs",
-        "min_replays_to_keep", "capture_after", "min_tokens_for_graph", "max_tokens_for_graph", mode="before",
+        "min_replays_to_keep", "capture_after", "min_tokens_for_graph", "max_tokens_for_graph",
+        "replay_timing_every", mode="before",
     )(integral_to_int)
-    _check_eviction = field_validator("eviction", mode="before")(choice("eviction", ("lru", "lfu")))
+    _check_eviction = field_validator("eviction", mode="before")(choice("eviction", ("lru", "lfu", "benefit")))
     _check_output = field_validator("output_mode", mode="before")(choice("output_mode", ("copy", "view")))
     _check_on_error = field_validator("on_capture_error", mode="before")(
         choice("on_capture_error", ("fallback", "raise"))
@@ -341,7 +348,6 @@ class CUDAGraphConfig(BaseModel):
     def disabled(cls) -> CUDAGraphConfig:
         """A config under which every front door runs eagerly."""
         return cls(mode=CUDAGraphMode.NONE)
-
 
 
 _DISABLE_LOGGED = False

@@ -26,6 +26,9 @@ def describe(graphed: GraphedFunction) -> str:
     stats = graphed.stats()
     entries = sorted(graphed.registry.entries(), key=lambda e: (e.key.mode.name, e.key.descriptor.num_tokens))
     rows = [["mode", "size", "seq_len", "bytes", "replays", "avg replay (host)", "capture"]]
+    sampled = graphed.config.replay_timing_every > 0
+    if sampled:  # replay_timing_every: the device time of the sampled replays, and the eager warm-up's
+        rows[0][6:6] = ["replay (device)", "eager"]
     for e in entries:
         d = e.key.descriptor
         rows.append([
@@ -33,6 +36,11 @@ def describe(graphed: GraphedFunction) -> str:
             f"{e.nbytes:,}", str(e.replay_count), f"{e.avg_replay_time_ms * 1e3:.1f} us",
             f"{e.capture_time * 1e3:.2f} ms",
         ])
+        if sampled:
+            replay = e.timing.replay_s() if e.timing is not None else None
+            eager = e.timing.eager_s() if e.timing is not None else None
+            rows[-1][6:6] = ["-" if replay is None else f"{replay * 1e6:.1f} us",
+                             "-" if eager is None else f"{eager * 1e6:.1f} us"]
     head = (
         f"{graphed.__name__}: backend={graphed.backend.name} mode={graphed.config.mode.name} "
         f"graphs={len(entries)} pool={graphed.backend.pool_bytes():,} bytes\n"

@@ -23,9 +23,11 @@ from .plugin import (
     pytest_configure,
     pytest_unconfigure,
 )
+from .topology import assert_graph_topology, graph_topology
 
 __all__ = [
     "GPU_MARKER", "GPU_MARKER_INI", "GraphStats", "assert_capturable", "assert_graph_matches_eager",
-    "assert_graph_memory_safe", "cupygraph_leak_check", "cupygraph_memory_poisoning", "graph_stats",
+    "assert_graph_memory_safe", "assert_graph_topology", "cupygraph_leak_check", "cupygraph_memory_poisoning",
+    "graph_stats", "graph_topology",
     "pytest_addoption", "pytest_collection_modifyitems", "pytest_configure", "pytest_unconfigure",
 ]

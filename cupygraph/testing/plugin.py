@@ -11,7 +11,9 @@ Installed, the plugin changes nothing in a project that does not opt in. What it
   what they set is put back when the session ends;
 * ``assert_graph_matches_eager`` and ``assert_capturable`` helpers;
 * fixtures ``graph_stats`` (stats of the functions a test creates) and ``cupygraph_leak_check``
-  (their graphs and pool memory go back when cleared; CuPy's default pool does not grow).
+  (their graphs and pool memory go back when cleared; CuPy's default pool does not grow);
+* topology snapshots (``assert_graph_topology``, fixture ``graph_topology``) and the option
+  ``--cupygraph-update-snapshots`` that rewrites them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .. import backends
 from ..config.files import load_config
 from ..config.model import CUDAGraphConfig, set_default_config
 from ..errors import ConfigError
+from .topology import UPDATE_OPTION, set_update_snapshots
 
 __all__ = ["GPU_MARKER", "GPU_MARKER_INI"]
 
@@ -49,6 +52,7 @@ class _SessionState:
     env_before: dict[str, Optional[str]] = dataclasses.field(default_factory=dict)  # None: was unset
     config_set: bool = False
     config_before: Optional[CUDAGraphConfig] = None
+    update_before: Optional[bool] = None  # None: the option was not given
 
 
 _STATE = pytest.StashKey[_SessionState]()
@@ -60,6 +64,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run the suite with this CUDAGraphConfig file as the default of every jit")
     group.addoption("--cupygraph-disable", action="store_true", default=False,
                     help=f"run every cupygraph front door eagerly (sets {_DISABLE_ENV}=1 for the session)")
+    group.addoption(UPDATE_OPTION, action="store_true", default=False,
+                    help="write graph topology snapshots (assert_graph_topology) instead of comparing them")
     parser.addini(GPU_MARKER_INI, type="args", default=[],
                   help=f"your own marker name(s) that skip like @pytest.mark.{GPU_MARKER} where no GPU "
                   f"is usable (e.g. gpu); nothing else is touched")
@@ -90,6 +96,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--cupygraph-disable", default=False):
         state.env_before[_DISABLE_ENV] = os.environ.get(_DISABLE_ENV)
         os.environ[_DISABLE_ENV] = "1"
+    if config.getoption(UPDATE_OPTION, default=False):
+        state.update_before = set_update_snapshots(True)
     config.stash[_STATE] = state
 
 
@@ -104,6 +112,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             os.environ[name] = before
     if state.config_set:
         set_default_config(state.config_before)
+    if state.update_before is not None:
+        set_update_snapshots(state.update_before)
     del config.stash[_STATE]
 
 

@@ -485,7 +485,7 @@ def test_format_validation_error_uses_source_and_lines():
         pytest.fail("model_validate accepted invalid values")
     assert text.splitlines() == [
         "f.yaml:7: field 'num_warmups': Input should be greater than or equal to 0 (got -1)",
-        "f.yaml:9: field 'eviction': eviction must be one of lru, lfu (got 'x')",
+        "f.yaml:9: field 'eviction': eviction must be one of lru, lfu, benefit (got 'x')",
     ]
 
 

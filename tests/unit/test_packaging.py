@@ -83,14 +83,16 @@ def undeclared(folders: tuple[str, ...], available: set[str], also_allowed: set[
 
 
 def test_every_module_the_tests_import_is_declared():
-    # tools/ and examples/ count: the tests run both.
-    missing = undeclared(("tests", "tools", "examples"), declared("test", "cuda", "lint"), GPU_ONLY)
+    # tools/ and examples/ count: the tests run both. The nvtx tests skip without the nvtx extra.
+    missing = undeclared(("tests", "tools", "examples"), declared("test", "cuda", "lint", "nvtx"), GPU_ONLY)
     assert not missing, f"imported but not declared in setup.cfg (install_requires or the test extras): {missing}"
 
 
 def test_every_module_the_package_imports_is_a_dependency():
-    # The pytest plugin module runs inside pytest; CUDA modules are imported lazily on the GPU path.
-    missing = undeclared(("cupygraph",), declared(), GPU_ONLY | {"pytest", "cuda"})
+    # The pytest plugin module runs inside pytest; CUDA modules are imported lazily on the GPU path;
+    # nvtx is the optional extra of the same name, imported only when ranges are asked for.
+    assert "nvtx" in requirement_names(setup_cfg()["options.extras_require"]["nvtx"])
+    missing = undeclared(("cupygraph",), declared(), GPU_ONLY | {"pytest", "cuda", "nvtx"})
     assert not missing, f"cupygraph imports modules that install_requires lacks: {missing}"
 
 

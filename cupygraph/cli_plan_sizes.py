@@ -1,0 +1,107 @@
+"""``cupygraph plan-sizes``: capture sizes proposed from measured traffic (``diagnostics.plan_sizes``).
+
+Registered by ``cli.py``; expected failures raise ``CupyGraphError``, which ``cli.main`` turns
+into one message and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+from .config.files import load_config
+from .config.model import CUDAGraphConfig
+from .errors import ConfigError, CupyGraphError
+from .script import run_script
+
+
+def plan_sizes_usage_problem(args: argparse.Namespace) -> Optional[str]:
+    if (args.histogram is None) == (args.script is None):
+        return "give the traffic with --histogram FILE or --script FILE (one of them)"
+    if args.script is None and args.script_args:
+        return f"arguments after '--' ({' '.join(args.script_args)}) are for a --script, and none was given"
+    return None
+
+
+def _traffic_of(args: argparse.Namespace) -> Any:
+    """The histogram of batch sizes: a JSON file's, or the jitted functions' of a script run."""
+    from .cache.histogram import SizeHistogram
+
+    if args.histogram is not None:
+        try:
+            data = json.loads(Path(args.histogram).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise CupyGraphError(f"{args.histogram}: not JSON: {err}") from err
+        if isinstance(data, dict) and isinstance(data.get("batch_sizes"), dict):
+            data = data["batch_sizes"]
+        if not isinstance(data, dict):
+            raise CupyGraphError(f"{args.histogram}: expected a mapping of batch size to calls (or one under "
+                                 f"'batch_sizes'), got {type(data).__name__}")
+        try:
+            return SizeHistogram(data)
+        except ValueError as err:
+            raise CupyGraphError(f"{args.histogram}: {err}") from None
+    total = SizeHistogram()
+    for graphed in run_script(args.script, args.script_args):
+        total = total + graphed.stats().batch_sizes
+    return total
+
+
+def _cmd_plan_sizes(args: argparse.Namespace) -> int:
+    from .config.files import save_config
+    from .diagnostics.plan_sizes import plan_capture_sizes
+
+    config = load_config(args.config) if args.config is not None else CUDAGraphConfig()
+    current = config.cudagraph_capture_sizes
+    if not current:
+        raise CupyGraphError("the config captures nothing (mode NONE): there are no sizes to plan")
+    try:
+        plan = plan_capture_sizes(_traffic_of(args), current=current, max_graphs=args.max_graphs,
+                                  memory_limit=args.memory_limit, bytes_per_graph=args.bytes_per_graph,
+                                  largest=args.largest)
+    except ValueError as err:
+        raise CupyGraphError(str(err)) from None
+    print(plan.report())
+    if args.output is not None:
+        save_config(config.replace(capture_sizes=list(plan.sizes), max_capture_size=max(plan.sizes)), args.output)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _byte_size(text: str) -> int:
+    from .config.values import parse_byte_size
+
+    try:
+        value = parse_byte_size(text)
+    except (ValueError, ConfigError) as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if value is None or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive size in bytes (e.g. 2GiB), got {text!r}")
+    return value
+
+
+def add_plan_sizes_command(commands: Any, positive_int: Callable[[str], int]) -> None:
+    plan = commands.add_parser(
+        "plan-sizes", help="propose capture sizes that minimise padding on measured traffic",
+        description="Read a histogram of real batch sizes (a JSON mapping size -> calls, or the stats of the "
+        "jitted functions a --script makes) and propose the capture sizes that waste the fewest padding rows "
+        "under a limit on graphs or memory; print the expected waste of the current and proposed lists.",
+    )
+    plan.add_argument("--histogram", metavar="FILE", default=None,
+                      help="JSON: {size: calls} or {\"batch_sizes\": {size: calls}} (stats().batch_sizes.to_dict())")
+    plan.add_argument("--script", metavar="FILE", default=None,
+                      help="run this script and plan from its jitted functions' traffic (its arguments after '--')")
+    plan.add_argument("--config", metavar="FILE", default=None, help="the config in use (default: the defaults)")
+    plan.add_argument("--max-graphs", type=positive_int, default=None, metavar="N", help="at most N capture sizes")
+    plan.add_argument("--memory-limit", type=_byte_size, default=None, metavar="BYTES",
+                      help="at most this memory for the graphs (needs --bytes-per-graph)")
+    plan.add_argument("--bytes-per-graph", type=_byte_size, default=None, metavar="BYTES",
+                      help="what one graph holds (describe() shows it per graph)")
+    plan.add_argument("--largest", type=positive_int, default=None, metavar="N",
+                      help="largest capture size (default: the config's)")
+    plan.add_argument("-o", "--output", metavar="FILE", default=None,
+                      help="write the config with the proposed sizes (.yaml/.json/.toml)")
+    plan.set_defaults(handler=_cmd_plan_sizes, subparser=plan, script_args=[])

@@ -1,0 +1,168 @@
+"""Capture sizes planned from traffic: the list that wastes the fewest padding rows under a limit.
+
+A batch of n rows replays the graph of the smallest capture size >= n; the rows in between are
+computed and thrown away. Given the histogram of real batch sizes (``stats().batch_sizes``) and a
+limit on the number of graphs (or a memory limit and the bytes one graph costs), ``plan_capture_sizes``
+finds the list of at most that many sizes that minimises the expected padding rows per call, with
+the largest size kept (batches above it run eagerly under either list).
+
+The optimum is exact: an optimal list only holds sizes seen in the traffic (lowering a size to
+the largest batch it serves wastes less) plus the largest size, and over those sorted candidates
+the cost of a list splits into independent segments, so a dynamic programme over (sizes used,
+last size) finds it in O(max_graphs x candidates^2), with numpy over the inner minimum.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from ..cache.histogram import SizeHistogram
+from ..config.sizes import pad_to_capture_size
+
+
+@dataclasses.dataclass(frozen=True)
+class Waste:
+    """What a list of capture sizes costs on a traffic histogram."""
+
+    sizes: tuple[int, ...]
+    padded_rows: int
+    """Rows computed and thrown away over all graphed calls of the histogram."""
+    graphed_calls: int
+    computed_rows: int
+    """Rows the graphed calls computed, padding included."""
+    eager_calls: int
+    """Calls above the largest size: they run eagerly."""
+
+    @property
+    def per_call(self) -> float:
+        return self.padded_rows / self.graphed_calls if self.graphed_calls else 0.0
+
+    @property
+    def fraction(self) -> float:
+        return self.padded_rows / self.computed_rows if self.computed_rows else 0.0
+
+    def describe(self, label: str) -> str:
+        count = f"{len(self.sizes)} size{'' if len(self.sizes) == 1 else 's'}"
+        return (f"{label}: {count}, {self.per_call:.2f} padding rows per graphed call "
+                f"({self.fraction:.1%} of the rows computed), {self.eager_calls:,} eager calls above {max(self.sizes)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SizePlan:
+    current: Waste
+    proposed: Waste
+    calls: int
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return self.proposed.sizes
+
+    def report(self) -> str:
+        return "\n".join([
+            f"traffic: {self.calls:,} calls",
+            self.current.describe("current "),
+            self.proposed.describe("proposed"),
+            f"proposed capture_sizes: {list(self.proposed.sizes)}",
+        ])
+
+
+HistogramLike = Union[SizeHistogram, Mapping[Any, Any], Iterable[tuple[int, int]]]
+
+
+def histogram_of(source: Any) -> SizeHistogram:
+    """A ``SizeHistogram`` from one, a mapping size -> calls, (size, calls) pairs, or a jitted function."""
+    if isinstance(source, SizeHistogram):
+        return source
+    if callable(getattr(source, "stats", None)):
+        found: SizeHistogram = source.stats().batch_sizes
+        return found
+    return SizeHistogram(source)
+
+
+def expected_waste(histogram: HistogramLike, sizes: Sequence[int]) -> Waste:
+    """The padding ``sizes`` waste on ``histogram`` (exact integers)."""
+    chosen = tuple(sorted(set(int(s) for s in sizes)))
+    if not chosen:
+        raise ValueError("sizes: give at least one capture size")
+    padded = graphed = computed = eager = 0
+    for n, calls in histogram_of(histogram).items():
+        to = pad_to_capture_size(n, chosen)
+        if to is None:
+            eager += calls
+            continue
+        padded += calls * (to - n)
+        graphed += calls
+        computed += calls * to
+    return Waste(chosen, padded, graphed, computed, eager)
+
+
+def graphs_allowed(max_graphs: Optional[int], memory_limit: Optional[int], bytes_per_graph: Optional[int]) -> int:
+    """The limit on the number of sizes: ``max_graphs``, or what ``memory_limit`` pays for."""
+    if memory_limit is not None:
+        if not bytes_per_graph or bytes_per_graph <= 0:
+            raise ValueError("memory_limit needs bytes_per_graph (the bytes one graph holds), a positive number")
+        by_memory = int(memory_limit) // int(bytes_per_graph)
+        if by_memory < 1:
+            raise ValueError(f"memory_limit={memory_limit} bytes does not hold one graph of {bytes_per_graph} bytes")
+        return by_memory if max_graphs is None else min(by_memory, max_graphs)
+    if max_graphs is None:
+        raise ValueError("give max_graphs or memory_limit (with bytes_per_graph): without a limit every seen size "
+                         "would be captured")
+    if max_graphs < 1:
+        raise ValueError(f"max_graphs must be at least 1, got {max_graphs}")
+    return int(max_graphs)
+
+
+def plan_capture_sizes(
+    traffic: Any, *, current: Sequence[int], max_graphs: Optional[int] = None,
+    memory_limit: Optional[int] = None, bytes_per_graph: Optional[int] = None, largest: Optional[int] = None,
+) -> SizePlan:
+    """The capture sizes that minimise expected padding on ``traffic`` under the limit, compared with
+    ``current``. ``largest`` (default: the current largest size) stays the largest size."""
+    histogram = histogram_of(traffic)
+    if histogram.total() == 0:
+        raise ValueError("the traffic holds no calls: run the workload first (or give a histogram with counts)")
+    if not current:
+        raise ValueError("current: give the capture sizes in use (the config's)")
+    top = int(largest if largest is not None else max(current))
+    limit = graphs_allowed(max_graphs, memory_limit, bytes_per_graph)
+    sizes = optimal_sizes([(n, c) for n, c in histogram.items() if n <= top], top, limit)
+    return SizePlan(expected_waste(histogram, current), expected_waste(histogram, sizes), histogram.total())
+
+
+def optimal_sizes(points: Sequence[tuple[int, int]], largest: int, limit: int) -> list[int]:
+    """At most ``limit`` sizes ending with ``largest`` that minimise sum(calls x (padded - n)) over
+    ``points`` (size, calls), all at most ``largest``."""
+    weights = {n: c for n, c in points if c > 0}
+    candidates = sorted(set(weights) | {largest})
+    if limit >= len(candidates):
+        return candidates
+    value = np.array([0, *candidates], dtype=np.float64)
+    weight = np.array([0, *(weights.get(n, 0) for n in candidates)], dtype=np.float64)
+    rows = np.cumsum(weight)  # calls up to candidate j
+    mass = np.cumsum(weight * value)  # their rows
+    m = len(candidates)
+    best = np.full(m + 1, np.inf)
+    best[0] = 0.0  # no size chosen yet, nothing covered
+    choices = np.zeros((limit + 1, m + 1), dtype=np.int64)
+    for k in range(1, limit + 1):
+        offset = best + mass  # f[k-1][i] + mass[i]
+        step = np.full(m + 1, np.inf)
+        for j in range(k, m + 1):
+            # Points in (c_i, c_j] pad to c_j: c_j*(rows[j]-rows[i]) - (mass[j]-mass[i]).
+            totals = offset[:j] - value[j] * rows[:j]
+            i = int(np.argmin(totals))
+            step[j] = totals[i] + value[j] * rows[j] - mass[j]
+            choices[k, j] = i
+        best = step
+        if k == limit:
+            break
+    chosen, j, k = [], m, limit
+    while j > 0:
+        chosen.append(candidates[j - 1])
+        j, k = int(choices[k, j]), k - 1
+    return sorted(chosen)
