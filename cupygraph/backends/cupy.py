@@ -22,6 +22,7 @@ from .cupy_fft import isolated_plan_cache
 from .cupy_pool import DeviceBlocks, fill_free_blocks
 from .graph_bodies import collecting_bodies
 from .holding import collecting_held
+from .pdl import apply_pdl
 from .piecewise import recording_breaks
 
 _runtime = cupy.cuda.runtime
@@ -242,7 +243,7 @@ class CupyBackend(Backend):
 
     def capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
-        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False,
+        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False, pdl: str = "auto",
     ) -> CupyRecording:
         mode = _CAPTURE_MODES[capture_mode]
         caller = cupy.cuda.get_current_stream()
@@ -260,6 +261,7 @@ class CupyBackend(Backend):
                 for _ in range(num_warmups):
                     fn(*args, **kwargs)
                 steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
+                pdl_summary = apply_pdl(steps, bodies, pdl, self.device_id, getattr(fn, "__name__", "graph"))
             for step in steps:
                 if not isinstance(step, _EagerStep):
                     step.upload(stream)  # so the first replay costs what the others do
@@ -267,6 +269,7 @@ class CupyBackend(Backend):
             self._last_stream = caller
             outputs = self._detach(outputs)
             recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held)
+            recording.pdl = pdl_summary
             graphs = [step.graph for step in steps if not isinstance(step, _EagerStep)]
             audit_capture(self, recording, graphs + [int(body) for body in bodies], fn, args, kwargs)
             return recording

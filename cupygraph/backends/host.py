@@ -113,8 +113,10 @@ class HostBackend(Backend):
 
     def capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
-        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False,
+        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False, pdl: str = "auto",
     ) -> HostRecording:
+        # ``pdl`` is accepted and unused: a host recording re-executes the function and has no
+        # graph edges to make programmatic (the edge decision itself is tested on descriptions).
         for _ in range(num_warmups):
             fn(*args, **kwargs)
         # The capture run sees views of the same buffers that refuse what CuPy refuses under capture.
