@@ -36,6 +36,7 @@ from .errors import (
     InputMismatchError,
     StaleOutputError,
 )
+from .kernels.pdl import pdl_header, pdl_kernel, pdl_module, with_pdl
 from .linalg import matmul
 from .reasons import EvictionReason, FallbackReason, RecaptureReason
 
@@ -98,7 +99,11 @@ __all__ = [
     "linalg",
     "load_config",
     "matmul",
+    "pdl_header",
+    "pdl_kernel",
+    "pdl_module",
     "random",
     "select_backend",
     "while_loop",
+    "with_pdl",
 ]
