@@ -83,10 +83,9 @@ class _Rewriter:
         self._handles: dict[Hashable, Any] = {}
 
     def run(self, steps: list[Any], graphs: list[Any], bodies: Sequence[Any]) -> None:
-        drv = self.drv
-        got = _ok(drv.cuDeviceGetAttribute(
-            drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.device_id))
-        if got is None or int(got[0]) < _MIN_ARCH // 10:
+        import cupy
+
+        if int(cupy.cuda.Device(self.device_id).compute_capability) < _MIN_ARCH:
             self.summary.off_reason = "the GPU has no programmatic dependent launch (needs sm_90 or newer)"
             return
         tops = [int(g.graph) for g in graphs]
@@ -187,7 +186,7 @@ class _Rewriter:
         drv = self.drv
         programmatic = drv.CUgraphEdgeData()
         programmatic.type = drv.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
-        programmatic.from_port = drv.CUgraphKernelNodePort.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+        programmatic.from_port = getattr(drv, "CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC", 1)
         plain = drv.CUgraphEdgeData()
         sources = [self._handles[e.src] for e in edges]
         targets = [self._handles[e.dst] for e in edges]
@@ -280,12 +279,12 @@ class PdlGraph:
         self._stream = cupy.cuda.get_current_stream
 
     def launch(self, stream: Any = None) -> None:
-        self._launch(self.graphExec, (stream or self._stream()).ptr)
+        self._launch(self.graphExec, (self._stream() if stream is None else stream).ptr)
 
     def upload(self, stream: Any = None) -> None:
         import cupy
 
-        cupy.cuda.runtime.graphUpload(self.graphExec, (stream or self._stream()).ptr)
+        cupy.cuda.runtime.graphUpload(self.graphExec, (self._stream() if stream is None else stream).ptr)
 
     def debug_dot_str(self, flags: int = 0) -> str:
         return str(self._graph.debug_dot_str(flags))

@@ -61,11 +61,14 @@ class KnownModule:
     name_expressions: tuple[str, ...]
     verdicts: dict[int, dict[str, WaitVerdict]] = dataclasses.field(default_factory=dict)
     """Per PTX architecture (90 for compute_90): each entry's verdict."""
+    loaded: list[Any] = dataclasses.field(default_factory=list)
+    """CuPy's loaded ``Module`` per device looked up: held, so no other module can get its handle."""
 
     def module_handle(self) -> int:
         """The CUmodule of this module on the current device (compiled there if it was not yet)."""
         owner = self.owner
         module = owner.module if hasattr(owner, "get_function") else owner.kernel.module
+        self.loaded.append(module)
         return int(module.ptr)
 
     def verdict(self, name: str, arch: int) -> WaitVerdict:
