@@ -145,7 +145,6 @@ def test_a_chain_of_waiting_kernels_is_bit_identical_and_fully_converted(kernels
 
 
 def test_diamonds_one_feeding_two_and_two_feeding_one(kernels):
-    main = cupy.cuda.Stream(non_blocking=True)
     side = cupy.cuda.Stream(non_blocking=True)
     wait = kernels["mix_wait"]
 
@@ -162,7 +161,6 @@ def test_diamonds_one_feeding_two_and_two_feeding_one(kernels):
         launch(wait, b, c, d)                          # two feeding one: b, c -> d
         return d, b, c
 
-    del main
     pdl, _ = run_three_ways(diamond, lambda rng: (fresh(rng),), np.random.default_rng(2))
     assert pdl.stats().pdl_edges_converted >= 3
 
