@@ -56,12 +56,21 @@ def apply_pdl(steps: list[Any], bodies: Sequence[Any], setting: str, device_id: 
         _log(label, summary)
         return summary
     try:
-        _Rewriter(drv, device_id, summary).run(steps, graphs, bodies)
+        if _compute_capability(device_id) < _MIN_ARCH:
+            summary.off_reason = "the GPU has no programmatic dependent launch (needs sm_90 or newer)"
+        else:
+            _Rewriter(drv, device_id, summary).run(steps, graphs, bodies)
     except Exception as err:  # never cost the capture: keep CuPy's executables
         summary.converted = 0
         summary.off_reason = f"rewrite failed ({type(err).__name__}: {err})"
     _log(label, summary)
     return summary
+
+
+def _compute_capability(device_id: int) -> int:
+    import cupy
+
+    return int(cupy.cuda.Device(device_id).compute_capability)
 
 
 def _log(label: str, summary: PdlSummary) -> None:
@@ -83,11 +92,6 @@ class _Rewriter:
         self._handles: dict[Hashable, Any] = {}
 
     def run(self, steps: list[Any], graphs: list[Any], bodies: Sequence[Any]) -> None:
-        import cupy
-
-        if int(cupy.cuda.Device(self.device_id).compute_capability) < _MIN_ARCH:
-            self.summary.off_reason = "the GPU has no programmatic dependent launch (needs sm_90 or newer)"
-            return
         tops = [int(g.graph) for g in graphs]
         body_handles = [int(b) for b in bodies]
         described = {h: self.describe(h) for h in tops + body_handles}
