@@ -142,7 +142,18 @@ def pdl_kernel(code: str, name: str, *, options: Sequence[str] = ()) -> Any:
 
 def compile_ptx(source: str, options: Sequence[str], arch: int, name_expressions: Sequence[str] = ()) -> str:
     """PTX of ``source`` for ``compute_<arch>`` with the user's options (their own arch dropped)."""
-    flags = [o for o in options if not _ARCH_OPTION.match(o)] + [f"--gpu-architecture=compute_{arch}"]
+    flags: list[str] = []
+    skip_value = False
+    for option in options:
+        if skip_value:  # the value of a "-arch" given as its own item
+            skip_value = False
+            continue
+        match = _ARCH_OPTION.match(option)
+        if match is None:
+            flags.append(option)
+        else:
+            skip_value = match.group(2) == ""
+    flags.append(f"--gpu-architecture=compute_{arch}")
     try:
         return _compile_cuda_bindings(source, flags, name_expressions)
     except Exception as err:  # no cuda-bindings, or no NVRTC library behind them: CuPy's binding

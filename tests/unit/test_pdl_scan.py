@@ -81,8 +81,9 @@ def test_every_shipped_kernel_waits_on_sm90(source: str):
 
 
 def test_a_user_arch_option_is_replaced_by_the_scanned_architecture():
-    ptx = compile_ptx(with_pdl(KERNELS), ("-arch=sm_80", "--std=c++17"), 90)
-    assert entry_verdicts(ptx)["top"].waits
+    for options in (("-arch=sm_80", "--std=c++17"), ("-arch", "sm_80", "--std=c++17"),
+                    ("--gpu-architecture", "compute_80")):
+        assert entry_verdicts(compile_ptx(with_pdl(KERNELS), options, 90))["top"].waits, options
 
 
 def test_a_module_that_does_not_compile_gives_the_compiler_log():
