@@ -37,6 +37,7 @@ from .errors import (
     InputMismatchError,
     StaleOutputError,
 )
+from .kernels.pdl import pdl_header, pdl_kernel, pdl_module, with_pdl
 from .linalg import matmul
 from .reasons import EvictionReason, FallbackReason, RecaptureReason
 
@@ -99,8 +100,12 @@ __all__ = [
     "linalg",
     "load_config",
     "matmul",
+    "pdl_header",
+    "pdl_kernel",
+    "pdl_module",
     "plan_capture_sizes",
     "random",
     "select_backend",
     "while_loop",
+    "with_pdl",
 ]

@@ -102,7 +102,7 @@ class BarePiecewise(BareGraph):
         return self.static_out
 
 
-CUPY_KEYS = ("cupy", "bare", "bare-copy", "jit-copy", "jit-view", "jit-fused")
+CUPY_KEYS = ("cupy", "bare", "bare-copy", "jit-copy", "jit-view", "jit-plain", "jit-fused")
 POOL_METHOD = "CuPy: bytes of the graph's private MemoryPool (total_bytes)"
 JIT_METHOD = "cupygraph: bytes its graph pool holds from the device (backend.pool_bytes)"
 
@@ -131,7 +131,9 @@ def build_cupy(case: Any, key: str, serving: bool, sizes_config: dict) -> Compet
         fn, params, exact = fused, [], False
     else:
         fn, params, exact = case.eager, case.cupy_params, True
-    config = dict(output_mode="view" if key == "jit-view" else "copy", **sizes_config, **case.workload.jit_config)
+    # jit-plain: the view row with programmatic dependent launch off (plain graph edges), same run.
+    config = dict(output_mode="view" if key in ("jit-view", "jit-plain") else "copy", **sizes_config,
+                  **case.workload.jit_config, **(dict(pdl="off") if key == "jit-plain" else {}))
     graphed = cg.jit(fn, config=config, constant_argnums=tuple(range(1, 1 + len(params))))
     if serving:
         graphed.warmup(case.cupy_inputs[0], *params, progress=False)

@@ -24,6 +24,7 @@ COMPETITORS = {  # key (for --skip): label
     "bare-copy": "bare CuPy graph + output copy",
     "jit-copy": "cupygraph jit (copy)",
     "jit-view": "cupygraph jit (view)",
+    "jit-plain": "cupygraph jit (view), pdl off",
     "jit-fused": "cupygraph jit, fused (1 ElementwiseKernel)",
     "torch-graph-same": "torch.cuda.CUDAGraph, same RawKernels",
     "torch": "PyTorch eager",

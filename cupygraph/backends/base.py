@@ -38,6 +38,9 @@ class Recording(abc.ABC):
     warmup_sample: Optional[Sample] = None
     """The time of the last eager warm-up run before capture (the function's eager time), if any ran."""
 
+    pdl: Any = None
+    """What programmatic dependent launch did to this recording (a ``PdlSummary``), if anything."""
+
     watches: Sequence[Watch] = ()
     """Arrays the recording reads by address without owning them (found at capture in a closure
     or global); ``check_references`` tells whether they are still alive and bound."""
@@ -93,12 +96,13 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
-        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False,
+        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False, pdl: str = "auto",
     ) -> Recording:
         """Warm up, then record ``fn(*args, **kwargs)``; raise ``CaptureError`` naming what failed.
 
         With ``piecewise``, ops marked ``graph_break`` split the recording into pieces and run
-        eagerly between them on replay.
+        eagerly between them on replay. ``pdl`` is the config's ``pdl`` (programmatic edges
+        between kernels that wait; only a backend that records graph edges uses it).
         """
 
     def address(self, array: Any) -> int:

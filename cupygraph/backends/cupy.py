@@ -23,6 +23,7 @@ from .cupy_pool import DeviceBlocks, fill_free_blocks
 from .cupy_timing import EventSample
 from .graph_bodies import collecting_bodies
 from .holding import collecting_held
+from .pdl import apply_pdl
 from .piecewise import recording_breaks
 
 _runtime = cupy.cuda.runtime
@@ -243,7 +244,7 @@ class CupyBackend(Backend):
 
     def capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
-        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False,
+        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False, pdl: str = "auto",
     ) -> CupyRecording:
         mode = _CAPTURE_MODES[capture_mode]
         caller = cupy.cuda.get_current_stream()
@@ -264,6 +265,7 @@ class CupyBackend(Backend):
                     fn(*args, **kwargs)
                     sample.stop()
                 steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
+                pdl_summary = apply_pdl(steps, bodies, pdl, self.device_id, getattr(fn, "__name__", "graph"))
             for step in steps:
                 if not isinstance(step, _EagerStep):
                     step.upload(stream)  # so the first replay costs what the others do
@@ -272,6 +274,7 @@ class CupyBackend(Backend):
             outputs = self._detach(outputs)
             recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held)
             recording.warmup_sample = sample
+            recording.pdl = pdl_summary
             graphs = [step.graph for step in steps if not isinstance(step, _EagerStep)]
             audit_capture(self, recording, graphs + [int(body) for body in bodies], fn, args, kwargs)
             return recording

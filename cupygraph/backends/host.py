@@ -140,8 +140,10 @@ class HostBackend(Backend):
 
     def capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
-        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False,
+        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False, pdl: str = "auto",
     ) -> HostRecording:
+        # ``pdl`` is accepted and unused: a host recording re-executes the function and has no
+        # graph edges to make programmatic (the edge decision itself is tested on descriptions).
         sample = None
         for _ in range(num_warmups):
             sample = HostSample()  # the last run's: the first may pay for one-time setup

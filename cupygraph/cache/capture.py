@@ -73,6 +73,7 @@ def record(
                 capture_mode=config.capture_mode,
                 gc_freeze=config.gc_freeze,
                 piecewise=key.mode is CUDAGraphMode.PIECEWISE,
+                pdl=config.pdl,
             )
             seconds = time.perf_counter() - start
         check_outputs(staging.recording.outputs, backend.is_array)

@@ -39,6 +39,10 @@ class CUDAGraphStats:
     replays_by_mode: Counter[str] = dataclasses.field(default_factory=Counter)
     fallbacks_by_mode: Counter[str] = dataclasses.field(default_factory=Counter)
     recaptures_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
+    pdl_edges_converted: int = 0
+    """Graph edges made programmatic (PDL) over all captures, so a kernel starts while its producer ends."""
+    pdl_edges_kept_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Edges left plain, by reason (producer_not_kernel, consumer_does_not_wait, ...)."""
     last_detail_by_reason: dict[str, str] = dataclasses.field(default_factory=dict)
     batch_sizes: SizeHistogram = dataclasses.field(default_factory=SizeHistogram)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
@@ -99,6 +103,14 @@ class CUDAGraphStats:
         with self._lock:
             self.batch_sizes.add(size, calls)
 
+    def record_pdl(self, summary: Any) -> None:
+        """What programmatic dependent launch did to a new graph (``Recording.pdl``; None: nothing)."""
+        if summary is None:
+            return
+        with self._lock:
+            self.pdl_edges_converted += summary.converted
+            self.pdl_edges_kept_by_reason.update(summary.kept)
+
     def record_capture_failure(self) -> None:
         with self._lock:
             self.capture_failures += 1
@@ -156,6 +168,8 @@ class CUDAGraphStats:
                 "replays_by_mode": dict(self.replays_by_mode),
                 "fallbacks_by_mode": dict(self.fallbacks_by_mode),
                 "recaptures_by_reason": dict(self.recaptures_by_reason),
+                "pdl_edges_converted": self.pdl_edges_converted,
+                "pdl_edges_kept_by_reason": dict(self.pdl_edges_kept_by_reason),
                 "last_detail_by_reason": dict(self.last_detail_by_reason),
             }
 

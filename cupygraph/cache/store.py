@@ -271,6 +271,7 @@ class GraphStore:
             self._release_if_empty()
             raise
         self._stats.record_capture(key.mode.name, entry.capture_time)
+        self._stats.record_pdl(entry.recording.pdl)
         logger.debug("captured %s in %.2f ms (%d bytes)", key, 1e3 * entry.capture_time, entry.nbytes)
         return entry
 

@@ -184,6 +184,10 @@ class CUDAGraphConfig(BaseModel):
         "cupy or host force one.",
     )
 
+    pdl: Literal["auto", "off"] = Field("auto", description="Programmatic dependent launch (sm_90+). auto: an edge "
+        "between two kernels becomes programmatic when the consumer, compiled through cupygraph.pdl_kernel/"
+        "pdl_module, executes CUPYGRAPH_PDL_WAIT() before touching memory; other edges stay. off: plain edges.")
+
     _sizes: tuple[int, ...] = PrivateAttr(default=())
 
     def __init__(self, **data: Any) -> None:
@@ -222,6 +226,7 @@ class CUDAGraphConfig(BaseModel):
         choice("capture_mode", ("global", "thread_local", "relaxed"))
     )
     _check_backend = field_validator("backend", mode="before")(choice("backend", ("auto", "cupy", "host")))
+    _check_pdl = field_validator("pdl", mode="before")(choice("pdl", ("auto", "off")))
 
     @field_validator("mode", mode="before")
     @classmethod

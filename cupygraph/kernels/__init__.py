@@ -1,4 +1,8 @@
-"""CUDA C sources shipped with cupygraph, loaded with importlib.resources and compiled lazily."""
+"""CUDA C sources shipped with cupygraph, loaded with importlib.resources and compiled lazily.
+
+Every shipped source is given the PDL macros (``pdl.cuh``) and its kernels opt in; modules are
+registered so graphs can find, in their PTX, which kernels wait (``pdl.py``).
+"""
 
 from __future__ import annotations
 
@@ -6,21 +10,26 @@ import functools
 from importlib import resources
 from typing import Any
 
+from .pdl import register_module, with_pdl
+
 SOURCES = ("heat.cu", "elementwise.cu", "mlp.cu", "control.cu")
 
 
 def kernel_source(name: str) -> str:
-    """The text of ``cupygraph/kernels/<name>``."""
+    """The text of ``cupygraph/kernels/<name>``, with the PDL macros defined ahead of it."""
     if name not in SOURCES:
         raise ValueError(f"unknown kernel source {name!r}; available: {', '.join(SOURCES)}")
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    return with_pdl(resources.files(__package__).joinpath(name).read_text(encoding="utf-8"))
 
 
 @functools.cache
 def _module(name: str, device_id: int) -> Any:
     import cupy
 
-    return cupy.RawModule(code=kernel_source(name), options=("--std=c++17",))
+    source, options = kernel_source(name), ("--std=c++17",)
+    module = cupy.RawModule(code=source, options=options)
+    register_module(module, source, options)
+    return module
 
 
 def get_kernel(source: str, function: str) -> Any:

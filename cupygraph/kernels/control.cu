@@ -4,6 +4,8 @@
 // cudaGraphSetConditional is a device-runtime builtin that the driver resolves when the module is
 // loaded; declaring it here (instead of including cuda_device_runtime_api.h) keeps the source
 // compilable by plain NVRTC with no CUDA headers on the include path. Needs CUDA 12.4+.
+// Each kernel waits (pdl.cuh) before reading the flag, so an edge from a kernel that opted in can
+// be programmatic; none triggers early, as what follows each is a conditional node.
 typedef __device_builtin__ unsigned long long cudaGraphConditionalHandle;
 extern "C" __device__ __cudart_builtin__ void cudaGraphSetConditional(cudaGraphConditionalHandle handle,
                                                                      unsigned int value);
@@ -28,6 +30,7 @@ __device__ __forceinline__ unsigned int truth_of(const void* flag, int kind) {
 // branch that writes to the flag cannot make the false branch run too.
 extern "C" __global__ void cg_set_if(cudaGraphConditionalHandle on_true, cudaGraphConditionalHandle on_false,
                                      int has_false, const void* flag, int kind) {
+    CUPYGRAPH_PDL_WAIT();
     unsigned int value = truth_of(flag, kind);
     cudaGraphSetConditional(on_true, value);
     if (has_false) {
@@ -39,6 +42,7 @@ extern "C" __global__ void cg_set_if(cudaGraphConditionalHandle on_true, cudaGra
 // the condition holds and max_iters (negative: no limit) allows one iteration.
 extern "C" __global__ void cg_while_begin(cudaGraphConditionalHandle handle, const void* flag, int kind,
                                           int* count, long long max_iters) {
+    CUPYGRAPH_PDL_WAIT();
     *count = 0;
     cudaGraphSetConditional(handle, truth_of(flag, kind) && max_iters != 0);
 }
@@ -47,6 +51,7 @@ extern "C" __global__ void cg_while_begin(cudaGraphConditionalHandle handle, con
 // re-evaluated condition holds and the count is still below max_iters.
 extern "C" __global__ void cg_while_step(cudaGraphConditionalHandle handle, const void* flag, int kind,
                                          int* count, long long max_iters) {
+    CUPYGRAPH_PDL_WAIT();
     int done = *count + 1;
     *count = done;
     cudaGraphSetConditional(handle, truth_of(flag, kind) && (max_iters < 0 || (long long)done < max_iters));

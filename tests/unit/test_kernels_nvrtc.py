@@ -58,6 +58,15 @@ def test_kernel_source_compiles_for_sm90(name: str) -> None:
     assert compile_for_sm90(name, kernel_source(name)) > 0
 
 
+def test_pdl_header_compiles_for_sm90_alone_twice_and_with_a_kernel() -> None:
+    from cupygraph import pdl_header, with_pdl
+
+    kernel = 'extern "C" __global__ void k(float* y) { CUPYGRAPH_PDL_TRIGGER(); CUPYGRAPH_PDL_WAIT(); y[0] = 1.0f; }'
+    assert compile_for_sm90("pdl.cuh", pdl_header()) > 0
+    assert compile_for_sm90("kernel.cu", with_pdl(kernel)) > 0
+    assert compile_for_sm90("twice.cu", with_pdl(with_pdl(kernel))) > 0
+
+
 def test_broken_source_is_reported() -> None:
     with pytest.raises(AssertionError, match="NVRTC failed"):
         compile_for_sm90("broken.cu", 'extern "C" __global__ void k(float* x) { x[0] = undefined_name; }')

@@ -1,0 +1,300 @@
+"""Programmatic dependent launch on captured CuPy graphs: read, decide, rewrite, re-instantiate.
+
+CuPy's ``end_capture()`` instantiates at once but keeps the graph it captured (``Graph.graph``).
+After the capture (``CupyBackend.capture`` calls ``apply_pdl`` right after recording), every
+graph of the recording and every conditional body is described with cuda-bindings (node kinds,
+kernels' functions, edges), ``pdl_plan.plan_edges`` picks the edges to convert, they are replaced
+with programmatic edges (type 1 from port 1), and each graph is instantiated again. The new
+executable replaces CuPy's inside its ``Graph`` object, so ``launch``/``upload``/
+``debug_dot_str`` are CuPy's own and a launch costs what it did; where that cannot be verified,
+a small wrapper with the same methods takes the graph's place in the recording's steps.
+
+Whatever fails here — no cuda-bindings, a GPU before sm_90, a driver that refuses the edges — the
+recording keeps CuPy's executable with plain edges, and the reason is logged (debug) and kept in
+``Recording.pdl``. Nothing here may fail a capture.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any, Optional
+
+from ..kernels.pdl import known_module
+from .cupy_audit import _driver, _ok
+from .pdl_plan import Edge, EdgePlan, GraphDescription, Node, PdlSummary, plan_edges
+
+__all__ = ["apply_pdl", "exec_handle"]
+
+logger = logging.getLogger("cupygraph")
+
+_MIN_ARCH = 90  # griddepcontrol needs sm_90 (Hopper)
+
+
+def exec_handle(step: Any) -> int:
+    """The executable graph (CUgraphExec) a graph step launches, after any PDL rewrite."""
+    return int(step.graphExec)
+
+
+def apply_pdl(steps: list[Any], bodies: Sequence[Any], setting: str, device_id: int, label: str) -> PdlSummary:
+    """Make the kernel->kernel edges of ``steps``' graphs (and ``bodies``) programmatic where safe.
+
+    ``steps`` holds CuPy ``Graph`` objects (and eager steps, left alone); a graph whose executable
+    cannot be swapped in place is replaced in the list by a wrapper with the same methods.
+    """
+    summary = PdlSummary()
+    graphs = [step for step in steps if hasattr(step, "graphExec")]
+    if setting != "auto":
+        summary.off_reason = f"pdl={setting!r} in the config"
+        return summary
+    if not graphs:
+        return summary
+    drv = _driver()
+    if drv is None or not hasattr(drv, "CUgraphEdgeData"):
+        summary.off_reason = "cuda-bindings with graph edge data (CUDA 12.3+) is not installed"
+        _log(label, summary)
+        return summary
+    try:
+        if _compute_capability(device_id) < _MIN_ARCH:
+            summary.off_reason = "the GPU has no programmatic dependent launch (needs sm_90 or newer)"
+        else:
+            _Rewriter(drv, device_id, summary).run(steps, graphs, bodies)
+    except Exception as err:  # never cost the capture: keep CuPy's executables
+        summary.converted = 0
+        summary.off_reason = f"rewrite failed ({type(err).__name__}: {err})"
+    _log(label, summary)
+    return summary
+
+
+def _compute_capability(device_id: int) -> int:
+    import cupy
+
+    return int(cupy.cuda.Device(device_id).compute_capability)
+
+
+def _log(label: str, summary: PdlSummary) -> None:
+    if not logger.isEnabledFor(logging.DEBUG):
+        return
+    if summary.off_reason:
+        logger.debug("cupygraph: %s: no programmatic edges: %s", label, summary.off_reason)
+        return
+    logger.debug("cupygraph: %s: %d edge(s) made programmatic, %d kept plain %s", label, summary.converted,
+                 summary.kept_total, dict(summary.kept))
+    for name, why in summary.not_converted.items():
+        logger.debug("cupygraph: %s: kernel %r keeps plain edges: %s", label, name, why)
+
+
+class _Rewriter:
+    def __init__(self, drv: Any, device_id: int, summary: PdlSummary):
+        self.drv, self.device_id, self.summary = drv, device_id, summary
+        self._verdicts: dict[int, Node] = {}
+        self._handles: dict[Hashable, Any] = {}
+
+    def run(self, steps: list[Any], graphs: list[Any], bodies: Sequence[Any]) -> None:
+        tops = [int(g.graph) for g in graphs]
+        body_handles = [int(b) for b in bodies]
+        described = {h: self.describe(h) for h in tops + body_handles}
+        # Widest plan first; narrower ones if the driver refuses to instantiate it.
+        tiers = [
+            {h: plan_edges(d) for h, d in described.items()},
+            {h: plan_edges(d) for h, d in described.items() if h in tops},
+            {h: plan_edges(d, sole_dependency_only=True) for h, d in described.items() if h in tops},
+        ]
+        refused = False
+        tried: list[dict[int, EdgePlan]] = []
+        for plans in tiers:
+            if not any(plan.convert for plan in plans.values()) or plans in tried:
+                continue
+            tried.append(plans)
+            execs = self.try_tier(plans, graphs)
+            if execs is None:
+                refused = True
+                continue
+            for handle, description in described.items():
+                self.summary.add(plans.get(handle) or _unconverted(description))
+            self._install(steps, graphs, execs)
+            return
+        for description in described.values():
+            self.summary.add(_unconverted(description))
+        if refused:
+            self.summary.off_reason = "the driver refused to instantiate the graph with programmatic edges"
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def describe(self, graph: int) -> GraphDescription:
+        drv = self.drv
+        handle = drv.CUgraph(graph)
+        got = _ok(drv.cuGraphGetNodes(handle, 0))
+        count = int(got[-1]) if got else 0
+        nodes: dict[Hashable, Node] = {}
+        if count:
+            got = _ok(drv.cuGraphGetNodes(handle, count))
+            for node in list(got[0])[:count] if got else []:
+                self._handles[int(node)] = node
+                nodes[int(node)] = self._node(node)
+        edges: list[Edge] = []
+        got = _ok(drv.cuGraphGetEdges(handle, 0))
+        count = int(got[-1]) if got else 0
+        if count:
+            got = _ok(drv.cuGraphGetEdges(handle, count))
+            if got is None:
+                raise RuntimeError("cuGraphGetEdges failed")
+            sources, targets, data = list(got[0])[:count], list(got[1])[:count], list(got[2])[:count]
+            for src, dst, datum in zip(sources, targets, data):
+                plain = int(datum.type) == 0 and int(datum.from_port) == 0 and int(datum.to_port) == 0
+                edges.append(Edge(int(src), int(dst), plain))
+        return GraphDescription(nodes, tuple(edges))
+
+    def _node(self, node: Any) -> Node:
+        drv = self.drv
+        got = _ok(drv.cuGraphNodeGetType(node))
+        if got is None:
+            return Node("unknown")
+        kind = got[0]
+        if kind != drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL:
+            return Node(str(kind.name).removeprefix("CU_GRAPH_NODE_TYPE_").lower())
+        got = _ok(drv.cuGraphKernelNodeGetParams(node))
+        if got is None:
+            return Node("kernel", reason="its launch parameters could not be read")
+        func = int(got[0].func)
+        if not func:
+            return Node("kernel", reason="a library kernel (CUkernel), not compiled through cupygraph")
+        if func not in self._verdicts:
+            self._verdicts[func] = self._kernel(got[0].func)
+        return self._verdicts[func]
+
+    def _kernel(self, func: Any) -> Node:
+        drv = self.drv
+        got = _ok(drv.cuFuncGetName(func))
+        raw = got[0] if got else b""
+        name = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
+        got = _ok(drv.cuFuncGetAttribute(drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PTX_VERSION, func))
+        arch = int(got[0]) if got else 0
+        if arch < _MIN_ARCH:
+            return Node("kernel", name, reason=f"compiled for compute_{arch}, before griddepcontrol (sm_90)")
+        got = _ok(drv.cuFuncGetModule(func))
+        known = known_module(int(got[0]), self.device_id) if got else None
+        if known is None:
+            return Node("kernel", name, reason="not compiled through cupygraph.pdl_kernel/pdl_module, so its "
+                                               "code cannot be checked")
+        verdict = known.verdict(name, arch)
+        return Node("kernel", name, waits=verdict.waits, reason=verdict.reason)
+
+    # -- rewriting ---------------------------------------------------------------------------------
+
+    def _edit(self, graph: int, edges: Iterable[Edge], to_programmatic: bool) -> bool:
+        edges = list(edges)
+        if not edges:
+            return True
+        drv = self.drv
+        programmatic = drv.CUgraphEdgeData()
+        programmatic.type = drv.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+        programmatic.from_port = getattr(drv, "CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC", 1)
+        plain = drv.CUgraphEdgeData()
+        sources = [self._handles[e.src] for e in edges]
+        targets = [self._handles[e.dst] for e in edges]
+        old, new = (plain, programmatic) if to_programmatic else (programmatic, plain)
+        handle = drv.CUgraph(graph)
+        n = len(edges)
+        if _ok(drv.cuGraphRemoveDependencies(handle, sources, targets, [old] * n, n)) is None:
+            return False
+        if _ok(drv.cuGraphAddDependencies(handle, sources, targets, [new] * n, n)) is None:
+            # put the removed edges back as they were
+            _ok(drv.cuGraphAddDependencies(handle, sources, targets, [old] * n, n))
+            return False
+        return True
+
+    def try_tier(self, plans: dict[int, EdgePlan], graphs: list[Any]) -> Optional[list[Any]]:
+        """New executables of ``graphs`` with ``plans`` applied, or None (edges restored)."""
+        drv = self.drv
+        done: list[int] = []
+        execs: list[Any] = []
+        ok = True
+        for graph, plan in plans.items():
+            if not self._edit(graph, plan.convert, True):
+                ok = False
+                break
+            done.append(graph)
+        if ok:
+            for g in graphs:
+                got = _ok(drv.cuGraphInstantiate(drv.CUgraph(int(g.graph)), 0))
+                if got is None:
+                    ok = False
+                    break
+                execs.append(got[0])
+        if ok:
+            return execs
+        for e in execs:
+            drv.cuGraphExecDestroy(e)
+        for graph in done:
+            if not self._edit(graph, plans[graph].convert, False):
+                raise RuntimeError("could not restore the plain edges of a graph")
+        return None
+
+    def _install(self, steps: list[Any], graphs: list[Any], execs: list[Any]) -> None:
+        for graph, new in zip(graphs, execs):
+            if _swap_exec(graph, int(new), self.drv):
+                continue
+            wrapper = PdlGraph(graph, new, self.drv)
+            steps[steps.index(graph)] = wrapper
+
+
+def _unconverted(description: GraphDescription) -> EdgePlan:
+    """The plan for a graph left as it was: its would-be conversions counted as refused."""
+    plan = plan_edges(description)
+    kept = dict(plan.kept)
+    if plan.convert:
+        kept["driver_refused"] = len(plan.convert)
+    return EdgePlan((), kept, plan.not_converted)
+
+
+def _swap_exec(graph: Any, new_exec: int, drv: Any) -> bool:
+    """Put ``new_exec`` in place of the executable inside CuPy's ``Graph`` object; destroy the old.
+
+    ``Graph.graphExec`` is a read-only Cython field: its slot is found as the one word of the
+    object equal to the current handle, written, and read back through the attribute. Any doubt
+    (no slot, several, a read-back mismatch) leaves the object as it was and returns False.
+    """
+    old = int(graph.graphExec)
+    base, size = id(graph), type(graph).__basicsize__
+    slots = [off for off in range(16, size - 7, 8) if ctypes.c_ssize_t.from_address(base + off).value == old]
+    if len(slots) != 1 or old == 0:
+        return False
+    word = ctypes.c_ssize_t.from_address(base + slots[0])
+    word.value = new_exec
+    if int(graph.graphExec) != new_exec:
+        word.value = old
+        return False
+    drv.cuGraphExecDestroy(drv.CUgraphExec(old))
+    return True
+
+
+class PdlGraph:
+    """A CuPy graph launched through a re-instantiated executable (when it cannot be swapped in)."""
+
+    def __init__(self, graph: Any, graph_exec: Any, drv: Any):
+        import cupy
+
+        self._graph, self._exec, self._drv = graph, graph_exec, drv
+        self.graph = graph.graph
+        self.graphExec = int(graph_exec)
+        self._launch = cupy.cuda.runtime.graphLaunch
+        self._stream = cupy.cuda.get_current_stream
+
+    def launch(self, stream: Any = None) -> None:
+        self._launch(self.graphExec, (self._stream() if stream is None else stream).ptr)
+
+    def upload(self, stream: Any = None) -> None:
+        import cupy
+
+        cupy.cuda.runtime.graphUpload(self.graphExec, (self._stream() if stream is None else stream).ptr)
+
+    def debug_dot_str(self, flags: int = 0) -> str:
+        return str(self._graph.debug_dot_str(flags))
+
+    def __del__(self) -> None:
+        try:
+            self._drv.cuGraphExecDestroy(self._exec)
+        except Exception:
+            pass

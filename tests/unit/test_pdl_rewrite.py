@@ -1,0 +1,186 @@
+"""The PDL rewrite against a fake CUDA driver: what is converted, and what happens when the driver
+refuses (issue 18). The real driver, the swap of CuPy's executable and the replays are covered by
+tests/gpu/test_pdl.py; here the fallbacks a real GPU did not need are forced.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings (test extra) is needed")
+
+from cupygraph.backends import pdl  # noqa: E402
+from cupygraph.kernels.ptx_scan import WaitVerdict  # noqa: E402
+
+OK, BAD = driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_INVALID_VALUE
+KERNEL, MEMCPY = driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL, driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMCPY
+WAITS = {"wait_a", "wait_b", "wait_c", "wait_d"}
+
+
+class FakeDriver:
+    """Graphs of integer nodes; a node's kernel name is its function. ``accepts(graph, edges)``
+    decides whether an instantiation succeeds."""
+
+    CUresult, CUgraphNodeType = driver.CUresult, driver.CUgraphNodeType
+    CUfunction_attribute, CUgraphDependencyType = driver.CUfunction_attribute, driver.CUgraphDependencyType
+    CUgraphEdgeData = driver.CUgraphEdgeData
+    CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC = 1
+
+    def __init__(self, graphs, kinds, accepts=lambda graph, edges: True):
+        self.edges = {g: [(s, d, 0) for s, d in e] for g, e in graphs.items()}
+        self.kinds, self.accepts = kinds, accepts
+        self.instantiated, self.destroyed = [], []
+
+    def CUgraph(self, handle):
+        return handle
+
+    def cuGraphGetNodes(self, graph, count):
+        nodes = sorted({n for s, d, _ in self.edges[graph] for n in (s, d)})
+        return (OK, nodes[:count], len(nodes))
+
+    def cuGraphGetEdges(self, graph, count):
+        edges = self.edges[graph][:count]
+        data = [SimpleNamespace(type=t, from_port=t, to_port=0) for _, _, t in edges]
+        return (OK, [s for s, _, _ in edges], [d for _, d, _ in edges], data, len(self.edges[graph]))
+
+    def cuGraphNodeGetType(self, node):
+        return (OK, KERNEL if self.kinds[node] != "memcpy" else MEMCPY)
+
+    def cuGraphKernelNodeGetParams(self, node):
+        return (OK, SimpleNamespace(func=node))
+
+    def cuFuncGetName(self, func):
+        return (OK, self.kinds[func].encode())
+
+    def cuFuncGetAttribute(self, attribute, func):
+        return (OK, 90)
+
+    def cuFuncGetModule(self, func):
+        return (OK, 7)
+
+    def cuGraphRemoveDependencies(self, graph, sources, targets, data, n):
+        wanted = [(s, d, int(e.type)) for s, d, e in zip(sources, targets, data)]
+        if any(w not in self.edges[graph] for w in wanted):
+            return (BAD,)
+        self.edges[graph] = [e for e in self.edges[graph] if e not in wanted]
+        return (OK,)
+
+    def cuGraphAddDependencies(self, graph, sources, targets, data, n):
+        self.edges[graph] += [(s, d, int(e.type)) for s, d, e in zip(sources, targets, data)]
+        return (OK,)
+
+    def cuGraphInstantiate(self, graph, flags):
+        if not all(self.accepts(g, e) for g, e in self.edges.items()):
+            return (BAD, None)
+        self.instantiated.append(graph)
+        return (OK, 1000 + len(self.instantiated))
+
+    def cuGraphExecDestroy(self, exec_):
+        self.destroyed.append(exec_)
+        return (OK,)
+
+
+class Known:
+    def verdict(self, name, arch):
+        return WaitVerdict(True) if name in WAITS else WaitVerdict(False, "no griddepcontrol.wait")
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def install(graphs, kinds, accepts=lambda graph, edges: True, capability=90):
+        drv = FakeDriver(graphs, kinds, accepts)
+        monkeypatch.setattr(pdl, "_driver", lambda: drv)
+        monkeypatch.setattr("cupygraph.backends.cupy_audit._driver", lambda: drv)
+        monkeypatch.setattr(pdl, "_compute_capability", lambda device: capability)
+        monkeypatch.setattr(pdl, "known_module", lambda handle, device: Known())
+
+        def swap(graph, new, drv_):
+            graph.graphExec = new
+            return True
+
+        monkeypatch.setattr(pdl, "_swap_exec", swap)
+        return drv
+
+    return install
+
+
+def step(handle):
+    return SimpleNamespace(graph=handle, graphExec=1)
+
+
+# a -> b, a -> c, b -> d, c -> d; plus a copy node feeding a.
+DIAMOND = {1: [(9, 10), (10, 11), (10, 12), (11, 13), (12, 13)]}
+KINDS = {9: "memcpy", 10: "wait_a", 11: "wait_b", 12: "wait_c", 13: "wait_d", 20: "plain", 21: "wait_a"}
+
+
+def programmatic(drv, graph):
+    return sorted((s, d) for s, d, t in drv.edges[graph] if t == 1)
+
+
+def test_every_kernel_edge_into_a_waiting_kernel_converts(fake):
+    drv = fake(DIAMOND, KINDS)
+    steps = [step(1)]
+    summary = pdl.apply_pdl(steps, [], "auto", 0, "f")
+    assert programmatic(drv, 1) == [(10, 11), (10, 12), (11, 13), (12, 13)]
+    assert (9, 10, 0) in drv.edges[1]
+    assert summary.converted == 4 and summary.kept == {"producer_not_kernel": 1}
+    assert steps[0].graphExec == 1001 and summary.off_reason == ""
+
+
+def test_a_driver_refusing_several_programmatic_dependencies_gets_the_narrow_plan(fake):
+    def one_programmatic_dependency(graph, edges):
+        into = [d for _, d, t in edges if t == 1]
+        return len(into) == len(set(into))
+
+    drv = fake(DIAMOND, KINDS, one_programmatic_dependency)
+    summary = pdl.apply_pdl([step(1)], [], "auto", 0, "f")
+    assert programmatic(drv, 1) == [(10, 11), (10, 12)]
+    assert summary.converted == 2
+    assert summary.kept == {"producer_not_kernel": 1, "consumer_has_other_dependencies": 2}
+
+
+def test_a_driver_refusing_every_plan_leaves_the_graph_as_captured(fake):
+    drv = fake(DIAMOND, KINDS, lambda graph, edges: all(t == 0 for _, _, t in edges))
+    before = sorted(drv.edges[1])
+    steps = [step(1)]
+    summary = pdl.apply_pdl(steps, [], "auto", 0, "f")
+    assert sorted(drv.edges[1]) == before
+    assert steps[0].graphExec == 1  # CuPy's executable stays
+    assert summary.converted == 0 and "refused" in summary.off_reason
+    assert summary.kept["driver_refused"] == 4
+
+
+def test_bodies_the_driver_refuses_stay_plain_while_the_top_graph_converts(fake):
+    graphs = {1: [(10, 11)], 2: [(20, 21), (21, 12)]}  # graph 2: a conditional body
+    drv = fake(graphs, KINDS, lambda graph, edges: graph != 2 or all(t == 0 for _, _, t in edges))
+    summary = pdl.apply_pdl([step(1)], [2], "auto", 0, "f")
+    assert programmatic(drv, 1) == [(10, 11)]
+    assert programmatic(drv, 2) == []
+    assert summary.converted == 1
+    assert summary.kept == {"driver_refused": 2}
+
+
+def test_kernels_that_do_not_wait_are_named(fake):
+    drv = fake({1: [(10, 20), (20, 21)]}, KINDS)
+    summary = pdl.apply_pdl([step(1)], [], "auto", 0, "f")
+    assert programmatic(drv, 1) == [(20, 21)]
+    assert summary.not_converted == {"plain": "no griddepcontrol.wait"}
+
+
+@pytest.mark.parametrize("setting, capability, reason", [("off", 90, "pdl='off'"), ("auto", 80, "sm_90")])
+def test_off_or_before_sm90_nothing_is_touched(fake, setting, capability, reason):
+    drv = fake(DIAMOND, KINDS, capability=capability)
+    steps = [step(1)]
+    summary = pdl.apply_pdl(steps, [], setting, 0, "f")
+    assert programmatic(drv, 1) == [] and drv.instantiated == [] and steps[0].graphExec == 1
+    assert reason in summary.off_reason
+
+
+def test_eager_steps_are_left_alone(fake):
+    fake(DIAMOND, KINDS)
+    eager = object()
+    steps = [eager]
+    summary = pdl.apply_pdl(steps, [], "auto", 0, "f")
+    assert steps == [eager] and summary.converted == 0
