@@ -17,8 +17,9 @@ from .cache.stats import CUDAGraphStats
 from .compat.aliases import DispatchKey, DispatchMode, GraphEntry
 from .compat.dispatcher import CudagraphDispatcher
 from .compat.mock import MockCUDAGraph
+from .config.defaults import graphs_disabled_by_env
 from .config.files import load_config
-from .config.model import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
+from .config.model import CUDAGraphConfig, CUDAGraphMode
 from .config.sizes import default_capture_sizes
 from .control_flow.loops import cond, while_loop
 from .diagnostics.explain import configure_logging as _configure_logging

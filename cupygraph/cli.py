@@ -17,8 +17,9 @@ from typing import Any, Optional
 import yaml
 
 from .cli_plan_sizes import add_plan_sizes_command, plan_sizes_usage_problem
+from .config.defaults import graphs_disabled_by_env
 from .config.files import load_config
-from .config.model import CUDAGraphConfig, CUDAGraphMode, graphs_disabled_by_env
+from .config.model import CUDAGraphConfig, CUDAGraphMode
 from .errors import ConfigError, CupyGraphError
 from .script import ScriptError, run_script
 

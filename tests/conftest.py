@@ -13,7 +13,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from cupygraph.config.model import set_default_config
+from cupygraph.config.defaults import set_default_config
 
 # Set and changed by pytest itself around every test phase.
 _PYTEST_OWNED_ENV = frozenset({"PYTEST_CURRENT_TEST"})

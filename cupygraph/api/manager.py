@@ -10,7 +10,8 @@ from ..cache.key import Namespace
 from ..cache.registry import CUDAGraphEntry, CUDAGraphRegistry, filled_inputs
 from ..cache.stats import CUDAGraphStats
 from ..compat.dispatcher import CudagraphDispatcher
-from ..config.model import CUDAGraphConfig, CUDAGraphMode, apply_env_overrides, graphs_disabled_by_env
+from ..config.defaults import apply_env_overrides, graphs_disabled_by_env
+from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..dispatch.decision import Decision
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError, CupyGraphError, InputMismatchError

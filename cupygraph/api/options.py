@@ -11,8 +11,9 @@ import os
 from collections.abc import Callable
 from typing import Any, Optional, ParamSpec, Protocol, TypeVar, Union, cast, overload
 
+from ..config.defaults import apply_env_overrides, default_config
 from ..config.files import load_config
-from ..config.model import CUDAGraphConfig, apply_env_overrides, default_config
+from ..config.model import CUDAGraphConfig
 from .arguments import Argnums, Positions
 
 ConfigLike = Union[CUDAGraphConfig, dict[str, Any], str, "os.PathLike[str]", None]

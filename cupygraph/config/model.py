@@ -1,4 +1,4 @@
-"""The validated, immutable ``CUDAGraphConfig``, the default config and ``CUPYGRAPH_DISABLE``.
+"""The validated, immutable ``CUDAGraphConfig`` (the default config and ``CUPYGRAPH_DISABLE``: ``defaults.py``).
 
 The config's parts live beside it and import nothing above them: ``modes.py``, ``values.py``
 (single values), ``rules.py`` (across fields), ``messages.py``, ``sizes.py``; files: ``files.py``.
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, Optional, Union
 
@@ -37,13 +36,9 @@ __all__ = [
     "MAX_WARMUPS",
     "CUDAGraphConfig",
     "CUDAGraphMode",
-    "apply_env_overrides",
-    "default_config",
-    "field_path",
+        "field_path",
     "format_validation_error",
-    "graphs_disabled_by_env",
     "parse_byte_size",
-    "set_default_config",
 ]
 
 logger = logging.getLogger("cupygraph")
@@ -355,10 +350,6 @@ class CUDAGraphConfig(BaseModel):
         return cls(mode=CUDAGraphMode.NONE)
 
 
-_DISABLE_LOGGED = False
-_DEFAULT_CONFIG: Optional[CUDAGraphConfig] = None
-
-
 _BATCH_DECISION: Optional[Callable[..., Any]] = None
 """``dispatch.decision.decide_batch_size``: the one decision lives above the config (it reads the
 config) and installs itself here when imported, so this module imports nothing above it."""
@@ -368,38 +359,3 @@ def install_batch_decision(decide_batch_size: Callable[..., Any]) -> None:
     """Called once by ``cupygraph.dispatch.decision``: the function ``should_use_cudagraph`` asks."""
     global _BATCH_DECISION
     _BATCH_DECISION = decide_batch_size
-
-
-def set_default_config(config: Optional[CUDAGraphConfig]) -> Optional[CUDAGraphConfig]:
-    """Make ``config`` what front doors use when given none (``None`` restores the defaults).
-
-    Returns the previous default (None: the built-in one), so a caller can put it back. The pytest
-    plugin's ``--cupygraph-config`` uses this to run a whole suite under a config.
-    """
-    global _DEFAULT_CONFIG
-    if config is not None and not isinstance(config, CUDAGraphConfig):
-        raise TypeError(f"set_default_config needs a CUDAGraphConfig or None, got {type(config).__name__}")
-    previous, _DEFAULT_CONFIG = _DEFAULT_CONFIG, config
-    return previous
-
-
-def default_config() -> CUDAGraphConfig:
-    """The config front doors use when given none (configs are immutable, so it is shared)."""
-    return _DEFAULT_CONFIG if _DEFAULT_CONFIG is not None else CUDAGraphConfig()
-
-
-def graphs_disabled_by_env() -> bool:
-    """``CUPYGRAPH_DISABLE=1`` makes every front door run eagerly; logged once per process."""
-    global _DISABLE_LOGGED
-    disabled = os.environ.get("CUPYGRAPH_DISABLE", "").strip().lower() not in ("", "0", "false", "no", "off")
-    if disabled and not _DISABLE_LOGGED:
-        _DISABLE_LOGGED = True
-        logger.warning("CUPYGRAPH_DISABLE is set: every cupygraph front door runs eagerly (mode NONE)")
-    return disabled
-
-
-def apply_env_overrides(config: CUDAGraphConfig) -> CUDAGraphConfig:
-    """``config`` as front doors run it: under ``CUPYGRAPH_DISABLE`` the same config in mode NONE."""
-    if graphs_disabled_by_env() and config.mode is not CUDAGraphMode.NONE:
-        return config.replace(mode=CUDAGraphMode.NONE)
-    return config

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
-from ..config.model import graphs_disabled_by_env
+from ..config.defaults import graphs_disabled_by_env
 from ..errors import CupyGraphError
 
 if TYPE_CHECKING:

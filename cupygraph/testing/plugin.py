@@ -25,8 +25,9 @@ from typing import Optional
 import pytest
 
 from .. import backends
+from ..config.defaults import set_default_config
 from ..config.files import load_config
-from ..config.model import CUDAGraphConfig, set_default_config
+from ..config.model import CUDAGraphConfig
 from ..errors import ConfigError
 from .topology import UPDATE_OPTION, set_update_snapshots
 

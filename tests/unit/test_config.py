@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from cupygraph.config import model as config_module
+from cupygraph.config import defaults as config_defaults
+from cupygraph.config.defaults import graphs_disabled_by_env
 from cupygraph.config.files import load_config, save_config
 from cupygraph.config.model import (
     CUDAGraphConfig,
     CUDAGraphMode,
     field_path,
     format_validation_error,
-    graphs_disabled_by_env,
     parse_byte_size,
 )
 from cupygraph.config.values import pad_value_problem
@@ -525,7 +525,7 @@ def test_json_schema_describes_every_field_and_files_use_names():
     ("1", True), ("true", True), ("yes", True), ("ON", True),
 ])
 def test_graphs_disabled_by_env(monkeypatch, value, disabled):
-    monkeypatch.setattr(config_module, "_DISABLE_LOGGED", True)
+    monkeypatch.setattr(config_defaults, "_DISABLE_LOGGED", True)
     if value is None:
         monkeypatch.delenv("CUPYGRAPH_DISABLE", raising=False)
     else:
@@ -534,7 +534,7 @@ def test_graphs_disabled_by_env(monkeypatch, value, disabled):
 
 
 def test_graphs_disabled_by_env_logs_once(monkeypatch, caplog):
-    monkeypatch.setattr(config_module, "_DISABLE_LOGGED", False)
+    monkeypatch.setattr(config_defaults, "_DISABLE_LOGGED", False)
     monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
     with caplog.at_level(logging.WARNING, logger="cupygraph"):
         assert graphs_disabled_by_env() and graphs_disabled_by_env()
@@ -545,22 +545,22 @@ def test_graphs_disabled_by_env_logs_once(monkeypatch, caplog):
 
 def test_set_default_config_returns_the_previous_one_to_restore():
     mine = CUDAGraphConfig(max_capture_size=8)
-    previous = config_module.set_default_config(mine)
+    previous = config_defaults.set_default_config(mine)
     try:
-        assert config_module.default_config() is mine  # immutable, so shared rather than copied
-        assert config_module.set_default_config(None) is mine
-        assert config_module.default_config() == CUDAGraphConfig()
+        assert config_defaults.default_config() is mine  # immutable, so shared rather than copied
+        assert config_defaults.set_default_config(None) is mine
+        assert config_defaults.default_config() == CUDAGraphConfig()
     finally:
-        config_module.set_default_config(previous)
+        config_defaults.set_default_config(previous)
 
 
 def test_apply_env_overrides(monkeypatch):
-    monkeypatch.setattr(config_module, "_DISABLE_LOGGED", True)
+    monkeypatch.setattr(config_defaults, "_DISABLE_LOGGED", True)
     c = CUDAGraphConfig(capture_sizes=[1, 2, 4], eviction="lfu")
     monkeypatch.delenv("CUPYGRAPH_DISABLE", raising=False)
-    assert config_module.apply_env_overrides(c) is c
+    assert config_defaults.apply_env_overrides(c) is c
     monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
-    off = config_module.apply_env_overrides(c)
+    off = config_defaults.apply_env_overrides(c)
     assert off.mode is M.NONE and off.replace(mode="FULL") == c
 
 

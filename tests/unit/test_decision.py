@@ -265,9 +265,9 @@ def test_stream_dispatcher_refuses_a_dispatcher_or_registry_for_its_runners():
 
 
 def test_manager_follows_cupygraph_disable_set_after_it_was_made(monkeypatch):
-    import cupygraph.config.model
+    import cupygraph.config.defaults
 
-    monkeypatch.setattr(cupygraph.config.model, "_DISABLE_LOGGED", True)  # keep the once-per-process log for others
+    monkeypatch.setattr(cupygraph.config.defaults, "_DISABLE_LOGGED", True)  # keep the once-per-process log for others
     manager = cg.CUDAGraphManager({"capture_sizes": [4], **HOST})
     monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
     assert manager.get_mode_for_batch(3) is Mode.NONE and not manager.should_capture(3)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from replay_helpers import check_replay_follows_new_data, poison_outputs
 
-import cupygraph.config.model
+import cupygraph.config.defaults
 from cupygraph import CaptureError, CUDAGraphConfig, GraphedFunction, InputMismatchError, jit
 from cupygraph.dispatch.descriptor import BatchDescriptor
 
@@ -397,7 +397,7 @@ def test_mode_none_runs_eagerly():
 
 def test_env_disable_runs_eagerly_and_logs_once(monkeypatch, caplog):
     monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
-    monkeypatch.setattr(cupygraph.config.model, "_DISABLE_LOGGED", False)
+    monkeypatch.setattr(cupygraph.config.defaults, "_DISABLE_LOGGED", False)
     with caplog.at_level(logging.WARNING, logger="cupygraph"):
         f = jit(lambda x: x * 2, config=host())
         g = jit(lambda x: x + 2, config=CUDAGraphConfig(backend="host"))

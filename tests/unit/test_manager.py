@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-import cupygraph.config.model
+import cupygraph.config.defaults
 from cupygraph import CUDAGraphConfig, CUDAGraphManager, CUDAGraphMode, CupyGraphError, InputMismatchError
 
 SIZES = [1, 2, 4, 8, 16]
@@ -102,7 +102,7 @@ def test_mode_switch_derives_a_config_and_leaves_the_callers_alone():
 
 
 def test_mode_switch_keeps_the_env_override(monkeypatch):
-    monkeypatch.setattr(cupygraph.config.model, "_DISABLE_LOGGED", True)
+    monkeypatch.setattr(cupygraph.config.defaults, "_DISABLE_LOGGED", True)
     monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
     manager = make_manager()
     manager.mode = "FULL"
@@ -119,7 +119,7 @@ def test_mode_switch_to_piecewise_dispatches_piecewise():
 
 
 def test_env_disable(monkeypatch):
-    monkeypatch.setattr(cupygraph.config.model, "_DISABLE_LOGGED", True)  # keep the once-per-process log for others
+    monkeypatch.setattr(cupygraph.config.defaults, "_DISABLE_LOGGED", True)  # keep the once-per-process log for others
     manager = make_manager()
     assert manager.is_enabled()
     monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cupygraph as cg
-import cupygraph.config.model
+import cupygraph.config.defaults
 from cupygraph import BatchDescriptor as BD
 from cupygraph import CUDAGraphMode as Mode
 from cupygraph.cache.capture import CaptureRequest
@@ -195,7 +195,7 @@ def test_wrapper_runs_eagerly_when_the_config_or_the_environment_disables_graphs
     off = cg.CUDAGraphWrapper(affine, Mode.FULL, config=dict(HOST, mode="NONE"))
     np.testing.assert_array_equal(call(off, arrays, 2), affine(arrays[2]))
     monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
-    monkeypatch.setattr(cupygraph.config.model, "_DISABLE_LOGGED", True)  # its one warning: another test checks it
+    monkeypatch.setattr(cupygraph.config.defaults, "_DISABLE_LOGGED", True)  # its one warning: another test checks it
     disabled = cg.CUDAGraphWrapper(affine, Mode.FULL, backend=cg.HostBackend())
     np.testing.assert_array_equal(call(disabled, arrays, 2), affine(arrays[2]))
     for wrapper in (off, disabled):

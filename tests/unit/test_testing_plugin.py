@@ -11,7 +11,7 @@ import pytest
 
 import cupygraph as cg
 import cupygraph.backends
-from cupygraph.config.model import set_default_config
+from cupygraph.config.defaults import set_default_config
 from cupygraph.testing import assert_capturable, assert_graph_matches_eager
 
 HOST = dict(backend="host", max_capture_size=32)
