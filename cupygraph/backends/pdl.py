@@ -16,7 +16,6 @@ recording keeps CuPy's executable with plain edges, and the reason is logged (de
 
 from __future__ import annotations
 
-import ctypes
 import logging
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Optional
@@ -233,11 +232,10 @@ class _Rewriter:
         return None
 
     def _install(self, steps: list[Any], graphs: list[Any], execs: list[Any]) -> None:
+        # A wrapper, not a write into CuPy's read-only ``Graph.graphExec`` field: about 0.3 µs more
+        # per launch (measured on an H200), and nothing that depends on CuPy's object layout.
         for graph, new in zip(graphs, execs):
-            if _swap_exec(graph, int(new), self.drv):
-                continue
-            wrapper = PdlGraph(graph, new, self.drv)
-            steps[steps.index(graph)] = wrapper
+            steps[steps.index(graph)] = PdlGraph(graph, new, self.drv)
 
 
 def _unconverted(description: GraphDescription) -> EdgePlan:
@@ -249,29 +247,9 @@ def _unconverted(description: GraphDescription) -> EdgePlan:
     return EdgePlan((), kept, plan.not_converted)
 
 
-def _swap_exec(graph: Any, new_exec: int, drv: Any) -> bool:
-    """Put ``new_exec`` in place of the executable inside CuPy's ``Graph`` object; destroy the old.
-
-    ``Graph.graphExec`` is a read-only Cython field: its slot is found as the one word of the
-    object equal to the current handle, written, and read back through the attribute. Any doubt
-    (no slot, several, a read-back mismatch) leaves the object as it was and returns False.
-    """
-    old = int(graph.graphExec)
-    base, size = id(graph), type(graph).__basicsize__
-    slots = [off for off in range(16, size - 7, 8) if ctypes.c_ssize_t.from_address(base + off).value == old]
-    if len(slots) != 1 or old == 0:
-        return False
-    word = ctypes.c_ssize_t.from_address(base + slots[0])
-    word.value = new_exec
-    if int(graph.graphExec) != new_exec:
-        word.value = old
-        return False
-    drv.cuGraphExecDestroy(drv.CUgraphExec(old))
-    return True
-
-
 class PdlGraph:
-    """A CuPy graph launched through a re-instantiated executable (when it cannot be swapped in)."""
+    """A CuPy graph launched through its re-instantiated (programmatic-edge) executable; it keeps the
+    CuPy ``Graph`` alive for its un-instantiated graph and destroys only the executable it owns."""
 
     def __init__(self, graph: Any, graph_exec: Any, drv: Any):
         import cupy
