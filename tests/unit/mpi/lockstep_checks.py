@@ -157,7 +157,22 @@ def check_collective_in_a_loop_body_is_refused(comm: dist.Communicator) -> None:
     assert dict(g.stats().fallbacks_by_reason) == {"collective_in_conditional": 1}
 
 
-CHECKS = [check_collectives, check_graphed_halo_exchange, check_unequal_batches_pad_to_the_largest,
+def check_heat_example_equals_one_rank(comm: dist.Communicator) -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "examples" / "distributed_heat.py"
+    spec = importlib.util.spec_from_file_location("distributed_heat", path)
+    assert spec is not None and spec.loader is not None
+    heat = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(heat)
+    result = heat.run(comm, 16 * comm.size, 6, 3)
+    if comm.rank == 0:
+        assert result["worst"] == 0.0 and result["changed"] > 0, result
+
+
+CHECKS = [check_heat_example_equals_one_rank,
+          check_collectives, check_graphed_halo_exchange, check_unequal_batches_pad_to_the_largest,
           check_failed_capture_falls_back_on_every_rank, check_raise_mode_raises_on_every_rank,
           check_capture_after_stays_in_step, check_mismatched_shapes_are_an_error_on_every_rank,
           check_collective_in_a_loop_body_is_refused]
