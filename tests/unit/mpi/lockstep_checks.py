@@ -56,6 +56,23 @@ def check_graphed_halo_exchange(comm: dist.Communicator) -> None:
     assert stats.captures == 1 and stats.hits == 3 and stats.fallbacks == 0, stats.to_dict()
 
 
+def check_piecewise_pieces_hold_collectives(comm: dist.Communicator) -> None:
+    @cg.graph_break
+    def between(x):
+        return x * 1
+
+    def fn(x):
+        a = comm.all_reduce(x * 2)
+        return comm.all_reduce(between(a) + 1)
+
+    f = dist.jit(fn, comm=comm, config=dict(backend="host", mode="PIECEWISE", capture_sizes=[4]))
+    for call in range(3):
+        x = random_rows(450 + call + 9 * comm.rank, 4)
+        np.testing.assert_array_equal(f(x), fn(x))
+    stats = f.stats()
+    assert stats.captures == 1 and dict(stats.replays_by_mode) == {"PIECEWISE": 3}, stats.to_dict()
+
+
 def check_unequal_batches_pad_to_the_largest(comm: dist.Communicator) -> None:
     r = comm.rank
 
@@ -171,11 +188,13 @@ def check_heat_example_equals_one_rank(comm: dist.Communicator) -> None:
         assert result["worst"] == 0.0 and result["changed"] > 0, result
 
 
-CHECKS = [check_heat_example_equals_one_rank,
-          check_collectives, check_graphed_halo_exchange, check_unequal_batches_pad_to_the_largest,
-          check_failed_capture_falls_back_on_every_rank, check_raise_mode_raises_on_every_rank,
-          check_capture_after_stays_in_step, check_mismatched_shapes_are_an_error_on_every_rank,
-          check_collective_in_a_loop_body_is_refused]
+CHECKS = [
+    check_heat_example_equals_one_rank, check_collectives, check_piecewise_pieces_hold_collectives,
+    check_graphed_halo_exchange, check_unequal_batches_pad_to_the_largest,
+    check_failed_capture_falls_back_on_every_rank, check_raise_mode_raises_on_every_rank,
+    check_capture_after_stays_in_step, check_mismatched_shapes_are_an_error_on_every_rank,
+    check_collective_in_a_loop_body_is_refused,
+]
 
 
 def main() -> int:
