@@ -20,6 +20,6 @@ timeout 60 "$MPIEXEC" -n 2 python3 -c "from mpi4py import MPI; c = MPI.COMM_WORL
 timeout 120 python3 tests/gpu/mpi/per_device_checks.py 2>&1 | tee "$OUT/per_device.log"
 timeout 200 "$MPIEXEC" -n 2 python3 tests/gpu/mpi/distributed_gpu_checks.py 2>&1 | tee "$OUT/dist_checks.log"
 echo "checks rc=${PIPESTATUS[0]}"
-timeout 240 "$MPIEXEC" -n 2 python3 tools/bench_distributed.py --sizes 256 1024 4096 16384 24576 --steps 10 \
+timeout 240 "$MPIEXEC" -n 2 python3 tools/bench_distributed.py --sizes 256 1024 4096 16384 24576 --steps 20 \
   --calls 10 --repeats 5 --out "$OUT/bench_distributed.json" 2>&1 | tee "$OUT/bench.log"
 echo "bench rc=${PIPESTATUS[0]}"
