@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DISTRIBUTION = {"yaml": "pyyaml", "tomli_w": "tomli-w", "cuda": "cuda-bindings"}
 # Imported only on a GPU machine (the GPU tests and benchmarks), each behind an importorskip or a
 # lazy import that says what is missing; `make` installs CuPy there.
-GPU_ONLY = {"cupy", "cupyx", "cupy_backends", "torch", "jax", "jaxlib"}
+# dask and dask_cuda: only examples/dask_cuda_pipeline.py's main() imports them (a multi-GPU example).
+GPU_ONLY = {"cupy", "cupyx", "cupy_backends", "torch", "jax", "jaxlib", "dask", "dask_cuda"}
 
 needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed here")
 
