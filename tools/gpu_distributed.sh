@@ -16,10 +16,10 @@ LIBMPI=$(find "$SITE" -name 'libmpi.so.12' 2>/dev/null | head -n 1)
 echo "mpiexec: $MPIEXEC; libmpi: ${MPI4PY_LIBMPI:-mpi4py default}"; date -u
 nvidia-smi --query-gpu=index,name --format=csv,noheader
 python3 -c "from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])"
-timeout 60 "$MPIEXEC" -n 2 python3 -c "from mpi4py import MPI; c = MPI.COMM_WORLD; print('rank', c.rank, 'of', c.size)"
-timeout 120 python3 tests/gpu/mpi/per_device_checks.py 2>&1 | tee "$OUT/per_device.log"
-timeout 200 "$MPIEXEC" -n 2 python3 tests/gpu/mpi/distributed_gpu_checks.py 2>&1 | tee "$OUT/dist_checks.log"
+timeout 30 "$MPIEXEC" -n 2 python3 -c "from mpi4py import MPI; c = MPI.COMM_WORLD; print('rank', c.rank, 'of', c.size)"
+timeout 45 python3 tests/gpu/mpi/per_device_checks.py 2>&1 | tee "$OUT/per_device.log"
+timeout 90 "$MPIEXEC" -n 2 python3 tests/gpu/mpi/distributed_gpu_checks.py 2>&1 | tee "$OUT/dist_checks.log"
 echo "checks rc=${PIPESTATUS[0]}"
-timeout 240 "$MPIEXEC" -n 2 python3 tools/bench_distributed.py --sizes 256 1024 4096 16384 24576 --steps 20 \
+timeout 130 "$MPIEXEC" -n 2 python3 tools/bench_distributed.py --sizes 256 1024 4096 16384 24576 --steps 20 \
   --calls 10 --repeats 5 --out "$OUT/bench_distributed.json" 2>&1 | tee "$OUT/bench.log"
 echo "bench rc=${PIPESTATUS[0]}"
