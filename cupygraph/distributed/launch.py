@@ -8,6 +8,7 @@ its own transport (NVLink, PCIe, InfiniBand or TCP sockets) between the GPUs.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 from ..backends import gpu_unavailable_reason
@@ -28,6 +29,15 @@ def mpi_unavailable_reason() -> Optional[str]:
     except Exception as err:
         return f"MPI does not start ({type(err).__name__}: {err})"
     return None
+
+
+def _ranks_the_launcher_started() -> int:
+    """The job size the launcher gave this process (MPICH/Hydra and srun: PMI_SIZE; Open MPI), or 0."""
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
 
 
 def local_rank(mpi_comm: Any) -> int:
@@ -54,6 +64,15 @@ def init(mpi_comm: Any = None, *, backend: str = "auto", device: Optional[int] =
     if why is not None:
         raise DistributedError(f"cupygraph.distributed.init needs MPI: {why}")
     host = MpiCommunicator(mpi_comm)
+    launched = _ranks_the_launcher_started()
+    if mpi_comm is None and host.size == 1 and launched > 1:
+        from mpi4py import MPI
+
+        raise DistributedError(
+            f"the launcher started {launched} ranks but MPI sees 1 here: mpi4py loaded another MPI "
+            f"({MPI.Get_library_version().splitlines()[0].strip()}) than the launcher's, so every rank runs alone; "
+            "use the mpiexec of mpi4py's MPI, or point MPI4PY_LIBMPI at the launcher's libmpi"
+        )
     gpu_missing = gpu_unavailable_reason() if backend != "host" else "backend='host' was chosen"
     # Agreed before NCCL starts: a rank that went its own way would leave the others waiting.
     every_rank_has_a_gpu = host.agree_all(gpu_missing is None)

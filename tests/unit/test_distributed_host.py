@@ -198,3 +198,12 @@ def test_collective_results_have_the_documented_shapes():
     assert comm.all_gather(x).shape == (8, 3) and comm.reduce_scatter(x).shape == (2, 3)
     out = np.empty_like(x)
     assert comm.sendrecv(x, 1, out, 1) is out
+
+
+def test_init_refuses_singletons_under_a_launcher_of_another_mpi(monkeypatch):
+    # mpiexec of one MPI, mpi4py on another: every process would think it is alone (the first GPU
+    # session hit this). The launcher's environment says how many ranks it started.
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (make test installs it)")
+    monkeypatch.setenv("PMI_SIZE", "2")
+    with pytest.raises(dist.DistributedError, match="the launcher started 2 ranks but MPI sees 1"):
+        dist.init(backend="host")
