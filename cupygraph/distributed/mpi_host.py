@@ -26,8 +26,9 @@ class MpiCommunicator(Communicator):
     """One rank of an MPI job; device collectives and host agreement both go over ``mpi_comm``.
 
     Inside a host capture run the device collectives move nothing, as on the GPU, where a capture
-    records them without running them: the host backend's replay re-runs the function, and that
-    run communicates. So a rank whose capture fails part-way cannot leave another rank waiting.
+    records them without running them (they compute as if this rank were alone): the host
+    backend's replay re-runs the function, and that run communicates. So a rank whose capture
+    fails part-way cannot leave another rank waiting.
 
     Point-to-point transfers are non-blocking (``Isend``/``Irecv``) and completed at the end of
     the call, or at the end of ``group()`` when inside one, so a two-way exchange cannot deadlock.
@@ -63,6 +64,7 @@ class MpiCommunicator(Communicator):
 
     def _all_reduce(self, x: Any, out: Any, op: str) -> None:
         if capture_run_active():
+            _plain(out)[...] = _plain(x)  # as if alone: the capture's numbers are never returned
             return
         send, recv = _plain(x), _plain(out)
         # In place (out=x) as NCCL allows it; MPI wants IN_PLACE instead of aliased buffers.
@@ -71,11 +73,13 @@ class MpiCommunicator(Communicator):
 
     def _all_gather(self, x: Any, out: Any) -> None:
         if capture_run_active():
+            _plain(out).reshape(self.size, -1)[...] = _plain(x).reshape(1, -1)
             return
         self.comm.Allgather(_plain(x), _plain(out))
 
     def _reduce_scatter(self, x: Any, out: Any, op: str) -> None:
         if capture_run_active():
+            _plain(out).reshape(-1)[...] = _plain(x).reshape(self.size, -1)[self.rank]
             return
         self.comm.Reduce_scatter_block(_plain(x), _plain(out), op=self._ops[op])
 

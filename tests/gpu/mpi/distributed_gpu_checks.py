@@ -140,8 +140,13 @@ def check_heat_equals_one_gpu(comm):
         assert result["worst"] == 0.0 and result["changed"] > 0, result
 
 
+def check_cg_converges(comm):
+    result = load_example("distributed_cg").solve(comm, 4096, 32, 1e-9, 400)
+    assert result["residual"] < 1e-7 and result["stats"]["hits"] >= 1 and result["stats"]["fallbacks"] == 0, result
+
+
 CHECKS = [check_eager_collectives, check_graph_replay_equals_eager, check_piecewise_pieces, check_lockstep_padding,
-          check_fallback_together, check_heat_equals_one_gpu, check_collective_in_loop_refused]
+          check_fallback_together, check_heat_equals_one_gpu, check_cg_converges, check_collective_in_loop_refused]
 
 
 def main() -> int:

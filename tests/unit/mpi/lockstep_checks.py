@@ -188,8 +188,28 @@ def check_heat_example_equals_one_rank(comm: dist.Communicator) -> None:
         assert result["worst"] == 0.0 and result["changed"] > 0, result
 
 
+def check_cg_example_solves_the_system(comm: dist.Communicator) -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "examples" / "distributed_cg.py"
+    spec = importlib.util.spec_from_file_location("distributed_cg", path)
+    assert spec is not None and spec.loader is not None
+    cg_example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cg_example)
+    n = 32 * comm.size
+    result = cg_example.solve(comm, n, 8, 1e-9, 50)
+    # An independent check: the gathered solution against a dense solve of the same system.
+    b = np.random.default_rng(0).standard_normal(n)
+    dense = 2 * np.eye(n) - np.eye(n, k=1) - np.eye(n, k=-1)
+    assert result["residual"] < 1e-8 and result["stats"]["hits"] >= 1, result
+    x = comm.all_gather(np.ascontiguousarray(result["x"]))
+    np.testing.assert_allclose(x, np.linalg.solve(dense, b), rtol=0, atol=1e-8)
+
+
 CHECKS = [
-    check_heat_example_equals_one_rank, check_collectives, check_piecewise_pieces_hold_collectives,
+    check_heat_example_equals_one_rank, check_cg_example_solves_the_system, check_collectives,
+    check_piecewise_pieces_hold_collectives,
     check_graphed_halo_exchange, check_unequal_batches_pad_to_the_largest,
     check_failed_capture_falls_back_on_every_rank, check_raise_mode_raises_on_every_rank,
     check_capture_after_stays_in_step, check_mismatched_shapes_are_an_error_on_every_rank,
