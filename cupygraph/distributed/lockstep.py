@@ -71,6 +71,14 @@ class LockstepRegistry(CUDAGraphRegistry):
         super().__init__(config, backend)
         self.comm = comm
 
+    def for_device(self, device: int) -> CUDAGraphRegistry:
+        """Refused: a rank's graphs live on its one GPU (NCCL under capture with several GPUs per
+        process can deadlock, and another device's family would capture without the other ranks)."""
+        raise DistributedError(
+            f"rank {self.comm.rank} uses device {self.comm.device}, but was called with arrays on device {device}; "
+            "one GPU per process under cupygraph.distributed: move the arrays to this rank's device"
+        )
+
     def _capture(self, key: GraphKey, request: CaptureRequest) -> CUDAGraphEntry:
         try:
             entry = super()._capture(key, request)

@@ -207,3 +207,9 @@ def test_init_refuses_singletons_under_a_launcher_of_another_mpi(monkeypatch):
     monkeypatch.setenv("PMI_SIZE", "2")
     with pytest.raises(dist.DistributedError, match="the launcher started 2 ranks but MPI sees 1"):
         dist.init(backend="host")
+
+
+def test_a_rank_never_grows_a_family_on_another_device():
+    f = dist.jit(lambda x: x, comm=ScriptedPeer(), config=HOST)
+    with pytest.raises(dist.DistributedError, match="one GPU per process"):
+        f.registry.for_device(1)
