@@ -169,8 +169,9 @@ class LockstepFunction:
 
     def warmup(self, *example_args: Any, sizes: Optional[Sequence[int]] = None, progress: bool = False) -> int:
         """``GraphedFunction.warmup`` on every rank together (the same ``sizes`` everywhere)."""
-        if example_args:
-            self.agree(example_args, {}, 0)
+        # The sizes are part of what every rank must agree on: each one is a capture on every rank.
+        chosen = {"sizes": "all" if sizes is None else str(sorted(set([sizes] if isinstance(sizes, int) else sizes)))}
+        self.agree(example_args, chosen, 0)
         return self.graphed.warmup(*example_args, sizes=sizes, progress=progress)
 
     def stats(self) -> CUDAGraphStats:

@@ -213,3 +213,14 @@ def test_a_rank_never_grows_a_family_on_another_device():
     f = dist.jit(lambda x: x, comm=ScriptedPeer(), config=HOST)
     with pytest.raises(dist.DistributedError, match="one GPU per process"):
         f.registry.for_device(1)
+
+
+def test_warmup_is_agreed_and_captures_on_every_rank_alike():
+    comm = ScriptedPeer()
+    f = dist.jit(lambda x: x * 2, comm=comm, config=HOST)
+    assert f.warmup(rows(4)) == 3
+    assert comm.agreements[0][0] == 0 and comm.agreements[1:] == [[0], [0], [0]]  # one per capture
+    different = ScriptedPeer(peer_code_differs=True)
+    g = dist.jit(lambda x: x * 2, comm=different, config=HOST)
+    with pytest.raises(dist.DistributedError):
+        g.warmup(rows(4), sizes=[2])
