@@ -53,6 +53,12 @@ def lockstep_config(config: CUDAGraphConfig, comm: Communicator) -> CUDAGraphCon
                 f"evicting on its own would make one rank re-capture alone, and NCCL captures are collective); "
                 f"set {field}=None and bound memory with the capture sizes instead"
             )
+    if config.num_warmups < 1:
+        raise ConfigError(
+            "num_warmups=0: under cupygraph.distributed every capture needs a warm-up run first, because NCCL "
+            "connects ranks lazily on a communicator's first operations, which a stream capture cannot hold; "
+            "set num_warmups to 1 or more"
+        )
     if config.backend not in ("auto", comm.backend_name):
         raise ConfigError(f"backend={config.backend!r} but the communicator carries {comm.backend_name} arrays; "
                           f"use backend={comm.backend_name!r} or 'auto'")

@@ -142,7 +142,7 @@ def test_equal_batches_skips_the_agreement():
     assert comm.agreements == [[0]]  # only the capture's agreement
 
 
-@pytest.mark.parametrize("field,value", [("max_cached_graphs", 2), ("memory_budget", "1MB")])
+@pytest.mark.parametrize("field,value", [("max_cached_graphs", 2), ("memory_budget", "1MB"), ("num_warmups", 0)])
 def test_eviction_is_refused_with_the_field_named(field, value):
     with pytest.raises(cg.ConfigError, match=field):
         dist.jit(lambda x: x, comm=ScriptedPeer(), config={**HOST, field: value})
