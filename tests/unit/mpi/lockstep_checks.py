@@ -140,6 +140,20 @@ def check_capture_after_stays_in_step(comm: dist.Communicator) -> None:
     assert stats.captures == 1 and dict(stats.fallbacks_by_reason) == {"cold_key": 2}, stats.to_dict()
 
 
+def check_warmup_then_replays_on_every_rank(comm: dist.Communicator) -> None:
+    def scaled_sum(x):
+        return x * comm.all_reduce(np.ascontiguousarray(x.sum(axis=0, keepdims=True)))
+
+    f = dist.jit(scaled_sum, comm=comm, config=dict(backend="host", capture_sizes=[2, 4, 8]))
+    assert f.warmup(random_rows(1000 + comm.rank, 8)) == 3
+    for rows in (8, 4, 2):
+        x = random_rows(1100 + rows + comm.rank, rows)
+        total = sum(random_rows(1100 + rows + k, rows).sum(axis=0, keepdims=True) for k in range(comm.size))
+        np.testing.assert_allclose(f(x), x * total, rtol=1e-12)
+    stats = f.stats()
+    assert stats.captures == 3 and stats.hits == 3 and stats.fallbacks == 0, stats.to_dict()
+
+
 def check_mismatched_shapes_are_an_error_on_every_rank(comm: dist.Communicator) -> None:
     f = dist.jit(lambda x: x + 1, comm=comm, config=dict(backend="host", capture_sizes=[4]))
     try:
@@ -212,7 +226,8 @@ CHECKS = [
     check_piecewise_pieces_hold_collectives,
     check_graphed_halo_exchange, check_unequal_batches_pad_to_the_largest,
     check_failed_capture_falls_back_on_every_rank, check_raise_mode_raises_on_every_rank,
-    check_capture_after_stays_in_step, check_mismatched_shapes_are_an_error_on_every_rank,
+    check_capture_after_stays_in_step, check_warmup_then_replays_on_every_rank,
+    check_mismatched_shapes_are_an_error_on_every_rank,
     check_collective_in_a_loop_body_is_refused,
 ]
 
