@@ -44,6 +44,8 @@ class FallbackReason(_Reason):
     CAPTURE_RAISED = "exception_during_capture"
     UNSUPPORTED_OUTPUT = "unsupported_output"
     REPLAY_MISMATCH = "replay_mismatch"
+    COLLECTIVE_IN_CONDITIONAL = "collective_in_conditional"
+    PEER_CAPTURE_FAILED = "capture_failed_on_another_rank"
 
 
 class EvictionReason(_Reason):
@@ -56,6 +58,7 @@ class EvictionReason(_Reason):
     REMOVED = "removed"
     UNEXPECTED_OUTPUT_SHAPES = "unexpected_output_shapes"
     FAILED_REPLAY = "failed_replay"
+    PEER_CAPTURE_FAILED = "dropped_capture_failed_on_another_rank"
 
 
 class RecaptureReason(_Reason):
@@ -83,6 +86,8 @@ _TEXTS = {
     "exception_during_capture": "an exception during warm-up, capture or output handling",
     "unsupported_output": "an output that is neither an array nor a plain Python value",
     "replay_mismatch": "a replay returned outputs of another structure, shape or value",
+    "collective_in_conditional": "a collective inside a while_loop/cond body",
+    "capture_failed_on_another_rank": "the capture failed on another rank (ranks fall back together)",
     "max_cached_graphs": "max_cached_graphs reached",
     "memory_budget": "memory_budget reached",
     "pool_over_memory_budget": "memory_budget reached by the pool with cached blocks: all graphs dropped",
@@ -90,6 +95,7 @@ _TEXTS = {
     "removed": "removed by remove() or remove_key()",
     "unexpected_output_shapes": "capture_fn returned outputs of other shapes than expected",
     "failed_replay": "its replay returned outputs of another structure, shape or value",
+    "dropped_capture_failed_on_another_rank": "the same capture failed on another rank",
     "constant_changed": "a constant argument changed address, shape, dtype or strides",
 }
 

@@ -30,6 +30,7 @@ from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError, InputMismatchError, StaleOutputError
 from ..reasons import RecaptureReason
 from .arguments import ArgumentRules
+from .devices import DeviceRouter
 from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
 from .plans import Plan, PlanCache
 from .warmup import Template, calls_per_size, example_call, progress_bar, remember_call
@@ -138,6 +139,9 @@ class GraphedFunction:
         self._generation = self.registry.generation
         self._constants_seen: dict[tuple[Any, ...], tuple[ConstArg, ...]] = {}
         self._template: Optional[Template] = None
+        self._devices = DeviceRouter(self.backend, self.batch_argnums, self, lambda device: GraphedFunction(
+            fn, options, registry=self.registry.for_device(device), namespace=namespace))
+        self._dev_of, self._home = self._devices.device_of, self._devices.home_device
         if self.registry.instruments.ranges is not None:  # NVTX on: eager calls in a range naming the reason
             self._run_eagerly = self.registry.instruments.wrap_fallback(  # type: ignore[method-assign]
                 self._run_eagerly, self.__name__)
@@ -152,7 +156,7 @@ class GraphedFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
             plan = self._plans.find(args)
-            if plan is not None:
+            if plan is not None and (self._dev_of is None or self._dev_of(args[plan.batched[0]]) == self._home):
                 batched = [args[i] for i in plan.batched]
                 with self._family_lock:
                     # Checked under the lock: another thread's capture may have evicted the entry.
@@ -254,6 +258,9 @@ class GraphedFunction:
         self, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool,
         descriptor: Optional[Any] = None,
     ) -> Any:
+        if (elsewhere := self._devices.elsewhere(args)) is not None:  # arrays on another device
+            return (elsewhere(*args, **kwargs) if descriptor is None
+                    else elsewhere.call_with_descriptor(descriptor, *args, **kwargs))
         registry = self.registry
         debug = self.config.debug
         if debug:
@@ -314,6 +321,8 @@ class GraphedFunction:
         capture size), filled with ``pad_value``. A size below 1 or above the largest capture
         size is an error naming it.
         """
+        if (elsewhere := self._devices.elsewhere(example_args)) is not None:
+            return elsewhere.warmup(*example_args, sizes=sizes, progress=progress)
         template_args, template_kwargs = example_call(self.__name__, example_args, self._template, self.batch_argnums)
         largest = self.config.largest_capture_size
         chosen = (sorted(self.config.cudagraph_capture_sizes, reverse=True) if sizes is None
@@ -350,6 +359,10 @@ class GraphedFunction:
             self._plans.drain()
         return self._stats
 
+    def devices(self) -> dict[int, GraphedFunction]:
+        """The function's graph family on each device it was called on, by device id."""
+        return self._devices.families()
+
     def describe(self) -> str:
         """A table of the graphs held per mode and size, hit rate and fallbacks by reason."""
         from ..diagnostics.inspect import describe
@@ -364,6 +377,7 @@ class GraphedFunction:
 
     def clear(self) -> None:
         """Drop every graph (the memory goes back) and forget failed keys; stats are kept."""
+        self._devices.clear_others()
         with self._family_lock:
             self.registry.clear()
             self._plans.clear(constants=True)

@@ -73,6 +73,12 @@ class Backend(abc.ABC):
     array_type: type[Any]
     """The array class this backend copies and captures (numpy.ndarray or cupy.ndarray)."""
 
+    device_id: int = -1
+    """The device whose memory this family's graphs and buffers use (-1: the host)."""
+
+    per_device: bool = False
+    """Whether arrays can live on several devices, each needing its own family (``on_device``)."""
+
     @abc.abstractmethod
     def is_array(self, value: Any) -> bool:
         """True for arrays this backend can copy into static buffers or capture by address."""
@@ -111,6 +117,10 @@ class Backend(abc.ABC):
 
     def device_of(self, array: Any) -> int:
         return -1
+
+    def on_device(self, device: int) -> Backend:
+        """A new backend of this kind for ``device`` (a graph family there, with its own pool)."""
+        raise NotImplementedError(f"the {self.name} backend has one device")
 
     def order_after_last_use(self) -> Any:
         """Order this call after the family's previous call when it came on another stream.

@@ -43,6 +43,10 @@ class CUDAGraphRegistry(GraphStore):
         super().__init__(config, backend)
         self._registered: dict[BatchDescriptor, RegisteredGraph] = {}
 
+    def for_device(self, device: int) -> CUDAGraphRegistry:
+        """A new, empty registry with this config for ``device`` (a jitted function used there)."""
+        return CUDAGraphRegistry(self.config, self.backend.on_device(device))
+
     # -- graphs made elsewhere (the seed's register_graph) ---------------------------------------
 
     def register_graph(self, descriptor: BatchDescriptor, graph: Any, input_ptrs: Sequence[int] = ()) -> None:

@@ -31,7 +31,9 @@ with); recording the conditional nodes is ``nodes``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Optional
 
 import numpy as np
@@ -39,7 +41,11 @@ import numpy as np
 from ..backends.host_guard import reads_allowed
 from .nodes import capturing_stream, describe, graph_cond, graph_while, probe, warm_kernels
 
-__all__ = ["cond", "conditional_nodes_unavailable_reason", "while_loop"]
+__all__ = ["cond", "conditional_nodes_unavailable_reason", "inside_conditional", "while_loop"]
+
+# How deep this thread is in while_loop/cond bodies: collectives ask it (``inside_conditional``),
+# because NCCL cannot run inside a CUDA conditional node.
+_bodies = threading.local()
 
 # -- public API ------------------------------------------------------------------------------------
 
@@ -61,9 +67,10 @@ def while_loop(cond_fn: Callable[[], Any], body_fn: Callable[[], Any], *, max_it
         if not callable(fn):
             raise TypeError(f"while_loop needs a callable {name}, got {type(fn).__name__}")
     stream = capturing_stream()
-    if stream is None:
-        return _host_while(cond_fn, body_fn, limit)
-    return graph_while(stream, cond_fn, body_fn, limit)
+    with _in_body():
+        if stream is None:
+            return _host_while(cond_fn, body_fn, limit)
+        return graph_while(stream, cond_fn, body_fn, limit)
 
 
 def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Optional[Callable[[], Any]] = None) -> None:
@@ -77,21 +84,36 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Optional[Callable[[], 
         if fn is not None and not callable(fn):
             raise TypeError(f"cond needs a callable {name}, got {type(fn).__name__}")
     stream = capturing_stream()
-    if stream is None:
-        if _is_cupy(pred):
-            warm_kernels()
-        if _host_truth(pred, "cond's pred"):
-            true_fn()
-        elif false_fn is not None:
-            false_fn()
-        return None
-    graph_cond(stream, pred, true_fn, false_fn)
+    with _in_body():
+        if stream is None:
+            if _is_cupy(pred):
+                warm_kernels()
+            if _host_truth(pred, "cond's pred"):
+                true_fn()
+            elif false_fn is not None:
+                false_fn()
+            return None
+        graph_cond(stream, pred, true_fn, false_fn)
     return None
 
 
 def conditional_nodes_unavailable_reason() -> Optional[str]:
     """None when conditional graph nodes can be recorded here; otherwise why not, in words."""
     return probe()[1]
+
+
+def inside_conditional() -> bool:
+    """Whether this thread runs inside a ``while_loop`` or ``cond`` (its condition or a body)."""
+    return getattr(_bodies, "depth", 0) > 0
+
+
+@contextmanager
+def _in_body() -> Iterator[None]:
+    _bodies.depth = getattr(_bodies, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _bodies.depth -= 1
 
 
 # -- host semantics --------------------------------------------------------------------------------

@@ -29,12 +29,12 @@ LAYERS: dict[str, int] = {
     "cupygraph.compat": 6,
     "cupygraph.diagnostics": 7,
     "cupygraph.api": 8,
-    "cupygraph.testing": 9,
+    "cupygraph.testing": 9, "cupygraph.distributed": 9,
     "cupygraph.cli": 10, "cupygraph.script": 10, "cupygraph.demo": 10, "cupygraph.__main__": 10,
     "cupygraph": 10,
 }
 LAYER_NAMES = ["foundation", "config", "dispatch", "backends", "control_flow/linalg/random", "cache",
-               "compat", "diagnostics", "api", "testing", "front doors"]
+               "compat", "diagnostics", "api", "testing/distributed", "front doors"]
 
 
 def _load_tool() -> ModuleType:

@@ -60,3 +60,29 @@ def test_cg_poisson_example_reports_the_residuals_it_reached(capsys):
     recomputed = [float(v) for v in re.findall(r"recomputed ([0-9.eE+-]+)\)", out)]
     assert len(recomputed) == 2 and all(r < 1e-5 for r in recomputed), out  # jit and host-checked solves
     assert re.search(r"graphs captured 1, fallbacks 0", out), out
+
+
+def test_dask_cuda_example_imports_and_needs_dask_cuda_only_to_run():
+    # Not run: dask-cuda is not installed here. The module must import without it (dask and CuPy
+    # are imported inside the functions), and main() must need dask_cuda.
+    import importlib.util
+
+    import pytest
+
+    module = load("dask_cuda_pipeline")
+    assert callable(module.task) and callable(module.worker_stats) and module.worker_stats() == {}
+    if importlib.util.find_spec("dask_cuda") is None:
+        with pytest.raises(ImportError):
+            module.main(["--tasks", "1"])
+    else:
+        pytest.skip("dask_cuda is installed: run the example itself on a GPU machine")
+
+
+def test_distributed_heat_example_matches_one_rank_on_a_single_rank_job():
+    # One rank (no mpiexec): the slab is the whole grid, so this checks the stencil and the graph
+    # path; tests/unit/test_distributed_mpi.py and the GPU session run it on two ranks.
+    import pytest
+
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (make test installs it)")
+    result = load("distributed_heat").main(["--n", "32", "--steps", "4", "--calls", "2", "--backend", "host"])
+    assert result["worst"] == 0.0 and result["changed"] > 0

@@ -92,13 +92,20 @@ EXAMPLE_ARGS = {  # small runs of each shipped example, on the host backend wher
     "cg_poisson.py": ["--n", "8", "--repeats", "1"],
     "mlp_full.py": ["--calls", "6", "--max-batch", "16"],
     "monte_carlo.py": ["--calls", "6", "--paths", "2000", "--max-batch", "8"],
+    "distributed_heat.py": ["--n", "16", "--steps", "2", "--calls", "2", "--backend", "host"],
+    "distributed_cg.py": ["--n", "16", "--per-call", "4", "--backend", "host"],
+    "dask_cuda_pipeline.py": ["--tasks", "2"],
 }
+# Examples that need an optional package (skipped without it).
+EXAMPLE_NEEDS = {"distributed_heat.py": "mpi4py", "distributed_cg.py": "mpi4py", "dask_cuda_pipeline.py": "dask_cuda"}
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.py")))
 def test_cli_inspects_every_shipped_example(capsys, example):
     if example not in EXAMPLE_ARGS:
         pytest.fail(f"examples/{example} is new: add small arguments for it to EXAMPLE_ARGS")
+    if example in EXAMPLE_NEEDS:
+        pytest.importorskip(EXAMPLE_NEEDS[example], reason=f"examples/{example} needs {EXAMPLE_NEEDS[example]}")
     argv = list(sys.argv)
     code = main(["inspect", "--script", str(EXAMPLES / example), "--", *EXAMPLE_ARGS[example]])
     out, err = capsys.readouterr()

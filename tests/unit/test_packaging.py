@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DISTRIBUTION = {"yaml": "pyyaml", "tomli_w": "tomli-w", "cuda": "cuda-bindings"}
 # Imported only on a GPU machine (the GPU tests and benchmarks), each behind an importorskip or a
 # lazy import that says what is missing; `make` installs CuPy there.
-GPU_ONLY = {"cupy", "cupyx", "cupy_backends", "torch", "jax", "jaxlib"}
+# dask and dask_cuda: only examples/dask_cuda_pipeline.py's main() imports them (a multi-GPU example).
+GPU_ONLY = {"cupy", "cupyx", "cupy_backends", "torch", "jax", "jaxlib", "dask", "dask_cuda"}
 
 needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed here")
 
@@ -90,9 +91,10 @@ def test_every_module_the_tests_import_is_declared():
 
 def test_every_module_the_package_imports_is_a_dependency():
     # The pytest plugin module runs inside pytest; CUDA modules are imported lazily on the GPU path;
-    # nvtx is the optional extra of the same name, imported only when ranges are asked for.
+    # nvtx is the optional extra of the same name, imported only when ranges are asked for;
+    # mpi4py lazily by cupygraph.distributed, from its extra.
     assert "nvtx" in requirement_names(setup_cfg()["options.extras_require"]["nvtx"])
-    missing = undeclared(("cupygraph",), declared(), GPU_ONLY | {"pytest", "cuda", "nvtx"})
+    missing = undeclared(("cupygraph",), declared("distributed"), GPU_ONLY | {"pytest", "cuda", "nvtx"})
     assert not missing, f"cupygraph imports modules that install_requires lacks: {missing}"
 
 

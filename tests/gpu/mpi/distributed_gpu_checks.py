@@ -1,0 +1,178 @@
+"""GPU checks under ``mpiexec -n 2`` (one GPU per rank, NCCL): run by tools/gpu_distributed.sh.
+
+Each check uses fresh random data and compares with a result computed independently (NumPy on
+data every rank can regenerate, or the eager NCCL call), bit for bit where the arithmetic is the
+same. A rank prints ``PASS <name>``; a failure aborts the whole job (no rank left waiting).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+
+import cupy
+import numpy as np
+
+import cupygraph as cg
+from cupygraph import distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from tests.repo_files import load_example
+
+
+def host_rows(seed: int, rows: int, cols: int = 64) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((rows, cols)).astype(np.float32)
+
+
+def check_eager_collectives(comm):
+    r, n = comm.rank, comm.size
+    mine = cupy.asarray(host_rows(10 + r, 8))
+    every = [host_rows(10 + k, 8) for k in range(n)]
+    assert np.array_equal(cupy.asnumpy(comm.all_reduce(mine)), every[0] + every[1])
+    assert np.array_equal(cupy.asnumpy(comm.all_reduce(mine, "max")), np.maximum(every[0], every[1]))
+    assert np.array_equal(cupy.asnumpy(comm.all_gather(mine)), np.concatenate(every))
+    assert np.array_equal(cupy.asnumpy(comm.reduce_scatter(mine)), (every[0] + every[1])[4 * r: 4 * r + 4])
+    x = cupy.asarray(host_rows(20 + r, 8))
+    comm.broadcast(x, root=1)
+    assert np.array_equal(cupy.asnumpy(x), host_rows(21, 8))
+    out = cupy.empty_like(mine)
+    comm.sendrecv(mine, 1 - r, out, 1 - r)
+    assert np.array_equal(cupy.asnumpy(out), every[1 - r])
+
+
+def step(comm):
+    def fn(x):
+        y = cupy.tanh(x) * 1.5
+        total = comm.all_reduce(y)
+        gathered = comm.all_gather(cupy.ascontiguousarray(total[:2]))
+        return total + x, gathered
+    return fn
+
+
+def check_graph_replay_equals_eager(comm, mode="FULL"):
+    fn = step(comm)
+    f = dist.jit(fn, comm=comm, config=dict(mode=mode, capture_sizes=[8, 16]))
+    for call in range(4):
+        x = cupy.asarray(host_rows(100 + call + 17 * comm.rank, 16))
+        got = f(x)
+        want = fn(x)
+        for a, b in zip(got, want):
+            assert bool((a == b).all()), f"call {call}: replay differs from eager"
+    s = f.stats()
+    assert s.captures == 1 and s.hits == 3 and s.fallbacks == 0, s.to_dict()
+
+
+def check_piecewise_pieces(comm):
+    @cg.graph_break
+    def host_side(x):
+        return x * 1  # a break: runs eagerly between the pieces
+
+    def fn(x):
+        a = comm.all_reduce(x * 2)
+        b = host_side(a)
+        return comm.all_reduce(b + 1)
+
+    f = dist.jit(fn, comm=comm, config=dict(mode="PIECEWISE", capture_sizes=[8]))
+    for call in range(3):
+        x = cupy.asarray(host_rows(200 + call + 5 * comm.rank, 8))
+        assert bool((f(x) == fn(x)).all())
+    s = f.stats()
+    assert s.captures == 1 and dict(s.replays_by_mode).get("PIECEWISE", 0) == 3, s.to_dict()
+
+
+def check_lockstep_padding(comm):
+    def fn(x):
+        return x * comm.all_reduce(cupy.ascontiguousarray(x.sum(axis=0, keepdims=True)))
+
+    f = dist.jit(fn, comm=comm, config=dict(capture_sizes=[4, 8]))
+    rows = [3, 5]
+    for call in range(3):
+        x_host = host_rows(300 + call + comm.rank, rows[comm.rank])
+        got = cupy.asnumpy(f(cupy.asarray(x_host)))
+        total = sum(cupy.asnumpy(cupy.asarray(host_rows(300 + call + k, rows[k])).sum(axis=0, keepdims=True))
+                    for k in range(2))
+        assert got.shape == x_host.shape
+        np.testing.assert_allclose(got, x_host * total, rtol=1e-5)
+    assert [e.key.descriptor.num_tokens for e in f.registry.entries()] == [8]
+
+
+def check_fallback_together(comm):
+    def fn(x):
+        y = comm.all_reduce(x)
+        if comm.rank == 0:
+            float(y.sum())  # a device-to-host read: this rank's capture fails
+        return y * 2
+
+    f = dist.jit(fn, comm=comm, config=dict(capture_sizes=[8]))
+    for call in range(3):
+        x = cupy.asarray(host_rows(400 + call + 3 * comm.rank, 8))
+        want = 2 * (host_rows(400 + call, 8) + host_rows(403 + call, 8))
+        np.testing.assert_allclose(cupy.asnumpy(f(x)), want, rtol=1e-6)
+    s = f.stats()
+    reasons = dict(s.fallbacks_by_reason)
+    assert f.registry.num_graphs() == 0 and list(reasons.values()) == [3], s.to_dict()
+    # Rank 0 keeps its own reason (the host read); rank 1 falls back because rank 0 failed.
+    assert (next(iter(reasons)) == "capture_failed_on_another_rank") == (comm.rank == 1), s.to_dict()
+    # NCCL still works together afterwards, eagerly and in a new graph.
+    check_graph_replay_equals_eager(comm)
+
+
+def check_collective_in_loop_refused(comm):
+    def fn(x):
+        count = cupy.zeros(1, cupy.int32)
+
+        def body():
+            comm.all_reduce(x, out=x)
+            count[...] += 1
+
+        cg.while_loop(lambda: count < 2, body)
+        return x
+
+    f = dist.jit(fn, comm=comm, config=dict(capture_sizes=[8]))
+    x = cupy.asarray(host_rows(500, 8))
+    got = cupy.asnumpy(f(x.copy()))
+    np.testing.assert_allclose(got, cupy.asnumpy(x) * 4, rtol=1e-6)
+    assert dict(f.stats().fallbacks_by_reason) == {"collective_in_conditional": 1}, f.stats().to_dict()
+
+
+def check_heat_equals_one_gpu(comm):
+    result = load_example("distributed_heat").run(comm, 1024, 10, 3)
+    if comm.rank == 0:
+        assert result["worst"] == 0.0 and result["changed"] > 0, result
+
+
+def check_cg_converges(comm):
+    result = load_example("distributed_cg").solve(comm, 4096, 32, 1e-9, 400)
+    assert result["residual"] < 1e-5 and result["stats"]["hits"] >= 1 and result["stats"]["fallbacks"] == 0, result
+
+
+CHECKS = [check_eager_collectives, check_graph_replay_equals_eager, check_piecewise_pieces, check_lockstep_padding,
+          check_fallback_together, check_heat_equals_one_gpu, check_cg_converges, check_collective_in_loop_refused]
+
+
+def main() -> int:
+    comm = dist.init(backend="cupy")
+    if comm.size != 2:
+        print(f"FAIL: {comm.size} ranks (the launcher and mpi4py's MPI differ?); these checks need 2", flush=True)
+        return 1
+    print(f"rank {comm.rank}: device {comm.device}, {cupy.cuda.runtime.getDeviceProperties(comm.device)['name']}",
+          flush=True)
+    failed = 0
+    for check in CHECKS:
+        try:
+            check(comm)
+            cupy.cuda.Device().synchronize()
+            ok = True
+        except BaseException:
+            traceback.print_exc()
+            ok = False
+        # Every rank learns every result, so one failure does not leave the other waiting.
+        all_ok = comm.agree_all(ok)
+        print(f"{'PASS' if ok else 'FAIL'} {check.__name__} on rank {comm.rank}", flush=True)
+        failed += not all_ok
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
