@@ -34,6 +34,9 @@ class Recording(abc.ABC):
     nbytes: int
     """Device (or host) bytes this recording keeps alive, static inputs excluded."""
 
+    baked_uploads: Sequence[Any] = ()
+    """Host uploads replayed from the recording's own snapshots (``uploads.BakedUpload``; issue 20)."""
+
     watches: Sequence[Watch] = ()
     """Arrays the recording reads by address without owning them (found at capture in a closure
     or global); ``check_references`` tells whether they are still alive and bound."""

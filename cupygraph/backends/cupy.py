@@ -20,6 +20,7 @@ from .cupy_audit import audit_capture
 from .cupy_failures import describe_capture_failure
 from .cupy_fft import isolated_plan_cache
 from .cupy_pool import DeviceBlocks, fill_free_blocks
+from .cupy_uploads import intercepted_uploads
 from .graph_bodies import collecting_bodies
 from .holding import collecting_held
 from .piecewise import recording_breaks
@@ -256,7 +257,7 @@ class CupyBackend(Backend):
             # and live as long as the recording, whatever happens to CuPy's cache.
             # cuBLAS workspaces/handles and RNG states used by the graph join ``held`` (holding.py).
             with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held), \
-                    collecting_held(held), collecting_bodies() as bodies:
+                    collecting_held(held), collecting_bodies() as bodies, intercepted_uploads() as uploads:
                 for _ in range(num_warmups):
                     fn(*args, **kwargs)
                 steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
@@ -267,6 +268,7 @@ class CupyBackend(Backend):
             self._last_stream = caller
             outputs = self._detach(outputs)
             recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held)
+            recording.baked_uploads = tuple(uploads.baked)  # host uploads as constants (cupy_uploads)
             graphs = [step.graph for step in steps if not isinstance(step, _EagerStep)]
             audit_capture(self, recording, graphs + [int(body) for body in bodies], fn, args, kwargs)
             return recording

@@ -23,6 +23,7 @@ from ..pytree import flatten
 from .base import Backend, Recording, ReplayMismatch
 from .foreign import watch_unowned
 from .host_guard import guarded, plain_outputs, refusing
+from .host_uploads import intercepted_uploads, replaying
 
 
 def _is_numpy(value: Any) -> bool:
@@ -49,9 +50,22 @@ class HostRecording(Recording):
         self.outputs = outputs
         self._leaves, self._spec = flatten(outputs, _is_numpy)
         self.nbytes = sum(leaf.nbytes for leaf in self._leaves if _is_numpy(leaf))
+        self._snapshots: list[Any] = []
+
+    def bake(self, snapshots: list[Any], baked: Sequence[Any]) -> None:
+        """Host uploads baked in at capture: every replay gets these snapshots again (issue 20)."""
+        self._snapshots, self.baked_uploads = list(snapshots), tuple(baked)
+        self.nbytes += sum(s.nbytes for s in snapshots)
+
+    def _run(self) -> Any:
+        if not self._snapshots:
+            return self._fn(*self._args, **self._kwargs)
+        # Guarded (inactive) views, as at capture: the function's own arrays are not uploads.
+        with replaying(self._snapshots):
+            return self._fn(*[guarded(a) for a in self._args], **self._kwargs)
 
     def launch(self) -> None:
-        fresh, spec = flatten(self._fn(*self._args, **self._kwargs), _is_numpy)
+        fresh, spec = flatten(self._run(), _is_numpy)
         if spec != self._spec or len(fresh) != len(self._leaves):
             raise ReplayMismatch(
                 f"the function returned another output structure on replay than at capture ({len(fresh)} "
@@ -79,6 +93,7 @@ class HostRecording(Recording):
     def release(self) -> None:
         # None, not a Callable: a released recording is never launched again.
         self._fn, self._args, self._kwargs, self._leaves, self.outputs = None, [], {}, [], None  # type: ignore[assignment]
+        self._snapshots = []
         self.watches = ()
 
     def to_dot(self) -> str:
@@ -115,13 +130,16 @@ class HostBackend(Backend):
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
         num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False,
     ) -> HostRecording:
-        for _ in range(num_warmups):
-            fn(*args, **kwargs)
-        # The capture run sees views of the same buffers that refuse what CuPy refuses under capture.
-        with refusing(piecewise):
-            outputs = fn(*[guarded(a) for a in args], **kwargs)
+        # Host uploads go through the ledger (``host_uploads``), as on the GPU.
+        with intercepted_uploads() as uploads:
+            for _ in range(num_warmups):
+                fn(*args, **kwargs)
+            # The capture run sees views of the same buffers that refuse what CuPy refuses under capture.
+            with refusing(piecewise):
+                outputs = fn(*[guarded(a) for a in args], **kwargs)
         # The caller gets plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy returns).
         recording = HostRecording(fn, args, kwargs, plain_outputs(outputs))
+        recording.bake(uploads.snapshots, uploads.ledger.baked)
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
         # One warning per array and family (set here: subclasses need not call an __init__).
         warned = self.__dict__.setdefault("_foreign_warned", set())

@@ -37,6 +37,9 @@ class CUDAGraphStats:
     fallbacks_by_mode: Counter[str] = dataclasses.field(default_factory=Counter)
     recaptures_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
     last_detail_by_reason: dict[str, str] = dataclasses.field(default_factory=dict)
+    baked_uploads: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Host uploads baked into graphs as constants (issue 20): call and user's line -> bytes per graph
+    (one entry per place in the code, so it stays bounded)."""
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -89,6 +92,10 @@ class CUDAGraphStats:
             self.fallbacks_by_mode[mode] += 1
             if detail:
                 self.last_detail_by_reason[reason.value] = detail
+
+    def record_baked_upload(self, call: str, nbytes: int) -> None:
+        with self._lock:
+            self.baked_uploads[call] = nbytes
 
     def record_capture_failure(self) -> None:
         with self._lock:
@@ -148,6 +155,7 @@ class CUDAGraphStats:
                 "fallbacks_by_mode": dict(self.fallbacks_by_mode),
                 "recaptures_by_reason": dict(self.recaptures_by_reason),
                 "last_detail_by_reason": dict(self.last_detail_by_reason),
+                "baked_uploads": dict(self.baked_uploads),
             }
 
 

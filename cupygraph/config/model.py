@@ -31,6 +31,7 @@ from .messages import field_path, format_validation_error
 from .modes import CUDAGraphMode
 from .rules import MAX_DEFAULT_CAPTURE_SIZE, MAX_LIST_LENGTH, MAX_WARMUPS
 from .sizes import pad_to_capture_size, resolve_capture_sizes
+from .uploads import HOST_UPLOADS, HostUploads
 from .values import PositiveInt, as_number, choice, integral_to_int, parse_byte_size
 
 __all__ = [
@@ -177,6 +178,8 @@ class CUDAGraphConfig(BaseModel):
         description="auto: CuPy stream capture where a GPU is usable, else the NumPy host backend; "
         "cupy or host force one.",
     )
+
+    host_uploads: HostUploads = HOST_UPLOADS  # issue 20 (config/uploads.py documents it)
 
     _sizes: tuple[int, ...] = PrivateAttr(default=())
 
