@@ -119,7 +119,7 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
     if _on_gpu(a, b):
         from ._gemm_cupy import matmul
     else:
-        from ._host import matmul  # type: ignore[assignment]  # the same signature, NumPy's side
+        from ._host import matmul
 
     if isinstance(axes, int):
         if axes < 0:
