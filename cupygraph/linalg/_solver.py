@@ -71,6 +71,9 @@ class _Handle:
         try:
             return getattr(self.lib, routine)(self.ptr, *args)
         except Exception as err:
+            if _is_capturing(cupy.cuda.get_current_stream()):  # e.g. a routine that synchronises inside
+                raise CaptureError(f"{FallbackReason.LIBRARY_CALL.text}: cuSOLVER {routine} failed under capture "
+                                   f"({type(err).__name__}: {err})") from err
             raise SolverError(f"cusolverDn {routine} failed: {err}") from err
 
 
