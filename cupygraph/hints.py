@@ -20,7 +20,7 @@ from .frames import call_site_in_stack
 __all__ = ["HOST_UPLOAD_HINT", "LINALG_REPLACEMENTS", "replacement", "where_and_instead"]
 
 # cupy.linalg / numpy.linalg functions with a capturable cupygraph.linalg twin (cuSOLVER/cuBLAS).
-LINALG_REPLACEMENTS = frozenset({"solve", "inv", "cholesky", "qr", "eigh", "svd", "tensordot"})
+LINALG_REPLACEMENTS = frozenset({"solve", "inv", "cholesky", "qr", "eigh", "svd", "tensordot", "spmm"})
 _PRODUCTS = frozenset({"matmul", "dot", "__matmul__", "__rmatmul__", "inner", "vdot", "__imatmul__"})
 HOST_UPLOAD_HINT = ('set host_uploads="auto" (bake the upload into the graph when its bytes never change) or '
                     '"constant" (values frozen at capture)')
@@ -61,7 +61,7 @@ def _has_mask_read(code: str) -> bool:
 def _library(called: str) -> Optional[str]:
     module, _, name = called.rpartition(".")  # ``called`` is a library frame's: no user function
     if "sparse" in module and name in _PRODUCTS | {"__mul__", "_mul_sparse_matrix", "spmm", "csrmm2"}:
-        return "sparse @ dense runs on cuSPARSE, which CuPy cannot capture (no capturable replacement yet)"
+        return "use `cupygraph.linalg.spmm(csr, dense)`, which captures (cuSPARSE SpMM)"
     if "linalg" in module and name in LINALG_REPLACEMENTS:
         return f"use `cupygraph.linalg.{name}`, which captures (cuSOLVER/cuBLAS with preallocated workspaces)"
     if name in ("tensordot",):

@@ -245,7 +245,9 @@ CASES: list[Case] = [
          instead=lambda x: sig.savgol_filter(x, 7, 2, axis=1), config={"host_uploads": "auto"}),
     Case("correlate", "signal", lambda x: sig.correlate(x, x[:, :16], mode="valid"), "sig"),
     # -- sparse --------------------------------------------------------------------------------------------
-    Case("csr_matmul", "sparse", lambda x: SPARSE @ x.T),
+    Case("csr_matmul", "sparse", lambda x: SPARSE @ x.T, instead=lambda x: la.spmm(SPARSE, x.T)),
+    Case("csr_matmul_wide", "sparse", lambda x: SPARSE @ cp.tile(x.T, (1, 4)),
+         instead=lambda x: la.spmm(SPARSE, cp.tile(x.T, (1, 4)))),
 ]
 
 

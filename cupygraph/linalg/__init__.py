@@ -27,7 +27,7 @@ Factorisations on cuSOLVER (``_solvers``): ``solve``, ``inv``, ``cholesky``, ``q
 ``svd`` with NumPy's results; a numerical failure (singular, not positive definite, no
 convergence) gives NaN results and a non-zero ``info`` (``return_info=True``; ``check(info)``
 raises ``LinAlgFailure``) instead of an exception, since a graph cannot raise. ``tensordot`` is
-NumPy's, on ``matmul``.
+NumPy's, on ``matmul``; ``spmm(csr, dense)`` is one cuSPARSE SpMM.
 
 Layer 4 (with control_flow and random): may import foundation, config, dispatch and backends only.
 """
@@ -40,7 +40,7 @@ import numpy as np
 
 from ._binding import BINDINGS, CublasError, load_binding
 from ._shapes import SUPPORTED, scale_dtype
-from ._solvers import LinAlgFailure, check, cholesky, eigh, inv, qr, solve, svd, tensordot
+from ._solvers import LinAlgFailure, check, cholesky, eigh, inv, qr, solve, spmm, svd, tensordot
 
 __all__ = [
     "BINDINGS",
@@ -63,6 +63,7 @@ __all__ = [
     "resources",
     "scalar",
     "solve",
+    "spmm",
     "svd",
     "tensordot",
 ]

@@ -145,3 +145,20 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
     a2 = a.transpose(a_free + a_axes).reshape(m, k)
     b2 = b.transpose(b_axes + b_free).reshape(k, n)
     return matmul(a2, b2).reshape([a.shape[i] for i in a_free] + [b.shape[j] for j in b_free])
+
+
+def spmm(a: Any, b: Any) -> Any:
+    """``a @ b`` for a CSR matrix a (M, K) and a dense 2-D b (K, N).
+
+    On the GPU (a ``cupyx.scipy.sparse.csr_matrix`` and a CuPy array) one cuSPARSE SpMM that
+    captures; on the host (a ``scipy.sparse`` matrix and a NumPy array) SciPy's product.
+    """
+    if _on_gpu(b):
+        from ._spmm import spmm as on_device
+
+        return on_device(a, b)
+    from ..backends.host_guard import capture_run_active, guarded
+
+    plain = b.view(np.ndarray) if isinstance(b, np.ndarray) else b
+    result = np.asarray(a @ plain)
+    return guarded(result) if capture_run_active() else result

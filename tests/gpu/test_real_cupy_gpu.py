@@ -107,6 +107,7 @@ SOLVERS = {
     "eigh": (lambda a, b: la.eigh(a)[0], lambda a, b: cupy.linalg.eigh(a)[0]),
     "svd": (lambda a, b: la.svd(a)[1], lambda a, b: cupy.linalg.svd(a)[1]),
     "tensordot": (lambda a, b: la.tensordot(a, b, axes=1), lambda a, b: cupy.tensordot(a, b, axes=1)),
+    "spmm": (lambda a, b: la.spmm(_csr(), a), lambda a, b: _csr() @ a),
 }
 
 
@@ -120,6 +121,17 @@ def test_cusolver_calls_capture_and_replay_bit_identical_to_eager(name):
         a, b = spd(9), fresh(60, (8, 3), np.float64)
         for g, w in zip(_tuple(f(a, b)), _tuple(cupys(a, b))):
             np.testing.assert_allclose(cupy.asnumpy(g), cupy.asnumpy(w), rtol=1e-8, atol=1e-10)
+
+
+_CSR = []
+
+
+def _csr():
+    if not _CSR:
+        import cupyx.scipy.sparse
+
+        _CSR.append(cupyx.scipy.sparse.random(12, 8, density=0.3, format="csr", dtype=np.float64, random_state=1))
+    return _CSR[0]
 
 
 def _tuple(v):

@@ -105,3 +105,8 @@ def test_host_mask_assignment_refusal_suggests_where_with_the_users_names():
     np.testing.assert_array_equal(f(x), fn(x))
     detail = f.stats().detail("data_dependent_shape")
     assert "y[y < 0] = 0" in detail and "y[...] = np.where(y < 0, 0, y)" in detail
+
+
+def test_csr_products_name_cupygraph_linalg_spmm():
+    hint = replacement("library_call", "cupyx.scipy.sparse._base.spmatrix.__matmul__", "y = a @ x")
+    assert "`cupygraph.linalg.spmm(csr, dense)`" in hint

@@ -101,3 +101,17 @@ def test_they_capture_under_jit_where_np_linalg_falls_back():
     assert f_np.stats().fallbacks_by_reason == {"library_call": 3}
     assert "use `cupygraph.linalg.solve`" in f_np.stats().detail("library_call")
     assert f_cg.registry.num_graphs() == 1 and f_cg.stats().fallbacks == 0
+
+
+def test_spmm_is_scipys_product_and_captures_on_the_host():
+    sparse = pytest.importorskip("scipy.sparse")
+    a = sparse.random(6, 4, density=0.5, format="csr", random_state=2)
+
+    def fn(x):
+        return la.spmm(a, x.T) * 2
+
+    f = cg.jit(fn, config=dict(backend="host", max_capture_size=8))
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((8, 4))
+        np.testing.assert_array_equal(f(x), (a @ x.T) * 2)
+    assert f.registry.num_graphs() == 1
