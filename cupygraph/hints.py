@@ -68,6 +68,12 @@ def _library(called: str) -> Optional[str]:
         return "use `cupygraph.linalg.tensordot`, which captures"
     if name in _PRODUCTS or name == "einsum":
         return "use `cupygraph.matmul` (or `cupygraph.linalg.gemm` / `tensordot`), which capture"
+    if name == "logsumexp":  # cupyx checks for infinities on the host
+        return ("use `m = x.max(axis, keepdims=True); (m + cupy.log(cupy.exp(x - m).sum(axis, keepdims=True)))"
+                ".squeeze(axis)`, which captures")
+    if name == "savgol_filter":  # its coefficients come from a least-squares solve on every call
+        return ("compute `c = cupyx.scipy.signal.savgol_coeffs(window, order)` once, outside the function, and use "
+                "`cupyx.scipy.ndimage.convolve1d(x, c, axis=axis, mode=\"mirror\")` (savgol_filter's mode=\"mirror\")")
     if name == "bincount":
         return "with a known length n, use `cupyx.scatter_add(cupy.zeros(n, cupy.int64), x, 1)`, which captures"
     return None

@@ -55,8 +55,9 @@ def compare(got: Any, want: Any, rtol: float = 0.0) -> str:
         a, b = _host(a), _host(b)
         if a.shape != b.shape or a.dtype != b.dtype:
             return f"output {i}: {a.dtype}{list(a.shape)} vs eager {b.dtype}{list(b.shape)}"
-        same = np.array_equal(a, b, equal_nan=True) if rtol == 0 else np.allclose(a, b, rtol=rtol, atol=rtol,
-                                                                                  equal_nan=True)
+        inexact = a.dtype.kind in "fc"
+        same = (np.array_equal(a, b, equal_nan=inexact) if rtol == 0 or not inexact
+                else np.allclose(a, b, rtol=rtol, atol=rtol, equal_nan=True))
         if not same:
             return f"output {i} differs (max abs diff {float(np.nanmax(np.abs(a.astype(float) - b.astype(float))))})"
     return ""

@@ -67,6 +67,7 @@ def make_inputs(kind: str, seed: int) -> tuple[Any, ...]:
 
 WEIGHTS = np.linspace(-1.0, 1.0, 64).astype(np.float32)
 KERNEL = cp.asarray(np.array([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]], np.float32)[None])
+SAVGOL = sig.savgol_coeffs(7, 2).astype(cp.float32)  # computed once, eagerly: what the hint says to do
 SPARSE = cupyx.scipy.sparse.random(16, 64, density=0.1, format="csr", dtype=np.float32, random_state=3)
 
 
@@ -129,7 +130,8 @@ CASES: list[Case] = [
     Case("gammaln", "special", lambda x: sp.gammaln(x), "pos"),
     Case("i0", "special", lambda x: sp.i0(x)),
     Case("softmax", "special", lambda x: sp.softmax(x, axis=1)),
-    Case("logsumexp", "special", lambda x: sp.logsumexp(x, axis=1)),
+    Case("logsumexp", "special", lambda x: sp.logsumexp(x, axis=1),
+         instead=lambda x: _logsumexp(x, axis=1)),
     Case("elementwise_kernel", "elementwise",
          lambda x: cp.ElementwiseKernel("T x", "T y", "y = x * x + 1", "corpus_sq")(x)),
     # -- reductions --------------------------------------------------------------------------------------
@@ -196,7 +198,7 @@ CASES: list[Case] = [
     # -- device-to-host reads and data-dependent shapes -------------------------------------------------------
     Case("mask_assign", "host_read", _mask_assign, instead=lambda x: cp.where(x * 2 < 0, 0, x * 2)),
     Case("masked_mean", "host_read", _masked_mean,
-         instead=lambda x: cp.where(x > 0, x, 0).sum() / (x > 0).sum()),
+         instead=lambda x: cp.where(x > 0, x, 0).sum() / (x > 0).sum(dtype=x.dtype)),
     Case("branch_on_data", "host_read", _branch,
          instead=lambda x: cp.where(x.max() > 0, x * 2, x)),
     Case("host_scalar", "host_read", _host_scalar, instead=lambda x: x / x.sum()),
@@ -236,19 +238,24 @@ CASES: list[Case] = [
     Case("histogram_range", "statistics", lambda x: cp.histogram(x, bins=8, range=(-3, 3))[0],
          instead=lambda x: cp.histogram(x, bins=8, range=(-3, 3))[0], config={"host_uploads": "auto"}),
     Case("corrcoef", "statistics", lambda x: cp.corrcoef(x),
-         instead=lambda x: _corrcoef(x), tolerance=1e-4),
+         instead=lambda x: _corrcoef(x.astype(cp.float64)), tolerance=1e-10),
     # -- signal --------------------------------------------------------------------------------------------
-    Case("convolve1d", "signal", lambda x: sig.convolve(x, cp.ones((1, 5), cp.float32) / 5, mode="same"), "sig"),
+    Case("convolve", "signal", lambda x: sig.convolve(x.ravel(), cp.ones(5, cp.float32) / 5, mode="same"), "sig"),
     Case("fftconvolve", "signal", lambda x: sig.fftconvolve(x, cp.ones((1, 9), cp.float32), mode="same", axes=1),
          "sig"),
-    Case("savgol_filter", "signal", lambda x: sig.savgol_filter(x, 7, 2, axis=1), "sig",
-         instead=lambda x: sig.savgol_filter(x, 7, 2, axis=1), config={"host_uploads": "auto"}),
-    Case("correlate", "signal", lambda x: sig.correlate(x, x[:, :16], mode="valid"), "sig"),
+    Case("savgol_filter", "signal", lambda x: sig.savgol_filter(x, 7, 2, axis=1, mode="mirror"), "sig",
+         instead=lambda x: ndi.convolve1d(x, SAVGOL, axis=1, mode="mirror")),
+    Case("correlate", "signal", lambda x: sig.correlate(x.ravel(), x[0, :16], mode="valid"), "sig"),
     # -- sparse --------------------------------------------------------------------------------------------
     Case("csr_matmul", "sparse", lambda x: SPARSE @ x.T, instead=lambda x: la.spmm(SPARSE, x.T)),
     Case("csr_matmul_wide", "sparse", lambda x: SPARSE @ cp.tile(x.T, (1, 4)),
          instead=lambda x: la.spmm(SPARSE, cp.tile(x.T, (1, 4)))),
 ]
+
+
+def _logsumexp(x: Any, axis: int) -> Any:
+    top = x.max(axis=axis, keepdims=True)
+    return (top + cp.log(cp.exp(x - top).sum(axis=axis, keepdims=True))).squeeze(axis)
 
 
 def _corrcoef(x: Any) -> Any:

@@ -134,6 +134,14 @@ def _float_dtype(a: Any) -> Any:
     return a.dtype if a.dtype.char in "fd" else cupy.dtype("d") if a.dtype.kind in "biu" else a.dtype
 
 
+def _fortran(x: Any, dtype: Any) -> Any:
+    """A Fortran-ordered copy cuSOLVER may overwrite. Not ``cupy.asfortranarray``: for a C-ordered
+    float matrix that calls cuBLAS (geam), which CuPy refuses under capture."""
+    out = cupy.empty(x.shape, dtype=dtype, order="F")
+    out[...] = x
+    return out
+
+
 def _info() -> Any:
     return cupy.zeros((), dtype=cupy.int32)
 
@@ -147,7 +155,7 @@ def cholesky(a: Any) -> tuple[Any, Any]:
         out = cupy.empty(a.shape, dtype=dtype)
         info = cupy.zeros(a.shape[:-2], dtype=cupy.int32)
         for index in numpy.ndindex(a.shape[:-2]) if a.ndim > 2 else [()]:
-            work = cupy.asfortranarray(a[index].astype(dtype, copy=False))
+            work = _fortran(a[index], dtype)
             n = work.shape[0]
             h = handle(a.device.id)
             lwork = h.call(routine + "_buffer_size", LOWER, n, work.data.ptr, max(n, 1))
@@ -162,8 +170,8 @@ def cholesky(a: Any) -> tuple[Any, Any]:
 def _lu_solve(a2: Any, b2: Any, dtype: Any, what: str, out: Any, flag: Any) -> None:
     """``out = solve(a2, b2)`` for one (M, M) matrix and (M, K) right-hand sides."""
     getrf, getrs = _routine(dtype, "getrf", what), _routine(dtype, "getrs", what)
-    work = cupy.asfortranarray(a2.astype(dtype, copy=False))
-    rhs = cupy.asfortranarray(b2.astype(dtype, copy=False))
+    work = _fortran(a2, dtype)
+    rhs = _fortran(b2, dtype)
     n, k = work.shape[0], rhs.shape[1]
     h = handle(a2.device.id)
     lwork = h.call(getrf + "_buffer_size", n, n, work.data.ptr, max(n, 1))
@@ -214,7 +222,7 @@ def eigh(a: Any, uplo: str = "L") -> tuple[Any, Any, Any]:
     routine = _routine(dtype, "syevd", what)
     fill = LOWER if uplo == "L" else UPPER
     with cupy.cuda.Device(a.device.id):
-        work = cupy.asfortranarray(a.astype(dtype, copy=True))
+        work = _fortran(a, dtype)
         n = work.shape[0]
         w = cupy.empty(n, dtype=dtype)
         info = _info()
@@ -238,7 +246,7 @@ def qr(a: Any) -> tuple[Any, Any, Any]:
     m, n = a.shape
     k = min(m, n)
     with cupy.cuda.Device(a.device.id):
-        work = cupy.asfortranarray(a.astype(dtype, copy=True))
+        work = _fortran(a, dtype)
         tau = cupy.empty(max(k, 1), dtype=dtype)
         info = _info()
         h = handle(a.device.id)
@@ -247,7 +255,7 @@ def qr(a: Any) -> tuple[Any, Any, Any]:
         scratch = cupy.empty(lwork, dtype=dtype)
         h.call(geqrf, m, n, work.data.ptr, max(m, 1), tau.data.ptr, scratch.data.ptr, lwork, info.data.ptr)
         r = cupy.ascontiguousarray(cupy.triu(work[:k, :]))
-        q_work = cupy.asfortranarray(work[:, :k])
+        q_work = work[:, :k]  # F-ordered columns: contiguous, orgqr overwrites them in place
         h.call(orgqr, m, k, k, q_work.data.ptr, max(m, 1), tau.data.ptr, scratch.data.ptr, lwork, info.data.ptr)
         q = cupy.ascontiguousarray(q_work)
         poison_on_failure(info, q, r)
@@ -268,7 +276,7 @@ def svd(a: Any, full_matrices: bool = True) -> tuple[Any, Any, Any, Any]:
     k = min(m, n)
     job = ord("A") if full_matrices else ord("S")
     with cupy.cuda.Device(a.device.id):
-        work = cupy.asfortranarray(a.astype(dtype, copy=True))
+        work = _fortran(a, dtype)
         s = cupy.empty(k, dtype=dtype)
         u = cupy.empty((m, m if full_matrices else k), dtype=dtype, order="F")
         vt = cupy.empty((n, n), dtype=dtype, order="F")

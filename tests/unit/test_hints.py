@@ -110,3 +110,11 @@ def test_host_mask_assignment_refusal_suggests_where_with_the_users_names():
 def test_csr_products_name_cupygraph_linalg_spmm():
     hint = replacement("library_call", "cupyx.scipy.sparse._base.spmatrix.__matmul__", "y = a @ x")
     assert "`cupygraph.linalg.spmm(csr, dense)`" in hint
+
+
+@pytest.mark.parametrize(("called", "expected"), [
+    ("cupyx.scipy.special._logsumexp.logsumexp", "cupy.log(cupy.exp(x - m)"),
+    ("cupyx.scipy.signal._savitzky_golay.savgol_filter", "savgol_coeffs(window, order)` once"),
+])
+def test_cupyx_functions_that_read_the_host_name_a_rewrite(called, expected):
+    assert expected in replacement("device_to_host_read", called, "y = f(x)")
