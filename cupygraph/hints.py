@@ -58,8 +58,14 @@ def _has_mask_read(code: str) -> bool:
     return any(isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Compare) for node in ast.walk(stmt))
 
 
-def _library(called: str) -> Optional[str]:
+_DATA_SHAPED = frozenset({"nonzero", "argwhere", "flatnonzero", "unique", "compress", "extract", "_nonzero",
+                          "trim_zeros", "setdiff1d", "intersect1d", "union1d"})
+
+
+def _library(called: str, xp: str) -> Optional[str]:
     module, _, name = called.rpartition(".")  # ``called`` is a library frame's: no user function
+    if module.split(".", 1)[0] == "cupygraph":  # a cupygraph function failed: naming it again helps nobody
+        return None
     if "sparse" in module and name in _PRODUCTS | {"__mul__", "_mul_sparse_matrix", "spmm", "csrmm2"}:
         return "use `cupygraph.linalg.spmm(csr, dense)`, which captures (cuSPARSE SpMM)"
     if "linalg" in module and name in LINALG_REPLACEMENTS:
@@ -74,6 +80,17 @@ def _library(called: str) -> Optional[str]:
     if name == "savgol_filter":  # its coefficients come from a least-squares solve on every call
         return ("compute `c = cupyx.scipy.signal.savgol_coeffs(window, order)` once, outside the function, and use "
                 "`cupyx.scipy.ndimage.convolve1d(x, c, axis=axis, mode=\"mirror\")` (savgol_filter's mode=\"mirror\")")
+    if name in ("det", "slogdet"):
+        return ("for a symmetric positive definite a, use "
+                "`cupy.prod(cupy.diagonal(cupygraph.linalg.cholesky(a))) ** 2`, which captures")
+    if name == "lstsq":
+        return "for a square a of full rank, use `cupygraph.linalg.solve(a, b)`, which captures"
+    if name in ("corrcoef", "cov"):
+        return ("compute it with `cupygraph.matmul`: `c = x - x.mean(axis=1, keepdims=True)`, then "
+                "`cupygraph.matmul(c, c.T) / (n - 1)`, which captures")
+    if name in _DATA_SHAPED:
+        return ("its output's shape depends on the data, which a graph cannot hold: keep a fixed shape "
+                f"(`{xp}.where(mask, x, fill)`, `{xp}.sort`) or call it outside the graphed function")
     if name == "bincount":
         return "with a known length n, use `cupyx.scatter_add(cupy.zeros(n, cupy.int64), x, 1)`, which captures"
     return None
@@ -87,7 +104,7 @@ def replacement(reason: str, called: str = "", code: str = "", xp: str = "cupy")
     """
     hint = _mask_assignment(code, xp) if reason in ("device_to_host_read", "data_dependent_shape") else None
     if hint is None:
-        hint = _library(called) if called else None
+        hint = _library(called, xp) if called else None
     if hint is None and reason == "host_upload":
         hint = HOST_UPLOAD_HINT
     if hint is None and reason in ("device_to_host_read", "data_dependent_shape") and _has_mask_read(code):

@@ -17,9 +17,9 @@ __all__ = ["describe_capture_failure"]
 
 
 _LIBRARIES = ("cuBLAS", "cuRAND", "cuSOLVER", "cuSPARSE", "cuDNN", "cuTENSOR", "cuFFT")
-_CAPTURABLE_INSTEAD = {  # what keeps the op inside the graph
-    "cuBLAS": "cupy.matmul / @ / dot; use cupygraph.matmul or cupygraph.linalg.gemm, which capture",
-    "cuRAND": "cupy.random; use cupygraph.random.default_rng(seed), which captures",
+_CAPTURABLE_INSTEAD = {  # what keeps the op inside the graph, where ``hints`` knows nothing closer
+    "cuBLAS": "cupy.matmul / @ / dot call it: use cupygraph.matmul or cupygraph.linalg.gemm, which capture",
+    "cuRAND": "cupy.random calls it: use cupygraph.random.default_rng(seed), which captures",
 }
 
 
@@ -40,7 +40,14 @@ def describe_capture_failure(err: BaseException) -> Optional[str]:
     site = call_site_in_traceback(err)
     if site is None:
         return text
-    return f"{text}{site.location()}{replacement(reason.value, site.called, site.code)}"
+    if reason is FallbackReason.HOST_UPLOAD:  # an upload CuPy makes where host_uploads cannot bake it
+        return (f"{text}{site.location()}; make the array with `cupy.asarray(...)` in the function (then "
+                f"host_uploads=\"auto\" can bake it), or pass the data as an argument")
+    hint = replacement(reason.value, site.called, site.code)
+    library = next((name for name in _CAPTURABLE_INSTEAD if text.endswith(f": {name}")), None)
+    if not hint and library is not None:
+        hint = f"; {_CAPTURABLE_INSTEAD[library]}"
+    return f"{text}{site.location()}{hint}"
 
 
 def _classify(err: BaseException) -> Optional[tuple[FallbackReason, str]]:
@@ -48,8 +55,7 @@ def _classify(err: BaseException) -> Optional[tuple[FallbackReason, str]]:
     if isinstance(err, NotImplementedError) and "capture" in message:
         for library in _LIBRARIES:
             if library in message:
-                op = _CAPTURABLE_INSTEAD.get(library, library)
-                return FallbackReason.LIBRARY_CALL, f"{FallbackReason.LIBRARY_CALL.text}: {library} ({op})"
+                return FallbackReason.LIBRARY_CALL, f"{FallbackReason.LIBRARY_CALL.text}: {library}"
         return FallbackReason.LIBRARY_CALL, f"{FallbackReason.LIBRARY_CALL.text}: {message}"
     if isinstance(err, cupy.cuda.memory.OutOfMemoryError):
         return FallbackReason.OUT_OF_MEMORY, f"{FallbackReason.OUT_OF_MEMORY.text}: {message}"

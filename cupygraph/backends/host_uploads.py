@@ -49,11 +49,13 @@ def _holds_capture_array(obj: Any) -> bool:
     return isinstance(obj, (list, tuple)) and any(_holds_capture_array(item) for item in obj)
 
 
+def _called_by_user() -> bool:
+    # Frames: this <- handler <- Interception's replacement <- the caller.
+    return not is_library_frame(sys._getframe(3))
+
+
 def _upload(original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[np.ndarray]:
     """The array a user's creator call makes from host data, or None when it is no upload."""
-    # Frames: _upload <- handler <- Interception's replacement <- the caller.
-    if is_library_frame(sys._getframe(3)):
-        return None
     obj = args[0] if args else kwargs.get("a", kwargs.get("object"))
     if _holds_capture_array(obj):
         return None
@@ -71,11 +73,13 @@ class _Recorder:
         self.snapshots: list[np.ndarray] = []
 
     def __call__(self, label: str, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not _called_by_user():  # NumPy's and cupygraph's own calls: never uploads, never changed
+            return original(*args, **kwargs)
         host = _upload(original, args, kwargs)
         if host is None or host.nbytes == 0:
             result = original(*args, **kwargs)
-            # np.asarray(x) of the capture's data stays the capture's data, as cupy.asarray(x) is x: a
-            # plain array there would escape the guard and look like host data to the next call.
+            # The user's np.asarray(x) of the capture's data stays the capture's data, as cupy.asarray(x)
+            # is x: a plain array would escape the guard and look like host data to the next call.
             if capture_run_active() and type(result) is np.ndarray and _holds_capture_array(args[:1]):
                 return guarded(result)
             return result
@@ -98,7 +102,7 @@ class _Replayer:
         self.snapshots, self.next = snapshots, 0
 
     def __call__(self, label: str, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        host = _upload(original, args, kwargs)
+        host = _upload(original, args, kwargs) if _called_by_user() else None
         if host is None or host.nbytes == 0:
             return original(*args, **kwargs)
         if self.next >= len(self.snapshots) or self.snapshots[self.next].shape != host.shape \

@@ -70,8 +70,8 @@ def test_a_reason_names_the_replacement(reason, called, code, expected):
 
 
 def test_no_hint_where_nothing_captures_instead():
-    assert replacement("data_dependent_shape", "cupy._manipulation.add_remove.unique", "u = cupy.unique(x)") == ""
     assert replacement("out_of_memory", "", "y = x * 2") == ""
+    assert replacement("capture_failed", "cupy._core.core.foo", "y = x.foo()") == ""
 
 
 def test_every_linalg_replacement_named_exists():
@@ -118,3 +118,19 @@ def test_csr_products_name_cupygraph_linalg_spmm():
 ])
 def test_cupyx_functions_that_read_the_host_name_a_rewrite(called, expected):
     assert expected in replacement("device_to_host_read", called, "y = f(x)")
+
+
+@pytest.mark.parametrize(("reason", "called", "expected"), [
+    ("library_call", "cupy.linalg._norms.det", "cupygraph.linalg.cholesky(a)"),
+    ("library_call", "cupy.linalg._solve.lstsq", "`cupygraph.linalg.solve(a, b)`"),
+    ("library_call", "cupy._statistics.correlation.corrcoef", "cupygraph.matmul(c, c.T)"),
+    ("device_to_host_read", "cupy._sorting.search.nonzero", "shape depends on the data"),
+    ("device_to_host_read", "cupy._manipulation.add_remove.unique", "outside the graphed function"),
+])
+def test_library_functions_without_a_twin_name_a_rewrite_or_say_why_not(reason, called, expected):
+    assert expected in replacement(reason, called, "y = f(x)")
+
+
+def test_a_failing_cupygraph_function_is_not_suggested_as_its_own_replacement():
+    assert "cupygraph.linalg.cholesky`" not in replacement("library_call", "cupygraph.linalg._solvers.cholesky",
+                                                            "l = cupygraph.linalg.cholesky(a)")

@@ -132,3 +132,45 @@ def test_the_ledger_matches_uploads_per_place_and_run():
     with pytest.raises(CaptureError, match="fewer uploads here"):
         ledger.capture_upload("numpy.asarray", " (at a.py:1)", (3,), "<f8", 24, blob)
     assert [b.where for b in ledger.baked] == [" (at a.py:2)", " (at a.py:1)"]
+
+
+class _Base:
+    def method(self):
+        return "original"
+
+
+class _Child(_Base):
+    pass
+
+
+def test_interception_is_per_thread_and_restores_inherited_attributes():
+    import threading
+
+    from cupygraph.backends.uploads import Interception
+
+    interception = Interception(lambda: [(_Child, "method", "child.method")])
+    seen = []
+
+    def handler(label, original, args, kwargs):
+        seen.append(label)
+        return "intercepted"
+
+    other = []
+    with interception.active(handler):
+        assert _Child().method() == "intercepted" and "method" in vars(_Child)
+        thread = threading.Thread(target=lambda: other.append(_Child().method()))
+        thread.start()
+        thread.join()
+    assert other == ["original"] and seen == ["child.method"]
+    assert "method" not in vars(_Child) and _Child().method() == "original"  # inherited again, not copied
+
+
+def test_numpys_own_creator_calls_are_untouched_during_a_capture():
+    def fn(x):
+        return x * np.percentile(np.abs(x), 50) + np.pad(x, ((0, 0), (1, 1)))[:, 1:-1]
+
+    f = cg.jit(fn, config=host())
+    for seed in range(3):
+        x = data(seed)
+        np.testing.assert_array_equal(f(x), fn(x))
+    assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0
