@@ -178,7 +178,10 @@ def _lu_solve(a2: Any, b2: Any, dtype: Any, what: str, out: Any, flag: Any) -> N
     scratch = cupy.empty(max(lwork, 1), dtype=dtype)
     pivots = cupy.empty(max(n, 1), dtype=cupy.int32)
     h.call(getrf, n, n, work.data.ptr, max(n, 1), scratch.data.ptr, pivots.data.ptr, flag.data.ptr)
-    h.call(getrs, OP_N, n, k, work.data.ptr, max(n, 1), pivots.data.ptr, rhs.data.ptr, max(n, 1), flag.data.ptr)
+    # getrs writes its own info (0 unless an argument is bad): not into ``flag``, which would lose a
+    # singular matrix reported by getrf.
+    solved = _info()
+    h.call(getrs, OP_N, n, k, work.data.ptr, max(n, 1), pivots.data.ptr, rhs.data.ptr, max(n, 1), solved.data.ptr)
     out[...] = rhs
     poison_on_failure(flag, out)
 
@@ -256,7 +259,9 @@ def qr(a: Any) -> tuple[Any, Any, Any]:
         h.call(geqrf, m, n, work.data.ptr, max(m, 1), tau.data.ptr, scratch.data.ptr, lwork, info.data.ptr)
         r = cupy.ascontiguousarray(cupy.triu(work[:k, :]))
         q_work = work[:, :k]  # F-ordered columns: contiguous, orgqr overwrites them in place
-        h.call(orgqr, m, k, k, q_work.data.ptr, max(m, 1), tau.data.ptr, scratch.data.ptr, lwork, info.data.ptr)
+        formed = _info()  # apart from geqrf's, which it would overwrite
+        h.call(orgqr, m, k, k, q_work.data.ptr, max(m, 1), tau.data.ptr, scratch.data.ptr, lwork, formed.data.ptr)
+        info += formed
         q = cupy.ascontiguousarray(q_work)
         poison_on_failure(info, q, r)
     return q, r, info

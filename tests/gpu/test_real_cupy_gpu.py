@@ -154,6 +154,22 @@ def test_a_failed_factorisation_is_nan_and_info_after_the_replay():
         la.check(f(spd(3))[1])
 
 
+def test_a_singular_solve_is_nan_and_info_after_the_replay():
+    def solved(a, b):
+        return la.solve(a, b, return_info=True)
+
+    with cupy.cuda.Device(0):
+        f = cg.jit(solved, config=CONFIG)
+        f(spd(4), fresh(5, (8, 3), np.float64))
+        singular = spd(6)
+        singular[:, 3] = singular[:, 2]
+        x, info = f(singular, fresh(7, (8, 3), np.float64))
+        assert f.registry.num_graphs() == 1
+        assert bool(cupy.isnan(x).all()) and int(info) > 0
+        with pytest.raises(la.LinAlgFailure, match="singular"):
+            la.check(info)
+
+
 def test_the_corpus():
     corpus = load_tool("corpus")
     run = corpus.run_all()
