@@ -20,7 +20,8 @@ from .frames import call_site_in_stack
 __all__ = ["HOST_UPLOAD_HINT", "LINALG_REPLACEMENTS", "replacement", "where_and_instead"]
 
 # cupy.linalg / numpy.linalg functions with a capturable cupygraph.linalg twin (cuSOLVER/cuBLAS).
-LINALG_REPLACEMENTS = frozenset({"solve", "inv", "cholesky", "qr", "eigh", "svd", "tensordot", "spmm"})
+LINALG_REPLACEMENTS = frozenset({"solve", "inv", "cholesky", "qr", "eigh", "svd", "tensordot", "einsum",
+                                 "spmm"})
 _PRODUCTS = frozenset({"matmul", "dot", "__matmul__", "__rmatmul__", "inner", "vdot", "__imatmul__"})
 HOST_UPLOAD_HINT = ('set host_uploads="auto" (bake the upload into the graph when its bytes never change) or '
                     '"constant" (values frozen at capture)')
@@ -70,9 +71,9 @@ def _library(called: str, xp: str) -> Optional[str]:
         return "use `cupygraph.linalg.spmm(csr, dense)`, which captures (cuSPARSE SpMM)"
     if "linalg" in module and name in LINALG_REPLACEMENTS:
         return f"use `cupygraph.linalg.{name}`, which captures (cuSOLVER/cuBLAS with preallocated workspaces)"
-    if name in ("tensordot",):
-        return "use `cupygraph.linalg.tensordot`, which captures"
-    if name in _PRODUCTS or name == "einsum":
+    if name in ("tensordot", "einsum"):
+        return f"use `cupygraph.linalg.{name}`, which captures (one cuBLAS GEMM)"
+    if name in _PRODUCTS:
         return "use `cupygraph.matmul` (or `cupygraph.linalg.gemm` / `tensordot`), which capture"
     if name == "logsumexp":  # cupyx checks for infinities on the host
         return ("use `m = x.max(axis, keepdims=True); (m + cupy.log(cupy.exp(x - m).sum(axis, keepdims=True)))"

@@ -26,8 +26,8 @@ same algorithm); against ``cupy.matmul`` they agree to rounding. The cuBLAS bind
 Factorisations on cuSOLVER (``_solvers``): ``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``,
 ``svd`` with NumPy's results; a numerical failure (singular, not positive definite, no
 convergence) gives NaN results and a non-zero ``info`` (``return_info=True``; ``check(info)``
-raises ``LinAlgFailure``) instead of an exception, since a graph cannot raise. ``tensordot`` is
-NumPy's, on ``matmul``; ``spmm(csr, dense)`` is one cuSPARSE SpMM.
+raises ``LinAlgFailure``) instead of an exception, since a graph cannot raise. ``tensordot`` and
+two-operand ``einsum`` are NumPy's, on ``matmul``; ``spmm(csr, dense)`` is one cuSPARSE SpMM.
 
 Layer 4 (with control_flow and random): may import foundation, config, dispatch and backends only.
 """
@@ -39,8 +39,9 @@ from typing import Any, Optional
 import numpy as np
 
 from ._binding import BINDINGS, CublasError, load_binding
+from ._contract import einsum, tensordot
 from ._shapes import SUPPORTED, scale_dtype
-from ._solvers import LinAlgFailure, check, cholesky, eigh, inv, qr, solve, spmm, svd, tensordot
+from ._solvers import LinAlgFailure, check, cholesky, eigh, inv, qr, solve, spmm, svd
 
 __all__ = [
     "BINDINGS",
@@ -51,6 +52,7 @@ __all__ = [
     "check",
     "cholesky",
     "eigh",
+    "einsum",
     "gemm",
     "gemm_batched",
     "gemm_strided_batched",

@@ -1,5 +1,5 @@
 """``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``, ``svd`` (cuSOLVER on CuPy arrays, NumPy on host
-arrays) and ``tensordot`` (on ``matmul``): the public functions, their checks and the failure rule.
+arrays) and ``spmm`` (cuSPARSE): the public functions, their checks and the failure rule.
 
 A graph cannot raise, so a numerical failure is reported on the device: the results are NaN and
 ``info`` (an int32 array, one per matrix, 0 on success) is non-zero. ``return_info=True`` adds
@@ -112,39 +112,6 @@ def check(*infos: Any) -> None:
                 f"cupygraph.linalg: factorisation {k} failed for {len(failed)} matrix(es), first at batch index "
                 f"{tuple(int(i) for i in failed[0])} (info {int(values[tuple(failed[0])])}): a singular matrix "
                 "(solve, inv), one not positive definite (cholesky) or no convergence (eigh, svd); its results are NaN")
-
-
-def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
-    """NumPy's ``tensordot(a, b, axes)`` as one ``matmul`` of reshaped operands (captures on the GPU)."""
-    if _on_gpu(a, b):
-        from ._gemm_cupy import matmul
-    else:
-        from ._host import matmul
-
-    if isinstance(axes, int):
-        if axes < 0:
-            raise ValueError(f"cupygraph.linalg.tensordot: axes must be >= 0, got {axes}")
-        a_axes, b_axes = list(range(a.ndim - axes, a.ndim)), list(range(axes))
-    else:
-        try:
-            a_axes, b_axes = ([axes[0]] if isinstance(axes[0], int) else list(axes[0]),
-                              [axes[1]] if isinstance(axes[1], int) else list(axes[1]))
-        except (TypeError, IndexError) as err:
-            raise ValueError(f"cupygraph.linalg.tensordot: axes must be an int or a pair of axis lists, got {axes!r}"
-                             ) from err
-    a_axes = [ax % a.ndim for ax in a_axes]
-    b_axes = [ax % b.ndim for ax in b_axes]
-    if len(a_axes) != len(b_axes) or any(a.shape[i] != b.shape[j] for i, j in zip(a_axes, b_axes)):
-        raise ValueError(f"cupygraph.linalg.tensordot: shape mismatch for sum: a{tuple(a.shape)} axes {a_axes}, "
-                         f"b{tuple(b.shape)} axes {b_axes}")
-    a_free = [i for i in range(a.ndim) if i not in a_axes]
-    b_free = [j for j in range(b.ndim) if j not in b_axes]
-    k = int(np.prod([a.shape[i] for i in a_axes], dtype=np.int64))
-    m = int(np.prod([a.shape[i] for i in a_free], dtype=np.int64))
-    n = int(np.prod([b.shape[j] for j in b_free], dtype=np.int64))
-    a2 = a.transpose(a_free + a_axes).reshape(m, k)
-    b2 = b.transpose(b_axes + b_free).reshape(k, n)
-    return matmul(a2, b2).reshape([a.shape[i] for i in a_free] + [b.shape[j] for j in b_free])
 
 
 def spmm(a: Any, b: Any) -> Any:

@@ -120,3 +120,21 @@ def test_spmm_is_the_matrix_product_and_captures_on_the_host():
             got = f(x)
         np.testing.assert_array_equal(got, (a @ x.T) * 2)
     assert f.registry.num_graphs() == 1
+
+
+@pytest.mark.parametrize("subscripts", ["ij,jk->ik", "bij,bkj->bik", "ij,kj->ki", "bij,bjk->bki", "ijk,k->ij",
+                                        "ij,kl->ijkl", "ij,jk->i", "bi,bi->b"])
+def test_einsum_is_numpys_for_two_operands(subscripts):
+    shapes = {"i": 3, "j": 4, "k": 5, "l": 2, "b": 6}
+    left, right = subscripts.split("->")[0].split(",")
+    a = RNG.standard_normal([shapes[c] for c in left])
+    b = RNG.standard_normal([shapes[c] for c in right])
+    np.testing.assert_allclose(la.einsum(subscripts, a, b), np.einsum(subscripts, a, b), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("subscripts", "match"), [
+    ("ii,ij->j", "one distinct letter per axis"), ("ij,jk", "explicit output"), ("ij,jk->iz", "output subscripts"),
+])
+def test_einsum_refuses_what_it_cannot_do_by_name(subscripts, match):
+    with pytest.raises(ValueError, match=match):
+        la.einsum(subscripts, np.ones((3, 3)), np.ones((3, 4)))
