@@ -155,3 +155,4 @@ def intercepted_uploads() -> Iterator[UploadLedger]:
     ledger = new_ledger()
     with _interception.active(_Handler(ledger)):
         yield ledger
+    ledger.raise_refusal()

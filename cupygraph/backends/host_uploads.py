@@ -120,6 +120,7 @@ def intercepted_uploads() -> Iterator[_Recorder]:
     recorder = _Recorder(new_ledger())
     with _interception.active(recorder):
         yield recorder
+    recorder.ledger.raise_refusal()
 
 
 @contextmanager

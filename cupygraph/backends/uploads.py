@@ -89,6 +89,8 @@ class UploadLedger:
         """Backend snapshot buffers per place, one per warm-up upload in order: the capture's j-th
         upload there bakes from the j-th (the first run's)."""
         self.baked: list[BakedUpload] = []
+        self.refusal: Optional[CaptureError] = None
+        """The first refused upload: the capture fails with it even when the function caught it."""
         self._at_capture: dict[tuple[str, str], int] = {}
 
     def warmup_upload(self, call: str, where: str, shape: tuple[int, ...], dtype: str, data: Any,
@@ -105,30 +107,38 @@ class UploadLedger:
         self._at_capture[place] = index + 1
         what = _what(call, where, shape, dtype, nbytes)
         if self.mode == "fallback":
-            raise _refused(what, f"{HOST_UPLOAD_HINT}; the default \"fallback\" never freezes host data")
+            raise self._refused(what, f"{HOST_UPLOAD_HINT}; the default \"fallback\" never freezes host data")
         seen = self.warmup.get(place, [])
         runs = max(self.num_warmups, 0)
         if runs == 0 or not seen or len(seen) % runs:
-            raise _refused(what, "host uploads become constants only when every warm-up run made the same uploads "
+            raise self._refused(what, "host uploads become constants only when every warm-up run made the same uploads "
                                  "as the capture: run at least one warm-up (num_warmups >= 1)")
         per_run = len(seen) // runs
         if index >= per_run:
-            raise _refused(what, "the warm-up runs made fewer uploads here than the capture")
+            raise self._refused(what, "the warm-up runs made fewer uploads here than the capture")
         digest = _digest(data)
         for run in range(runs):
             earlier = seen[run * per_run + index]
             if (earlier.shape, earlier.dtype) != (shape, dtype):
-                raise _refused(what, f"a warm-up run uploaded {earlier.dtype}{list(earlier.shape)} here instead")
+                raise self._refused(what, f"a warm-up run uploaded {earlier.dtype}{list(earlier.shape)} here instead")
             if self.mode == "auto" and earlier.digest != digest:
-                raise _refused(what, "host_uploads is \"auto\" and the uploaded bytes differed between the warm-up "
-                                     "runs and the capture, so they are no constant; compute them on the device, or "
-                                     "pass them as an argument")
+                raise self._refused(what, "host_uploads is \"auto\" and the uploaded bytes differed between the "
+                                          "warm-up runs and the capture, so they are no constant; compute them on the "
+                                          "device, or pass them as an argument")
         self.baked.append(BakedUpload(call, where, shape, dtype, nbytes))
         return self.slots[place][index]
 
+    def _refused(self, what: str, why: str) -> CaptureError:
+        err = CaptureError(f"{FallbackReason.HOST_UPLOAD.text}: {what}; {why}")
+        if self.refusal is None:
+            self.refusal = err
+        return err
 
-def _refused(what: str, why: str) -> CaptureError:
-    return CaptureError(f"{FallbackReason.HOST_UPLOAD.text}: {what}; {why}")
+    def raise_refusal(self) -> None:
+        """After the capture run: a refusal the function swallowed (a library's ``except Exception``
+        taking another path than the warm-up did) still fails the capture."""
+        if self.refusal is not None:
+            raise CaptureError(str(self.refusal))
 
 
 def _digest(data: Any) -> bytes:

@@ -174,3 +174,18 @@ def test_numpys_own_creator_calls_are_untouched_during_a_capture():
         x = data(seed)
         np.testing.assert_array_equal(f(x), fn(x))
     assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0
+
+
+def test_a_refused_upload_the_function_catches_still_fails_the_capture():
+    def forgiving(x):
+        try:
+            w = np.asarray(WEIGHTS)
+        except Exception:  # a library taking another path than in the warm-up
+            w = np.zeros(3)
+        return x * w
+
+    f = cg.jit(forgiving, config=host())
+    for seed in range(2):
+        x = data(seed)
+        np.testing.assert_array_equal(f(x), forgiving(x))
+    assert f.registry.num_graphs() == 0 and f.stats().fallbacks_by_reason == {"host_upload": 2}
