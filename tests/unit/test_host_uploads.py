@@ -13,6 +13,7 @@ import pytest
 
 import cupygraph as cg
 from cupygraph.backends.uploads import UploadLedger
+from cupygraph.diagnostics.inspect import describe
 from cupygraph.errors import CaptureError
 
 WEIGHTS = [0.5, -1.25, 2.0]
@@ -189,3 +190,10 @@ def test_a_refused_upload_the_function_catches_still_fails_the_capture():
         x = data(seed)
         np.testing.assert_array_equal(f(x), forgiving(x))
     assert f.registry.num_graphs() == 0 and f.stats().fallbacks_by_reason == {"host_upload": 2}
+
+
+def test_describe_lists_the_baked_uploads():
+    f = cg.jit(scaled, config=host(host_uploads="constant"))
+    f(data(0))
+    text = describe(f)
+    assert "host uploads baked into graphs as constants:" in text and "24 bytes  numpy.asarray of <f8[3]" in text
