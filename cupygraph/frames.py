@@ -6,6 +6,9 @@ module (``f_globals["__name__"]``) is inside one of ``LIBRARY_PACKAGES``, or its
 compiled frames carry relative paths (``cupy/_core/core.pyx``), installed ones absolute paths
 under ``site-packages/cupy/``, and a checkout's may live anywhere, so each form is checked.
 A user's project that merely sits in a folder called ``cupygraph`` is not a library frame.
+
+``call_site_*`` also say which library function the user's line called (the outermost library
+frame below it, e.g. ``cupy.linalg._solve.solve``), so a reason can name a capturable replacement.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import os
 import sys
 import traceback
 from types import FrameType
-from typing import Optional
+from typing import NamedTuple, Optional
 
-LIBRARY_PACKAGES = frozenset({"cupy", "cupyx", "cupy_backends", "cupygraph", "numpy"})
+# fastrlock: CuPy takes its locks there, so it can be the innermost frame of a refused op.
+LIBRARY_PACKAGES = frozenset({"cupy", "cupyx", "cupy_backends", "cupygraph", "fastrlock", "numpy"})
 
 
 def _package_dirs() -> list[str]:
@@ -62,19 +66,57 @@ def format_location(filename: str, lineno: int) -> str:
     return f" (at {name}:{lineno}: {code})" if code else f" (at {name}:{lineno})"
 
 
-def location_in_traceback(err: BaseException) -> str:
-    """The innermost user frame of ``err``'s traceback as `` (at file:line: code)``, or ``""``."""
-    here: Optional[tuple[str, int]] = None
+class CallSite(NamedTuple):
+    """The user's line that reached a library, and which library function it called."""
+
+    filename: str
+    lineno: int
+    called: str
+    """``module.function`` of the outermost library frame below the user's line ("" if unknown)."""
+
+    @property
+    def code(self) -> str:
+        return linecache.getline(self.filename, self.lineno).strip()
+
+    def location(self) -> str:
+        return format_location(self.filename, self.lineno)
+
+
+def _qualified(frame: FrameType) -> str:
+    module = frame.f_globals.get("__name__")
+    name = frame.f_code.co_name
+    return f"{module}.{name}" if isinstance(module, str) else name
+
+
+def call_site_in_traceback(err: BaseException) -> Optional[CallSite]:
+    """The innermost user frame of ``err``'s traceback and the library function it called."""
+    site: Optional[CallSite] = None
     for frame, lineno in traceback.walk_tb(err.__traceback__):
         if not is_library_frame(frame):
-            here = (frame.f_code.co_filename, lineno)
-    return "" if here is None else format_location(*here)
+            site = CallSite(frame.f_code.co_filename, lineno, "")
+        elif site is not None and not site.called:
+            site = site._replace(called=_qualified(frame))
+    return site
+
+
+def call_site_in_stack(frame: Optional[FrameType]) -> Optional[CallSite]:
+    """The innermost user frame from ``frame`` outwards and the library function it called."""
+    called = ""
+    while frame is not None:
+        if not is_library_frame(frame):
+            return CallSite(frame.f_code.co_filename, frame.f_lineno, called)
+        called = _qualified(frame)
+        frame = frame.f_back
+    return None
+
+
+def location_in_traceback(err: BaseException) -> str:
+    """The innermost user frame of ``err``'s traceback as `` (at file:line: code)``, or ``""``."""
+    site = call_site_in_traceback(err)
+    return "" if site is None else site.location()
 
 
 def location_in_stack(frame: Optional[FrameType]) -> str:
     """The innermost user frame from ``frame`` outwards as `` (at file:line: code)``, or ``""``."""
-    while frame is not None:
-        if not is_library_frame(frame):
-            return format_location(frame.f_code.co_filename, frame.f_lineno)
-        frame = frame.f_back
-    return ""
+    site = call_site_in_stack(frame)
+    return "" if site is None else site.location()

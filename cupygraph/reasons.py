@@ -38,6 +38,7 @@ class FallbackReason(_Reason):
     DEVICE_TO_HOST = "device_to_host_read"
     DATA_DEPENDENT_SHAPE = "data_dependent_shape"
     LIBRARY_CALL = "library_call"
+    HOST_UPLOAD = "host_upload"
     OUT_OF_MEMORY = "out_of_memory"
     OVER_BUDGET = "graph_over_memory_budget"
     CAPTURE_FAILED = "capture_failed"
@@ -80,6 +81,7 @@ _TEXTS = {
     "device_to_host_read": "device-to-host read during capture",
     "data_dependent_shape": "output shape depends on the data",
     "library_call": "library call CuPy cannot capture",
+    "host_upload": "host-to-device upload during capture",
     "out_of_memory": "out of memory during capture",
     "graph_over_memory_budget": "the graph alone is above memory_budget",
     "capture_failed": "an operation not allowed during capture",

@@ -41,6 +41,9 @@ class Recording(abc.ABC):
     pdl: Any = None
     """What programmatic dependent launch did to this recording (a ``PdlSummary``), if anything."""
 
+    baked_uploads: Sequence[Any] = ()
+    """Host uploads replayed from the recording's own snapshots (``uploads.BakedUpload``; issue 20)."""
+
     watches: Sequence[Watch] = ()
     """Arrays the recording reads by address without owning them (found at capture in a closure
     or global); ``check_references`` tells whether they are still alive and bound."""

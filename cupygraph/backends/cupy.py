@@ -21,6 +21,7 @@ from .cupy_failures import describe_capture_failure
 from .cupy_fft import isolated_plan_cache
 from .cupy_pool import DeviceBlocks, fill_free_blocks
 from .cupy_timing import EventSample
+from .cupy_uploads import intercepted_uploads
 from .graph_bodies import collecting_bodies
 from .holding import collecting_held
 from .pdl import apply_pdl
@@ -264,7 +265,7 @@ class CupyBackend(Backend):
             # and live as long as the recording, whatever happens to CuPy's cache.
             # cuBLAS workspaces/handles and RNG states used by the graph join ``held`` (holding.py).
             with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held), \
-                    collecting_held(held), collecting_bodies() as bodies:
+                    collecting_held(held), collecting_bodies() as bodies, intercepted_uploads() as uploads:
                 sample = None
                 for _ in range(num_warmups):
                     sample = EventSample()  # the last run's: the first may compile kernels, make plans
@@ -281,6 +282,7 @@ class CupyBackend(Backend):
             recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held)
             recording.warmup_sample = sample
             recording.pdl = pdl_summary
+            recording.baked_uploads = tuple(uploads.baked)  # host uploads as constants (cupy_uploads)
             graphs = [step.graph for step in steps if not isinstance(step, _EagerStep)]
             audit_capture(self, recording, graphs + [int(body) for body in bodies], fn, args, kwargs)
             return recording

@@ -25,6 +25,7 @@ from .base import Backend, Recording, ReplayMismatch
 from .foreign import find_arrays, watch_unowned
 from .host_escapes import numpy_escapes_refused
 from .host_guard import CaptureArray, guarded, refusing
+from .host_uploads import intercepted_uploads, replaying
 from .timing import HostSample
 
 
@@ -76,9 +77,22 @@ class HostRecording(Recording):
         self.outputs = outputs
         self._leaves, self._spec = flatten(outputs, _is_numpy)
         self.nbytes = sum(leaf.nbytes for leaf in self._leaves if _is_numpy(leaf))
+        self._snapshots: list[Any] = []
+
+    def bake(self, snapshots: list[Any], baked: Sequence[Any]) -> None:
+        """Host uploads baked in at capture: every replay gets these snapshots again (issue 20)."""
+        self._snapshots, self.baked_uploads = list(snapshots), tuple(baked)
+        self.nbytes += sum(s.nbytes for s in snapshots)
+
+    def _run(self) -> Any:
+        if not self._snapshots:
+            return self._fn(*self._args, **self._kwargs)
+        # Guarded (inactive) views, as at capture: the function's own arrays are not uploads.
+        with replaying(self._snapshots):
+            return self._fn(*[guarded(a) for a in self._args], **self._kwargs)
 
     def launch(self) -> None:
-        fresh, spec = flatten(self._fn(*self._args, **self._kwargs), _is_numpy)
+        fresh, spec = flatten(self._run(), _is_numpy)
         if spec != self._spec or len(fresh) != len(self._leaves):
             raise ReplayMismatch(
                 f"the function returned another output structure on replay than at capture ({len(fresh)} "
@@ -106,6 +120,7 @@ class HostRecording(Recording):
     def release(self) -> None:
         # None, not a Callable: a released recording is never launched again.
         self._fn, self._args, self._kwargs, self._leaves, self.outputs = None, [], {}, [], None  # type: ignore[assignment]
+        self._snapshots = []
         self.watches = ()
 
     def to_dot(self) -> str:
@@ -144,23 +159,26 @@ class HostBackend(Backend):
     ) -> HostRecording:
         # ``pdl`` is accepted and unused: a host recording re-executes the function and has no
         # graph edges to make programmatic (the edge decision itself is tested on descriptions).
-        sample = None
-        for _ in range(num_warmups):
-            sample = HostSample()  # the last run's: the first may pay for one-time setup
-            fn(*args, **kwargs)
-            sample.stop()
-        reached = find_arrays(fn, _is_numpy)
-        touched = [leaf for value in (*args, *kwargs.values()) for leaf in flatten(value, _is_numpy)[0]
-                   if _is_numpy(leaf)] + [found.array for found in reached]
-        # A CUDA stream capture executes nothing: what the capture run writes into the arrays it can
-        # reach is undone, so only replays write there, as on the GPU (else an in-place function
-        # would change the caller's arrays twice on a first call: capture run, then replay).
-        # The capture run sees views of the same buffers that refuse what CuPy refuses under capture.
-        with _undone(touched), refusing(piecewise), numpy_escapes_refused():
-            outputs = fn(*[guarded(a) for a in args], **kwargs)
+        # Host uploads go through the ledger (``host_uploads``), as on the GPU.
+        with intercepted_uploads() as uploads:
+            sample = None
+            for _ in range(num_warmups):
+                sample = HostSample()  # the last run's: the first may pay for one-time setup
+                fn(*args, **kwargs)
+                sample.stop()
+            reached = find_arrays(fn, _is_numpy)
+            touched = [leaf for value in (*args, *kwargs.values()) for leaf in flatten(value, _is_numpy)[0]
+                       if _is_numpy(leaf)] + [found.array for found in reached]
+            # A CUDA stream capture executes nothing: what the capture run writes into the arrays it can
+            # reach is undone, so only replays write there, as on the GPU (else an in-place function
+            # would change the caller's arrays twice on a first call: capture run, then replay).
+            # The capture run sees views of the same buffers that refuse what CuPy refuses under capture.
+            with _undone(touched), refusing(piecewise), numpy_escapes_refused():
+                outputs = fn(*[guarded(a) for a in args], **kwargs)
         # The caller gets plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy returns).
         recording = HostRecording(fn, args, kwargs, _plain_outputs(outputs))
         recording.warmup_sample = sample
+        recording.bake(uploads.snapshots, uploads.ledger.baked)
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
         # One warning per array and family (set here: subclasses need not call an __init__).
         warned = self.__dict__.setdefault("_foreign_warned", set())

@@ -37,7 +37,7 @@ from typing import Any, NoReturn, Optional
 import numpy as np
 
 from ..errors import CaptureError
-from ..frames import location_in_stack
+from ..hints import where_and_instead
 from ..pytree import flatten, unflatten
 from ..reasons import FallbackReason
 from .piecewise import recording_breaks
@@ -67,8 +67,8 @@ def _guard() -> Optional[_Guard]:
     return guard if guard is not None and guard.active else None
 
 
-def _refuse(reason: FallbackReason, what: str) -> NoReturn:
-    message = f"{reason.text}: {what}{location_in_stack(sys._getframe(1))}"
+def _refuse(reason: FallbackReason, what: str, called: str = "") -> NoReturn:
+    message = f"{reason.text}: {what}{where_and_instead(sys._getframe(1), reason.value, called)}"
     guard = _guard()
     if guard is not None and guard.first is None:
         guard.first = (message, reason)
@@ -139,7 +139,7 @@ class CaptureArray(np.ndarray):
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if _guard() is not None and ufunc.__name__ in _CUBLAS_UFUNCS:
-            _refuse(FallbackReason.LIBRARY_CALL, f"np.{ufunc.__name__} / @ calls cuBLAS, {_CUBLAS_HINT}")
+            _refuse(FallbackReason.LIBRARY_CALL, f"np.{ufunc.__name__} / @ calls cuBLAS, {_CUBLAS_HINT}", "numpy.dot")
         out = kwargs.get("out")
         if out is not None:
             kwargs["out"] = tuple(_plain(o) for o in out)
@@ -310,12 +310,12 @@ _SHAPE_ONLY = _functions(
 def _check_function(func: Any, args: Any, kwargs: Any) -> None:
     name = getattr(func, "__name__", "function")
     if func in _CUBLAS:
-        _refuse(FallbackReason.LIBRARY_CALL, f"np.{name} calls cuBLAS, {_CUBLAS_HINT}")
+        _refuse(FallbackReason.LIBRARY_CALL, f"np.{name} calls cuBLAS, {_CUBLAS_HINT}", f"numpy.{name}")
     if str(getattr(func, "__module__", "")).startswith("numpy.linalg"):
-        _refuse(FallbackReason.LIBRARY_CALL, f"np.linalg.{name} calls cuBLAS/cuSOLVER, {_LIBRARY_HINT}")
+        _refuse(FallbackReason.LIBRARY_CALL, f"np.linalg.{name} calls cuSOLVER, {_LIBRARY_HINT}", f"linalg.{name}")
     if func in _DATA_SHAPED or (func is np.where and len(args) + len(kwargs) == 1):
         label = "np.where with one argument" if func is np.where else f"np.{name}"
-        _refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f"{label} ({_SHAPE_HINT})")
+        _refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f"{label} ({_SHAPE_HINT})", f"numpy.{name}")
     if func in _HISTOGRAMS and kwargs.get("range") is None and not isinstance(
             args[1] if len(args) > 1 else kwargs.get("bins", 10), (np.ndarray, list, tuple)):
         _refuse(FallbackReason.DEVICE_TO_HOST, f"np.{name} without range= ({_D2H_HINT}: pass range= or bin edges)")

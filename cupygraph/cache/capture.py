@@ -18,6 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..backends.base import Backend, Recording
+from ..backends.uploads import upload_policy
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError
@@ -67,15 +68,19 @@ def record(
         with _memory_refusal_fails_capture(key.descriptor):
             staging.stage(request)
             start = time.perf_counter()
-            staging.recording = backend.capture(
-                request.fn, staging.call_args, dict(request.kwargs),
-                num_warmups=config.num_warmups,
-                capture_mode=config.capture_mode,
-                gc_freeze=config.gc_freeze,
-                piecewise=key.mode is CUDAGraphMode.PIECEWISE,
-                pdl=config.pdl,
-            )
+            with upload_policy(config.host_uploads, config.num_warmups):
+                staging.recording = backend.capture(
+                    request.fn, staging.call_args, dict(request.kwargs),
+                    num_warmups=config.num_warmups,
+                    capture_mode=config.capture_mode,
+                    gc_freeze=config.gc_freeze,
+                    piecewise=key.mode is CUDAGraphMode.PIECEWISE,
+                    pdl=config.pdl,
+                )
             seconds = time.perf_counter() - start
+        for upload in staging.recording.baked_uploads:
+            logger.debug("%s() for %s: host upload baked into the graph as a constant: %s", request.name,
+                         key.descriptor, upload.describe())
         check_outputs(staging.recording.outputs, backend.is_array)
         written = staging.written()
         if written:

@@ -45,6 +45,9 @@ class CUDAGraphStats:
     """Edges left plain, by reason (producer_not_kernel, consumer_does_not_wait, ...)."""
     last_detail_by_reason: dict[str, str] = dataclasses.field(default_factory=dict)
     batch_sizes: SizeHistogram = dataclasses.field(default_factory=SizeHistogram)
+    baked_uploads: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Host uploads baked into graphs as constants (issue 20): call and user's line -> bytes per graph
+    (one entry per place in the code, so it stays bounded)."""
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -111,6 +114,10 @@ class CUDAGraphStats:
             self.pdl_edges_converted += summary.converted
             self.pdl_edges_kept_by_reason.update(summary.kept)
 
+    def record_baked_upload(self, call: str, nbytes: int) -> None:
+        with self._lock:
+            self.baked_uploads[call] = nbytes
+
     def record_capture_failure(self) -> None:
         with self._lock:
             self.capture_failures += 1
@@ -171,6 +178,7 @@ class CUDAGraphStats:
                 "pdl_edges_converted": self.pdl_edges_converted,
                 "pdl_edges_kept_by_reason": dict(self.pdl_edges_kept_by_reason),
                 "last_detail_by_reason": dict(self.last_detail_by_reason),
+                "baked_uploads": dict(self.baked_uploads),
             }
 
 

@@ -272,6 +272,9 @@ class GraphStore:
             raise
         self._stats.record_capture(key.mode.name, entry.capture_time)
         self._stats.record_pdl(entry.recording.pdl)
+        for upload in entry.recording.baked_uploads:
+            self._stats.record_baked_upload(f"{upload.call} of {upload.dtype}{list(upload.shape)}{upload.where}",
+                                            upload.nbytes)
         logger.debug("captured %s in %.2f ms (%d bytes)", key, 1e3 * entry.capture_time, entry.nbytes)
         return entry
 

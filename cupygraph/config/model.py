@@ -28,6 +28,7 @@ from .messages import field_path, format_validation_error
 from .modes import CUDAGraphMode
 from .rules import MAX_DEFAULT_CAPTURE_SIZE, MAX_LIST_LENGTH, MAX_WARMUPS
 from .sizes import pad_to_capture_size, resolve_capture_sizes
+from .uploads import HOST_UPLOADS, HostUploads
 from .values import PositiveInt, as_number, choice, integral_to_int, parse_byte_size
 
 __all__ = [
@@ -182,6 +183,7 @@ class CUDAGraphConfig(BaseModel):
     pdl: Literal["auto", "off"] = Field("auto", description="Programmatic dependent launch (sm_90+). auto: an edge "
         "between two kernels becomes programmatic when the consumer, compiled through cupygraph.pdl_kernel/"
         "pdl_module, executes CUPYGRAPH_PDL_WAIT() before touching memory; other edges stay. off: plain edges.")
+    host_uploads: HostUploads = HOST_UPLOADS  # issue 20 (config/uploads.py documents it)
 
     _sizes: tuple[int, ...] = PrivateAttr(default=())
 

@@ -54,6 +54,9 @@ def describe(graphed: GraphedFunction) -> str:
         if counts:  # each reason's code with the last detail seen for it
             parts.append(title)
             parts += [f"  {count:>6}  {code}: {stats.detail(code)}" for code, count in counts.most_common()]
+    if stats.baked_uploads:  # host data frozen into graphs (host_uploads="constant"/"auto")
+        parts.append("host uploads baked into graphs as constants:")
+        parts += [f"  {nbytes:>6} bytes  {call}" for call, nbytes in sorted(stats.baked_uploads.items())]
     return "\n".join(parts)
 
 

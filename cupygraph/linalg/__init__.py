@@ -23,6 +23,12 @@ are bit-for-bit the same eagerly and in a graph replay (same handle settings, sa
 same algorithm); against ``cupy.matmul`` they agree to rounding. The cuBLAS binding is chosen in
 ``_binding`` (nvmath-python where installed, else ctypes on CuPy's own libcublas).
 
+Factorisations on cuSOLVER (``_solvers``): ``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``,
+``svd`` with NumPy's results; a numerical failure (singular, not positive definite, no
+convergence) gives NaN results and a non-zero ``info`` (``return_info=True``; ``check(info)``
+raises ``LinAlgFailure``) instead of an exception, since a graph cannot raise. ``tensordot`` and
+two-operand ``einsum`` are NumPy's, on ``matmul``; ``spmm(csr, dense)`` is one cuSPARSE SpMM.
+
 Layer 4 (with control_flow and random): may import foundation, config, dispatch and backends only.
 """
 
@@ -33,22 +39,35 @@ from typing import Any, Optional
 import numpy as np
 
 from ._binding import BINDINGS, CublasError, load_binding
+from ._contract import einsum, tensordot
 from ._shapes import SUPPORTED, scale_dtype
+from ._solvers import LinAlgFailure, check, cholesky, eigh, inv, qr, solve, spmm, svd
 
 __all__ = [
     "BINDINGS",
     "SUPPORTED",
     "CublasError",
+    "LinAlgFailure",
     "binding_info",
+    "check",
+    "cholesky",
+    "eigh",
+    "einsum",
     "gemm",
     "gemm_batched",
     "gemm_strided_batched",
+    "inv",
     "load_binding",
     "matmul",
     "prepare",
+    "qr",
     "release_unused",
     "resources",
     "scalar",
+    "solve",
+    "spmm",
+    "svd",
+    "tensordot",
 ]
 
 

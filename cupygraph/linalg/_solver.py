@@ -1,0 +1,297 @@
+"""Dense factorisations of CuPy arrays on cuSOLVER, eagerly or under a CUDA graph capture.
+
+CuPy refuses ``cupy.linalg`` under stream capture (it checks ``devInfo`` on the host, and its
+cuSOLVER binding refuses a capturing stream). Here every call goes through
+``nvmath.bindings.cusolverDn`` (imported at the first call) on this thread's handle, bound to the
+current stream:
+
+* the handle is made outside any capture (the warm-up makes it; a capture that would have to
+  make one fails with ``CaptureError`` saying to warm up), and a recording holds it;
+* the input is first copied into a Fortran-ordered work array (cuSOLVER overwrites it and reads
+  column-major), the workspace and the ``info`` flag are ordinary arrays of the current
+  allocator (the family's pool under ``jit``), so nothing outside the graph's memory is touched;
+* nothing is read back to the host: when cuSOLVER reports a failure (a singular matrix for
+  ``solve``/``inv``, one not positive definite for ``cholesky``, no convergence for ``eigh``/
+  ``svd``), a small kernel fills the results with NaN on the device. ``return_info=True`` also
+  returns the ``info`` array (int32, 0 = success) for ``check(info)`` after the replay.
+
+float32 and float64 (``s``/``d`` routines); other dtypes are refused with a message.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from typing import Any
+
+import cupy
+import numpy
+
+from ..backends.holding import hold, holding_active
+from ..errors import BackendUnavailableError, CaptureError, CupyGraphError
+from ..reasons import FallbackReason
+
+LOWER, UPPER = 0, 1  # cublasFillMode_t
+OP_N = 0
+EIG_MODE_VECTOR = 1
+_PREFIX = {"f": "s", "d": "d"}
+
+
+class SolverError(CupyGraphError, RuntimeError):
+    """A cuSOLVER call returned an error status (bad arguments, not a numerical failure)."""
+
+
+_local = threading.local()
+_lib: Any = None
+_lib_lock = threading.Lock()
+
+
+def _library() -> Any:
+    global _lib
+    with _lib_lock:
+        if _lib is None:
+            try:
+                _lib = importlib.import_module("nvmath.bindings.cusolverDn")
+            except Exception as err:
+                raise BackendUnavailableError(
+                    "cupygraph.linalg's cuSOLVER functions need nvmath-python (pip install nvmath-python): "
+                    f"{type(err).__name__}: {err}") from err
+        return _lib
+
+
+class _Handle:
+    """One thread's cusolverDn handle on one device (kept for the thread's life)."""
+
+    def __init__(self, lib: Any, device_id: int):
+        self.lib, self.device_id = lib, device_id
+        self.ptr = int(lib.create())
+        self.stream_ptr = -1
+
+    def call(self, routine: str, *args: Any) -> Any:
+        try:
+            return getattr(self.lib, routine)(self.ptr, *args)
+        except Exception as err:
+            if _is_capturing(cupy.cuda.get_current_stream()):  # e.g. a routine that synchronises inside
+                raise CaptureError(f"{FallbackReason.LIBRARY_CALL.text}: cuSOLVER {routine} failed under capture "
+                                   f"({type(err).__name__}: {err})") from err
+            raise SolverError(f"cusolverDn {routine} failed: {err}") from err
+
+
+def _is_capturing(stream: Any) -> bool:
+    try:
+        return bool(stream.is_capturing())
+    except Exception:
+        return True
+
+
+def handle(device_id: int) -> _Handle:
+    """This thread's handle on ``device_id``, bound to the current stream."""
+    handles: dict[int, _Handle] = _local.__dict__.setdefault("handles", {})
+    stream = cupy.cuda.get_current_stream()
+    found = handles.get(device_id)
+    if found is None:
+        if _is_capturing(stream):
+            raise CaptureError(
+                f"{FallbackReason.LIBRARY_CALL.text}: cupygraph.linalg has no cuSOLVER handle in this thread yet, "
+                "and making one during a capture would allocate; run the function once before capturing "
+                "(jit's num_warmups >= 1)")
+        found = handles[device_id] = _Handle(_library(), device_id)
+    if found.stream_ptr != int(stream.ptr):
+        found.lib.set_stream(found.ptr, int(stream.ptr))
+        found.stream_ptr = int(stream.ptr)
+    if holding_active():
+        hold(found)
+    return found
+
+
+def _routine(dtype: Any, name: str, what: str) -> str:
+    prefix = _PREFIX.get(dtype.char)
+    if prefix is None:
+        raise TypeError(f"{what}: cuSOLVER path supports float32 and float64 arrays, got {dtype}; cast first")
+    return prefix + name
+
+
+_poison_kernel: Any = None
+
+
+def poison_on_failure(info: Any, *outputs: Any) -> None:
+    """NaN into every output where ``info`` (int32, 0-d) is non-zero: a failure is never a number."""
+    global _poison_kernel
+    if _poison_kernel is None:
+        _poison_kernel = cupy.ElementwiseKernel(
+            "int32 info", "T x", "if (info != 0) x = (T)__longlong_as_double(0x7ff8000000000000ULL);",
+            "cupygraph_linalg_nan_on_failure")
+    for out in outputs:
+        _poison_kernel(info, out)
+
+
+def _square(a: Any, what: str) -> None:
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"{what}: argument 'a' must be a square matrix (..., M, M), got shape {a.shape}")
+
+
+def _float_dtype(a: Any) -> Any:
+    return a.dtype if a.dtype.char in "fd" else cupy.dtype("d") if a.dtype.kind in "biu" else a.dtype
+
+
+def _fortran(x: Any, dtype: Any) -> Any:
+    """A Fortran-ordered copy cuSOLVER may overwrite. Not ``cupy.asfortranarray``: for a C-ordered
+    float matrix that calls cuBLAS (geam), which CuPy refuses under capture."""
+    out = cupy.empty(x.shape, dtype=dtype, order="F")
+    out[...] = x
+    return out
+
+
+def _info() -> Any:
+    return cupy.zeros((), dtype=cupy.int32)
+
+
+def cholesky(a: Any) -> tuple[Any, Any]:
+    what = "cupygraph.linalg.cholesky"
+    _square(a, what)
+    dtype = _float_dtype(a)
+    routine = _routine(dtype, "potrf", what)
+    with cupy.cuda.Device(a.device.id):
+        out = cupy.empty(a.shape, dtype=dtype)
+        info = cupy.zeros(a.shape[:-2], dtype=cupy.int32)
+        for index in numpy.ndindex(a.shape[:-2]) if a.ndim > 2 else [()]:
+            work = _fortran(a[index], dtype)
+            n = work.shape[0]
+            h = handle(a.device.id)
+            lwork = h.call(routine + "_buffer_size", LOWER, n, work.data.ptr, max(n, 1))
+            scratch = cupy.empty(max(lwork, 1), dtype=dtype)
+            flag = info[index]
+            h.call(routine, LOWER, n, work.data.ptr, max(n, 1), scratch.data.ptr, lwork, flag.data.ptr)
+            out[index] = cupy.tril(work)
+            poison_on_failure(flag, out[index])
+    return out, info
+
+
+def _lu_solve(a2: Any, b2: Any, dtype: Any, what: str, out: Any, flag: Any) -> None:
+    """``out = solve(a2, b2)`` for one (M, M) matrix and (M, K) right-hand sides."""
+    getrf, getrs = _routine(dtype, "getrf", what), _routine(dtype, "getrs", what)
+    work = _fortran(a2, dtype)
+    rhs = _fortran(b2, dtype)
+    n, k = work.shape[0], rhs.shape[1]
+    h = handle(a2.device.id)
+    lwork = h.call(getrf + "_buffer_size", n, n, work.data.ptr, max(n, 1))
+    scratch = cupy.empty(max(lwork, 1), dtype=dtype)
+    pivots = cupy.empty(max(n, 1), dtype=cupy.int32)
+    h.call(getrf, n, n, work.data.ptr, max(n, 1), scratch.data.ptr, pivots.data.ptr, flag.data.ptr)
+    # getrs writes its own info (0 unless an argument is bad): not into ``flag``, which would lose a
+    # singular matrix reported by getrf.
+    solved = _info()
+    h.call(getrs, OP_N, n, k, work.data.ptr, max(n, 1), pivots.data.ptr, rhs.data.ptr, max(n, 1), solved.data.ptr)
+    out[...] = rhs
+    poison_on_failure(flag, out)
+
+
+def solve(a: Any, b: Any) -> tuple[Any, Any]:
+    what = "cupygraph.linalg.solve"
+    _square(a, what)
+    if not isinstance(b, cupy.ndarray):
+        raise TypeError(f"{what}: argument 'b' must be a CuPy array here (a is one), got {type(b).__name__}")
+    dtype = cupy.result_type(_float_dtype(a), _float_dtype(b))
+    vector = b.ndim == a.ndim - 1
+    if (b.shape[:-1] if vector else b.shape[:-2]) != a.shape[:-2] or b.shape[-1 if vector else -2] != a.shape[-1]:
+        raise ValueError(f"{what}: b of shape {b.shape} does not match a of shape {a.shape} (NumPy's rule: b is "
+                         "(..., M) or (..., M, K) with the batch axes of a)")
+    with cupy.cuda.Device(a.device.id):
+        out = cupy.empty(b.shape, dtype=dtype)
+        info = cupy.zeros(a.shape[:-2], dtype=cupy.int32)
+        for index in numpy.ndindex(a.shape[:-2]) if a.ndim > 2 else [()]:
+            rhs, target = (b[index][:, None], out[index][:, None]) if vector else (b[index], out[index])
+            _lu_solve(a[index], rhs, dtype, what, target, info[index])
+    return out, info
+
+
+def inv(a: Any) -> tuple[Any, Any]:
+    what = "cupygraph.linalg.inv"
+    _square(a, what)
+    dtype = _float_dtype(a)
+    with cupy.cuda.Device(a.device.id):
+        eye = cupy.broadcast_to(cupy.eye(a.shape[-1], dtype=dtype), a.shape)
+        return solve(a, eye)
+
+
+def eigh(a: Any, uplo: str = "L") -> tuple[Any, Any, Any]:
+    what = "cupygraph.linalg.eigh"
+    _square(a, what)
+    if a.ndim != 2:
+        raise ValueError(f"{what}: only one (M, M) matrix at a time here, got shape {a.shape}")
+    if uplo not in ("L", "U"):
+        raise ValueError(f"{what}: UPLO must be 'L' or 'U', got {uplo!r}")
+    dtype = _float_dtype(a)
+    routine = _routine(dtype, "syevd", what)
+    fill = LOWER if uplo == "L" else UPPER
+    with cupy.cuda.Device(a.device.id):
+        work = _fortran(a, dtype)
+        n = work.shape[0]
+        w = cupy.empty(n, dtype=dtype)
+        info = _info()
+        h = handle(a.device.id)
+        lwork = h.call(routine + "_buffer_size", EIG_MODE_VECTOR, fill, n, work.data.ptr, max(n, 1), w.data.ptr)
+        scratch = cupy.empty(max(lwork, 1), dtype=dtype)
+        h.call(routine, EIG_MODE_VECTOR, fill, n, work.data.ptr, max(n, 1), w.data.ptr, scratch.data.ptr, lwork,
+               info.data.ptr)
+        v = cupy.ascontiguousarray(work)
+        poison_on_failure(info, w, v)
+    return w, v, info
+
+
+def qr(a: Any) -> tuple[Any, Any, Any]:
+    """NumPy's ``qr(a, mode="reduced")``: Q (M, K) and R (K, N), K = min(M, N)."""
+    what = "cupygraph.linalg.qr"
+    if a.ndim != 2:
+        raise ValueError(f"{what}: argument 'a' must be one (M, N) matrix here, got shape {a.shape}")
+    dtype = _float_dtype(a)
+    geqrf, orgqr = _routine(dtype, "geqrf", what), _routine(dtype, "orgqr", what)
+    m, n = a.shape
+    k = min(m, n)
+    with cupy.cuda.Device(a.device.id):
+        work = _fortran(a, dtype)
+        tau = cupy.empty(max(k, 1), dtype=dtype)
+        info = _info()
+        h = handle(a.device.id)
+        lwork = max(h.call(geqrf + "_buffer_size", m, n, work.data.ptr, max(m, 1)),
+                    h.call(orgqr + "_buffer_size", m, k, k, work.data.ptr, max(m, 1), tau.data.ptr), 1)
+        scratch = cupy.empty(lwork, dtype=dtype)
+        h.call(geqrf, m, n, work.data.ptr, max(m, 1), tau.data.ptr, scratch.data.ptr, lwork, info.data.ptr)
+        r = cupy.ascontiguousarray(cupy.triu(work[:k, :]))
+        q_work = work[:, :k]  # F-ordered columns: contiguous, orgqr overwrites them in place
+        formed = _info()  # apart from geqrf's, which it would overwrite
+        h.call(orgqr, m, k, k, q_work.data.ptr, max(m, 1), tau.data.ptr, scratch.data.ptr, lwork, formed.data.ptr)
+        info += formed
+        q = cupy.ascontiguousarray(q_work)
+        poison_on_failure(info, q, r)
+    return q, r, info
+
+
+def svd(a: Any, full_matrices: bool = True) -> tuple[Any, Any, Any, Any]:
+    """NumPy's ``svd(a, full_matrices)``: U, S (descending), Vh."""
+    what = "cupygraph.linalg.svd"
+    if a.ndim != 2:
+        raise ValueError(f"{what}: argument 'a' must be one (M, N) matrix here, got shape {a.shape}")
+    m, n = a.shape
+    if m < n:  # cuSOLVER's gesvd needs M >= N: A^T = V S U^T
+        vt, s, ut, info = svd(a.T, full_matrices)
+        return cupy.ascontiguousarray(ut.T), s, cupy.ascontiguousarray(vt.T), info
+    dtype = _float_dtype(a)
+    routine = _routine(dtype, "gesvd", what)
+    k = min(m, n)
+    job = ord("A") if full_matrices else ord("S")
+    with cupy.cuda.Device(a.device.id):
+        work = _fortran(a, dtype)
+        s = cupy.empty(k, dtype=dtype)
+        u = cupy.empty((m, m if full_matrices else k), dtype=dtype, order="F")
+        vt = cupy.empty((n, n), dtype=dtype, order="F")
+        info = _info()
+        h = handle(a.device.id)
+        lwork = max(h.call(routine + "_buffer_size", m, n), 1)
+        scratch = cupy.empty(lwork, dtype=dtype)
+        rwork = cupy.empty(max(k - 1, 1), dtype=dtype)
+        h.call(routine, job, job, m, n, work.data.ptr, max(m, 1), s.data.ptr, u.data.ptr, max(m, 1), vt.data.ptr,
+               max(n, 1), scratch.data.ptr, lwork, rwork.data.ptr, info.data.ptr)
+        u, vt = cupy.ascontiguousarray(u), cupy.ascontiguousarray(vt[:k] if not full_matrices else vt)
+        poison_on_failure(info, u, s, vt)
+    return u, s, vt, info

@@ -1,0 +1,185 @@
+"""Real CuPy code inside graphs on the GPU (issue 20): host uploads, cuSOLVER, the corpus.
+
+Replays are compared with eager runs on fresh random data, the family pool's free memory poisoned
+first: bit for bit, except cuSOLVER results against CuPy's own ``cupy.linalg`` (another
+algorithm), which are compared with ``allclose`` (rtol 1e-8 in float64).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from repo_files import load_tool
+
+import cupygraph as cg
+import cupygraph.linalg as la
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
+ndi = pytest.importorskip("cupyx.scipy.ndimage")
+
+CONFIG = {"backend": "cupy", "max_capture_size": 8}
+WEIGHTS = np.linspace(-1.0, 1.0, 16).astype(np.float32)
+
+
+def fresh(seed, shape=(8, 16), dtype=np.float32):
+    return cupy.asarray(np.random.default_rng(seed).standard_normal(shape).astype(dtype))
+
+
+def run_three(fn, f, make):
+    for seed in range(3):
+        args = make(seed)
+        want = fn(*args)
+        if seed:
+            f.backend.poison_free_memory(0x7F)
+        got = f(*args)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            np.testing.assert_array_equal(cupy.asnumpy(g), cupy.asnumpy(w))
+
+
+def scaled(x):
+    return x * cupy.asarray(WEIGHTS)  # upload-line
+
+
+def test_an_upload_falls_back_by_default_naming_the_call_and_line():
+    with cupy.cuda.Device(0):
+        f = cg.jit(scaled, config=CONFIG)
+        run_three(scaled, f, lambda s: (fresh(s),))
+        detail = f.stats().detail("host_upload")
+        assert f.registry.num_graphs() == 0 and "cupy.asarray of <f4[16] (64 bytes)" in detail
+        assert "test_real_cupy_gpu.py:" in detail and "# upload-line" in detail and 'host_uploads="auto"' in detail
+        assert not hasattr(cupy.asarray, "__wrapped__") and "set" not in vars(cupy.ndarray)  # restored
+
+
+@pytest.mark.parametrize("mode", ["auto", "constant"])
+def test_uploads_are_baked_and_replays_are_bit_identical(mode):
+    def smooth(x):
+        return ndi.gaussian_filter(x, 1.5) + scaled(x)
+
+    with cupy.cuda.Device(0):
+        f = cg.jit(smooth, config={**CONFIG, "host_uploads": mode})
+        run_three(smooth, f, lambda s: (fresh(s),))
+        stats = f.stats()
+        assert f.registry.num_graphs() == 1 and stats.fallbacks == 0
+        assert any(call.startswith("cupy.asarray of <f4[16]") for call in stats.baked_uploads), stats.baked_uploads
+        assert len(stats.baked_uploads) >= 2  # the filter weights too
+
+
+def test_constant_uploads_are_frozen_at_capture_and_held_by_the_graph():
+    with cupy.cuda.Device(0):
+        f = cg.jit(scaled, config={**CONFIG, "host_uploads": "constant"})
+        x = fresh(1)
+        first = cupy.asnumpy(f(x))
+        WEIGHTS[0] += 10.0
+        try:
+            cupy.get_default_pinned_memory_pool().free_all_blocks()
+            np.testing.assert_array_equal(cupy.asnumpy(f(x)), first)
+        finally:
+            WEIGHTS[0] -= 10.0
+
+
+def test_ndarray_set_is_baked_under_auto():
+    def minus(x):
+        scratch = cupy.empty(16, dtype=cupy.float32)
+        scratch.set(WEIGHTS)
+        return x - scratch
+
+    with cupy.cuda.Device(0):
+        f = cg.jit(minus, config={**CONFIG, "host_uploads": "auto"})
+        run_three(minus, f, lambda s: (fresh(s),))
+        assert f.registry.num_graphs() == 1
+
+
+def spd(seed, n=8):
+    a = np.random.default_rng(seed).standard_normal((n, n))
+    return cupy.asarray(a @ a.T + n * np.eye(n))
+
+
+SOLVERS = {
+    "solve": (lambda a, b: la.solve(a, b), lambda a, b: cupy.linalg.solve(a, b)),
+    "inv": (lambda a, b: la.inv(a), lambda a, b: cupy.linalg.inv(a)),
+    "cholesky": (lambda a, b: la.cholesky(a), lambda a, b: cupy.linalg.cholesky(a)),
+    "qr": (lambda a, b: tuple(cupy.abs(m) for m in la.qr(a)),
+           lambda a, b: tuple(cupy.abs(m) for m in cupy.linalg.qr(a))),
+    "eigh": (lambda a, b: la.eigh(a)[0], lambda a, b: cupy.linalg.eigh(a)[0]),
+    "svd": (lambda a, b: la.svd(a)[1], lambda a, b: cupy.linalg.svd(a)[1]),
+    "tensordot": (lambda a, b: la.tensordot(a, b, axes=1), lambda a, b: cupy.tensordot(a, b, axes=1)),
+    "spmm": (lambda a, b: la.spmm(_csr(), a), lambda a, b: _csr() @ a),
+    "einsum": (lambda a, b: la.einsum("ij,jk->ki", a, b), lambda a, b: cupy.einsum("ij,jk->ki", a, b)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SOLVERS))
+def test_cusolver_calls_capture_and_replay_bit_identical_to_eager(name):
+    ours, cupys = SOLVERS[name]
+    with cupy.cuda.Device(0):
+        f = cg.jit(ours, config=CONFIG)
+        run_three(ours, f, lambda s: (spd(s), fresh(s + 50, (8, 3), np.float64)))
+        assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0, f.stats().last_detail_by_reason
+        a, b = spd(9), fresh(60, (8, 3), np.float64)
+        for g, w in zip(_tuple(f(a, b)), _tuple(cupys(a, b))):
+            np.testing.assert_allclose(cupy.asnumpy(g), cupy.asnumpy(w), rtol=1e-8, atol=1e-10)
+
+
+_CSR = []
+
+
+def _csr():
+    if not _CSR:
+        import cupyx.scipy.sparse
+
+        _CSR.append(cupyx.scipy.sparse.random(12, 8, density=0.3, format="csr", dtype=np.float64, random_state=1))
+    return _CSR[0]
+
+
+def _tuple(v):
+    return v if isinstance(v, tuple) else (v,)
+
+
+def test_a_failed_factorisation_is_nan_and_info_after_the_replay():
+    def factor(a):
+        return la.cholesky(a, return_info=True)
+
+    with cupy.cuda.Device(0):
+        f = cg.jit(factor, config=CONFIG)
+        f(spd(1))
+        bad = spd(2) - 100 * cupy.eye(8)
+        factor_, info = f(bad)
+        assert f.registry.num_graphs() == 1
+        assert bool(cupy.isnan(factor_).all()) and int(info) > 0
+        with pytest.raises(la.LinAlgFailure):
+            la.check(info)
+        la.check(f(spd(3))[1])
+
+
+def test_a_singular_solve_is_nan_and_info_after_the_replay():
+    def solved(a, b):
+        return la.solve(a, b, return_info=True)
+
+    with cupy.cuda.Device(0):
+        f = cg.jit(solved, config=CONFIG)
+        f(spd(4), fresh(5, (8, 3), np.float64))
+        singular = spd(6)
+        singular[:, 3] = 0  # a zero column: an exactly zero pivot, whatever the rounding
+        x, info = f(singular, fresh(7, (8, 3), np.float64))
+        assert f.registry.num_graphs() == 1
+        assert bool(cupy.isnan(x).all()) and int(info) > 0
+        with pytest.raises(la.LinAlgFailure, match="singular"):
+            la.check(info)
+
+
+def test_the_corpus():
+    corpus = load_tool("corpus")
+    run = corpus.run_all()
+    path = os.environ.get("CUPYGRAPH_CORPUS_JSON")
+    if path:
+        with open(path, "w") as out:
+            json.dump(run, out, indent=1)
+    wrong = [c for c in run["cases"] if c["status"] == "wrong"]
+    assert not wrong, wrong
+    unnamed = [c["name"] for c in run["cases"] if c.get("reason") and not c.get("names_line")]
+    assert not unnamed, unnamed
+    assert run["captured_with_replacements"] >= 0.9 * run["total"], run["counts"]

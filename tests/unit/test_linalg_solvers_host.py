@@ -1,0 +1,140 @@
+"""cupygraph.linalg's cuSOLVER functions on the host backend: NumPy's results, failures as NaN + info.
+
+The GPU half (``tests/gpu/test_solvers_gpu.py``) compares graph replays with eager calls.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cupygraph as cg
+import cupygraph.linalg as la
+
+RNG = np.random.default_rng(7)
+
+
+def spd(n, dtype=np.float64, batch=()):
+    a = RNG.standard_normal((*batch, n, n)).astype(dtype)
+    return a @ np.swapaxes(a, -1, -2) + n * np.eye(n, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_results_are_numpys(dtype):
+    a = spd(5, dtype)
+    b = RNG.standard_normal((5, 2)).astype(dtype)
+    np.testing.assert_array_equal(la.solve(a, b), np.linalg.solve(a, b))
+    np.testing.assert_array_equal(la.solve(a, b[:, 0]), np.linalg.solve(a, b[:, 0]))
+    np.testing.assert_array_equal(la.inv(a), np.linalg.inv(a))
+    np.testing.assert_array_equal(la.cholesky(a), np.linalg.cholesky(a))
+    for mine, numpys in zip(la.eigh(a), np.linalg.eigh(a)):
+        np.testing.assert_array_equal(mine, numpys)
+    rect = RNG.standard_normal((6, 4)).astype(dtype)
+    for mine, numpys in zip(la.qr(rect), np.linalg.qr(rect)):
+        np.testing.assert_array_equal(mine, numpys)
+    for mine, numpys in zip(la.svd(rect, full_matrices=False), np.linalg.svd(rect, full_matrices=False)):
+        np.testing.assert_array_equal(mine, numpys)
+    assert la.solve(a, b).dtype == dtype
+
+
+def test_batched_solve_and_cholesky():
+    a = spd(4, batch=(3,))
+    b = RNG.standard_normal((3, 4))
+    np.testing.assert_allclose(la.solve(a, b), np.linalg.solve(a, b[..., None])[..., 0])
+    np.testing.assert_array_equal(la.cholesky(a), np.linalg.cholesky(a))
+
+
+def test_a_failure_is_nan_and_info_and_check_raises():
+    bad = np.array([[1.0, 2.0], [2.0, 1.0]])  # symmetric, not positive definite
+    good = spd(2)
+    factor, info = la.cholesky(np.stack([good, bad]), return_info=True)
+    assert np.isnan(factor[1]).all() and not np.isnan(factor[0]).any()
+    assert info.tolist() == [0, 1]
+    with pytest.raises(la.LinAlgFailure, match="batch index \\(1,\\)") as raised:
+        la.check(info)
+    assert isinstance(raised.value, np.linalg.LinAlgError)
+    x, info = la.solve(np.zeros((3, 3)), np.ones(3), return_info=True)
+    assert np.isnan(x).all() and int(info) == 1
+    la.check(la.solve(good, np.ones(2), return_info=True)[1])  # success: no error
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda: la.solve(np.ones((2, 3)), np.ones(2)), "square"),
+    (lambda: la.cholesky(np.ones((2, 2), np.complex128)), "complex128"),
+    (lambda: la.eigh(np.ones((2, 2, 2))), "one \\(M, N\\) matrix"),
+    (lambda: la.qr([[1.0]]), "must be a CuPy or NumPy array"),
+    (lambda: la.eigh(np.eye(2), UPLO="X"), "UPLO"),
+])
+def test_bad_input_names_the_argument(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def test_tensordot_is_numpys():
+    a, b = RNG.standard_normal((3, 4, 5)), RNG.standard_normal((5, 4, 2))
+    np.testing.assert_allclose(la.tensordot(a, b, axes=([1, 2], [1, 0])), np.tensordot(a, b, axes=([1, 2], [1, 0])))
+    np.testing.assert_allclose(la.tensordot(a, b.transpose(1, 0, 2), axes=2),
+                               np.tensordot(a, b.transpose(1, 0, 2), axes=2))
+    np.testing.assert_allclose(la.tensordot(a, b, axes=0), np.tensordot(a, b, axes=0))
+    with pytest.raises(ValueError, match="shape mismatch"):
+        la.tensordot(a, b, axes=([0], [0]))
+
+
+def test_they_capture_under_jit_where_np_linalg_falls_back():
+    def with_numpy(a, b):
+        return np.linalg.solve(a + 8 * np.eye(a.shape[-1]), b)
+
+    def with_cupygraph(a, b):
+        x, info = la.solve(a + 8 * np.eye(a.shape[-1]), b, return_info=True)
+        return x, la.cholesky(cg.matmul(a, np.swapaxes(a, -1, -2)) + np.eye(a.shape[-1])), info
+
+    config = dict(backend="host", max_capture_size=8)
+    f_np, f_cg = cg.jit(with_numpy, config=config), cg.jit(with_cupygraph, config=config)
+    for seed in range(3):
+        a = np.random.default_rng(seed).standard_normal((4, 4))
+        b = np.random.default_rng(seed + 10).standard_normal((4, 2))
+        np.testing.assert_array_equal(f_np(a, b), with_numpy(a, b))
+        got, want = f_cg(a, b), with_cupygraph(a, b)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        la.check(got[2])
+    assert f_np.stats().fallbacks_by_reason == {"library_call": 3}
+    assert "use `cupygraph.linalg.solve`" in f_np.stats().detail("library_call")
+    assert f_cg.registry.num_graphs() == 1 and f_cg.stats().fallbacks == 0
+
+
+def test_spmm_is_the_matrix_product_and_captures_on_the_host():
+    # Any matrix with ``@`` serves on the host (a scipy.sparse CSR matrix in practice; dense here).
+    a = np.where(RNG.random((6, 4)) < 0.5, RNG.standard_normal((6, 4)), 0.0)
+
+    def fn(x):
+        return la.spmm(a, x.T) * 2
+
+    f = cg.jit(fn, config=dict(backend="host", max_capture_size=8))
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((8, 4))
+        if seed == 0:  # the graph reads the matrix by address, as on the GPU: said once
+            with pytest.warns(cg.ForeignMemoryWarning, match="closure variable 'a'"):
+                got = f(x)
+        else:
+            got = f(x)
+        np.testing.assert_array_equal(got, (a @ x.T) * 2)
+    assert f.registry.num_graphs() == 1
+
+
+@pytest.mark.parametrize("subscripts", ["ij,jk->ik", "bij,bkj->bik", "ij,kj->ki", "bij,bjk->bki", "ijk,k->ij",
+                                        "ij,kl->ijkl", "ij,jk->i", "bi,bi->b"])
+def test_einsum_is_numpys_for_two_operands(subscripts):
+    shapes = {"i": 3, "j": 4, "k": 5, "l": 2, "b": 6}
+    left, right = subscripts.split("->")[0].split(",")
+    a = RNG.standard_normal([shapes[c] for c in left])
+    b = RNG.standard_normal([shapes[c] for c in right])
+    np.testing.assert_allclose(la.einsum(subscripts, a, b), np.einsum(subscripts, a, b), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("subscripts", "match"), [
+    ("ii,ij->j", "one distinct letter per axis"), ("ij,jk", "explicit output"), ("ij,jk->iz", "output subscripts"),
+])
+def test_einsum_refuses_what_it_cannot_do_by_name(subscripts, match):
+    with pytest.raises(ValueError, match=match):
+        la.einsum(subscripts, np.ones((3, 3)), np.ones((3, 4)))
