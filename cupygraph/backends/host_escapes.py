@@ -1,16 +1,16 @@
 """NumPy functions a host capture run refuses although no method of ``CaptureArray`` sees them.
 
-* ``np.asarray(x)``, ``np.array(x)``, ``np.ascontiguousarray(x)``, ``np.asfortranarray(x)`` of a
-  captured array hand back a plain ndarray without calling any of its methods, so a later
-  ``float()`` of it went unseen. NumPy cannot convert a CuPy array at all (CuPy refuses implicit
-  conversion to the host), so the GPU never captures this.
 * NumPy's legacy ``np.random.*`` functions (the global ``RandomState``): their CuPy counterparts,
   ``cupy.random.*``, call cuRAND's host API, which CuPy cannot capture.
 
-While a capture run is active in any thread, those names in the ``numpy`` and ``numpy.random``
-namespaces are wrappers that refuse in a capturing thread and pass through everywhere else; the
-last run to end puts the originals back. Code that bound a name before (``from numpy import
-asarray``), and methods of a ``RandomState`` the function holds, are not caught.
+While a capture run is active in any thread, those names in the ``numpy.random``
+namespace are wrappers that refuse in a capturing thread and pass through everywhere else; the
+last run to end puts the originals back. Code that bound a name before (``from numpy.random
+import rand``), and methods of a ``RandomState`` the function holds, are not caught.
+
+``np.asarray(x)`` and the other array creators are not refused: they mirror ``cupy.asarray``, a
+no-op on a device array. ``host_uploads.py`` keeps their result a ``CaptureArray`` (so a later
+``float()`` of it is refused) and treats them on host data as uploads.
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ import numpy as np
 
 from ..frames import is_library_frame
 from ..reasons import FallbackReason
-from .host_guard import CaptureArray, _refuse, capture_run_active
+from .host_guard import _refuse, capture_run_active
 
-_CONVERTERS = ("asarray", "array", "ascontiguousarray", "asfortranarray")
 _RANDOM_HINT = ("NumPy's legacy global generator, whose GPU counterpart cupy.random calls cuRAND's host API, which "
                 "CuPy cannot capture; use cupygraph.random.default_rng(seed), which captures")
 
@@ -44,18 +43,6 @@ def _legacy_random_names() -> list[str]:
 def _from_user_code() -> bool:
     """Whether the wrapper's caller is the user's code (NumPy and cupygraph convert plain views)."""
     return not is_library_frame(sys._getframe(2))
-
-
-def _refusing_conversion(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def converter(obj: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(obj, CaptureArray) and capture_run_active() and _from_user_code():
-            _refuse(FallbackReason.DEVICE_TO_HOST,
-                    f"np.{name}() of an array hands its data to the host (CuPy refuses to convert its arrays to "
-                    "NumPy; keep it an array)")
-        return original(obj, *args, **kwargs)
-
-    return converter
 
 
 def _refusing_draw(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -75,11 +62,9 @@ _installed: list[tuple[ModuleType, str, Any, Any]] = []
 
 
 def _install() -> None:
-    targets = [(np, name, _refusing_conversion) for name in _CONVERTERS]
-    targets += [(np.random, name, _refusing_draw) for name in _legacy_random_names()]
-    for module, name, make in targets:
-        original = getattr(module, name)
-        wrapper = make(name, original)
+    for name in _legacy_random_names():
+        module, original = np.random, getattr(np.random, name)
+        wrapper = _refusing_draw(name, original)
         setattr(module, name, wrapper)
         _installed.append((module, name, original, wrapper))
 
