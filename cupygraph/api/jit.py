@@ -158,7 +158,7 @@ class GraphedFunction:
                             out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
                         except ReplayMismatch as err:
                             return self._replay_failed(plan, err, args, kwargs)
-                        self._stats.record_hit(plan.mode_name)
+                        self._stats.count_hit(plan.mode_name)
                         return out
         return self._call_slow(args, kwargs, not kwargs)
 

@@ -46,6 +46,12 @@ class Recording(abc.ABC):
     def release(self) -> None:
         """Drop the executable and the memory only it holds."""
 
+    def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
+               counts: tuple[Any, Any], name: str) -> Any:
+        """What rebinds the ``static`` buffers (named ``labels``) and the output ``leaves`` to the caller's
+        arrays per call (``binding``), or None where this recording cannot."""
+        return None
+
     def check_references(self, fn_name: str) -> None:
         """Debug mode, before a replay: ``ForeignMemoryError`` when a watched array was freed or rebound."""
         if self.watches:

@@ -20,6 +20,7 @@ from .cupy_audit import audit_capture
 from .cupy_failures import describe_capture_failure
 from .cupy_fft import isolated_plan_cache
 from .cupy_pool import DeviceBlocks, fill_free_blocks
+from .cupy_rebind import analyze_safely, make_extent_recorder
 from .graph_bodies import collecting_bodies
 from .holding import collecting_held
 from .piecewise import recording_breaks
@@ -133,8 +134,18 @@ class CupyRecording(Recording):
         self.held = list(held)
         self.audit: Any = None
         self.watches = ()
+        self.bindings: Any = None
+        """What ``cupy_rebind.analyze`` found: which buffers the executable may be re-pointed away from."""
         # Per instance: a single graph launches directly, without the loop over steps.
         self.launch = steps[0].launch if len(steps) == 1 else self._launch_steps  # type: ignore[method-assign]
+
+    def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
+               counts: tuple[Any, Any], name: str) -> Any:
+        if self.bindings is None:
+            return None
+        from .cupy_binder import CupyBinder
+
+        return CupyBinder(self.bindings, static, labels, leaves, bind_outputs, counts, name)
 
     def _launch_steps(self) -> None:
         for step in self.steps:
@@ -155,6 +166,7 @@ class CupyRecording(Recording):
         self.steps = []
         self.outputs = None
         self.held = []  # after the graphs: a plan is destroyed once nothing can launch its kernels
+        self.bindings = None
         self.watches = ()
         self.launch = self._launch_steps  # type: ignore[method-assign]  # undo __init__'s per-instance launch
 
@@ -259,7 +271,11 @@ class CupyBackend(Backend):
                     collecting_held(held), collecting_bodies() as bodies:
                 for _ in range(num_warmups):
                     fn(*args, **kwargs)
-                steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
+                extents: list[tuple[int, int]] = []
+                with cupy.cuda.using_allocator(make_extent_recorder(self.pool.malloc, extents)):
+                    steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
+            bindings = analyze_safely(steps, args, flatten(outputs, self.is_array)[0], extents, held, self.owns,
+                                      self.device_id)
             for step in steps:
                 if not isinstance(step, _EagerStep):
                     step.upload(stream)  # so the first replay costs what the others do
@@ -267,6 +283,7 @@ class CupyBackend(Backend):
             self._last_stream = caller
             outputs = self._detach(outputs)
             recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held)
+            recording.bindings = bindings
             graphs = [step.graph for step in steps if not isinstance(step, _EagerStep)]
             audit_capture(self, recording, graphs + [int(body) for body in bodies], fn, args, kwargs)
             return recording

@@ -22,6 +22,7 @@ import numpy as np
 from ..pytree import flatten
 from .base import Backend, Recording, ReplayMismatch
 from .foreign import watch_unowned
+from .host_binding import HostBinder, host_facts
 from .host_guard import guarded, plain_outputs, refusing
 
 
@@ -44,11 +45,18 @@ def _same_value(old: Any, new: Any) -> bool:
 
 
 class HostRecording(Recording):
-    def __init__(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], outputs: Any):
+    def __init__(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], outputs: Any,
+                 piecewise: bool = False):
         self._fn, self._args, self._kwargs = fn, list(args), kwargs
         self.outputs = outputs
         self._leaves, self._spec = flatten(outputs, _is_numpy)
         self.nbytes = sum(leaf.nbytes for leaf in self._leaves if _is_numpy(leaf))
+        self._piecewise = piecewise
+
+    def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
+               counts: tuple[Any, Any], name: str) -> HostBinder:
+        facts = host_facts(self._args, self._leaves, self._piecewise)
+        return HostBinder(self._args, facts, static, labels, leaves, bind_outputs, counts, name)
 
     def launch(self) -> None:
         fresh, spec = flatten(self._fn(*self._args, **self._kwargs), _is_numpy)
@@ -121,7 +129,7 @@ class HostBackend(Backend):
         with refusing(piecewise):
             outputs = fn(*[guarded(a) for a in args], **kwargs)
         # The caller gets plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy returns).
-        recording = HostRecording(fn, args, kwargs, plain_outputs(outputs))
+        recording = HostRecording(fn, args, kwargs, plain_outputs(outputs), piecewise)
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
         # One warning per array and family (set here: subclasses need not call an __init__).
         warned = self.__dict__.setdefault("_foreign_warned", set())

@@ -6,15 +6,22 @@ every front door); ``InputArena`` lets the graphs of one signature share static 
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Optional
 
 from ..backends.base import Backend, Recording
+from ..backends.binding import argument_label
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import InputMismatchError
 from ..pytree import flatten, unflatten
 from .key import GraphKey
+
+use_tick = itertools.count(1).__next__
+"""The next value of the family-wide use clock: ``last_used`` orders entries (LRU) without reading a
+clock on every replay."""
 
 
 class InputArena:
@@ -67,6 +74,11 @@ class CUDAGraphEntry:
         capture_time: float = 0.0,
         out_batched: Any = None,
         written: Sequence[int] = (),
+        time_replays: bool = False,
+        input_binding: str = "copy",
+        counts: Optional[tuple[Any, Any]] = None,
+        labels: Sequence[str] = (),
+        name: str = "",
     ):
         self.key = key
         self.recording = recording
@@ -83,7 +95,10 @@ class CUDAGraphEntry:
         """False once released (evicted or cleared); a cached lookup must check it under the lock."""
         self.replay_count = 0
         self.total_replay_s = 0.0
-        self.last_used = time.perf_counter()
+        """Host time of the launches, measured only under ``time_replays`` (the config field)."""
+        self.last_used: float = use_tick()
+        if time_replays:
+            self.launch = self._launch_timed  # type: ignore[method-assign]
         self._arena = arena if arena is not None else InputArena()
         self.padded = key.descriptor.num_tokens
         """Rows of the static buffers: the batch size the graph was captured for."""
@@ -107,10 +122,27 @@ class CUDAGraphEntry:
         self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
         self.written = tuple(written)
         """Inputs the function writes into (positions in static_inputs + whole_inputs), found at capture."""
+        self._write_back: Optional[_WriteBack] = None
         if self.written:
             # Chosen once, for this instance only: every other entry's run stays the class's hot path.
             self._write_back = _WriteBack(self._arena, static_inputs, self.whole_inputs, self.written)
             self.run = self._run_and_write_back  # type: ignore[method-assign]
+        self._binder: Any = None
+        if input_binding == "auto":
+            self._bind(labels, counts if counts is not None else (Counter(), Counter()), name)
+
+    def _bind(self, labels: Sequence[str], counts: tuple[Any, Any], name: str) -> None:
+        """Zero-copy where the recording allows it (``backends/binding.py``): ``run`` becomes ``_run_bound``."""
+        buffers = self.static_inputs + self.whole_inputs
+        labels = list(labels) + [argument_label(-1)] * (len(buffers) - len(labels))
+        binder = self.recording.binder(buffers, labels, self._leaves, bind_outputs=self.output_mode == "copy",
+                                       counts=counts, name=name or "the function")
+        if binder is None or not binder.eligible:
+            return
+        self._binder = binder
+        self._copy_rows = self.backend.copy_rows
+        self._run_copied = self.run
+        self.run = self._run_bound  # type: ignore[method-assign]
 
     @property
     def cudagraph(self) -> Recording:
@@ -127,12 +159,12 @@ class CUDAGraphEntry:
 
     @property
     def avg_replay_time_ms(self) -> float:
-        """Mean host time of a launch (copies and launch enqueued), in milliseconds."""
+        """Mean host time of a launch, in milliseconds; 0.0 unless the config's ``time_replays`` is on."""
         return 1e3 * self.total_replay_s / self.replay_count if self.replay_count else 0.0
 
     def increment_replay(self) -> None:
         self.replay_count += 1
-        self.last_used = time.perf_counter()
+        self.last_used = use_tick()
 
     def check_inputs(self, inputs: Sequence[Any]) -> int:
         """Validate ``inputs`` against the static buffers; return the real batch size."""
@@ -184,11 +216,17 @@ class CUDAGraphEntry:
 
     def launch(self) -> None:
         """Replay the graph on the current stream; the static inputs must already hold the data."""
+        self.recording.launch()
+        self.replay_count += 1  # increment_replay() inlined: this is the replay hot path
+        self.last_used = use_tick()
+
+    def _launch_timed(self) -> None:
+        """``launch`` that also measures its host time (``time_replays``): two clock reads a call."""
         start = time.perf_counter()
         self.recording.launch()
         self.total_replay_s += time.perf_counter() - start
-        self.replay_count += 1  # increment_replay() inlined: this is the replay hot path
-        self.last_used = start
+        self.replay_count += 1
+        self.last_used = use_tick()
 
     def outputs(self, rows: int, stream: Any = None) -> Any:
         """This call's outputs, cut to ``rows`` and copied or viewed per ``output_mode``."""
@@ -214,11 +252,43 @@ class CUDAGraphEntry:
         self.launch()
         return self.outputs(rows, stream)
 
+    def _run_bound(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
+        """``run`` with zero-copy: arguments and outputs bound to the caller's arrays where allowed."""
+        binder = self._binder
+        if rows != self.padded:  # the graph reads the padded static buffers: copy as ever
+            if binder.away:
+                binder.home()
+            return self._run_copied(inputs, rows, whole)
+        stream = self.backend.order_after_last_use()
+        copied = binder.prepare(inputs, whole, self._copy_rows, stream)
+        if copied:
+            self._arena.state = (id(self), rows)
+        fresh = binder.fresh_outputs() if binder.binds_outputs else None
+        self.launch()
+        if self._write_back is not None:
+            self._write_back(inputs, rows, whole, copied)
+        if fresh is None:
+            return self.outputs(rows, stream)
+        if binder.needs_finish:
+            binder.finish(fresh)
+        if self._single:
+            return fresh[0]
+        bound = dict(zip(binder.output_positions, fresh))
+        copy_out, is_array = self.backend.copy_out, self.backend.is_array
+        result = [bound[i] if i in bound else copy_out(leaf, stream) if is_array(leaf) else leaf
+                  for i, leaf in enumerate(self._leaves)]
+        return unflatten(self._spec, result)
+
+    @property
+    def binding(self) -> Any:
+        """The zero-copy binder of this entry, or None when every call copies."""
+        return self._binder
+
     def _run_and_write_back(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
         """``run`` of an entry whose function writes into its copied arguments (found at capture)."""
         stream = self.load_inputs(inputs, rows, whole)
         self.launch()
-        self._write_back(inputs, rows, whole)
+        self._write_back(inputs, rows, whole)  # type: ignore[misc]
         return self.outputs(rows, stream)
 
     def replay(self, inputs: Sequence[Any], whole: Sequence[Any] = ()) -> Any:
@@ -233,7 +303,12 @@ class CUDAGraphEntry:
         self.whole_inputs = []
         self._leaves = []
         self.__dict__.pop("run", None)  # a bound method of this entry: drop the reference cycle
-        self.__dict__.pop("_write_back", None)  # it holds the static buffers too
+        self.__dict__.pop("launch", None)
+        self.__dict__.pop("_run_copied", None)
+        if self._binder is not None:
+            self._binder.release()
+            self._binder = None
+        self._write_back = None  # it holds the static buffers too
         self._arena = InputArena()  # drop the shared buffers: the registry may be returning them
 
     def __repr__(self) -> str:
@@ -251,20 +326,25 @@ class _WriteBack:
     may have written is marked for rewriting.
     """
 
-    __slots__ = ("arena", "batched", "whole")
+    __slots__ = ("arena", "batched", "count", "whole")
 
     def __init__(self, arena: InputArena, static_inputs: Sequence[Any], whole_inputs: Sequence[Any],
                  written: Sequence[int]):
-        count = len(static_inputs)
+        count = self.count = len(static_inputs)
         self.arena = arena
         self.batched = [(k, static_inputs[k]) for k in written if k < count]
         self.whole = [(k - count, whole_inputs[k - count]) for k in written if k >= count]
 
-    def __call__(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any]) -> None:
+    def __call__(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any], copied: int = -1) -> None:
+        """``copied``: a bit per buffer (batched, then whole) that held the call's data; a bound
+        argument was written in place by the graph itself."""
         for k, buf in self.batched:
-            inputs[k][...] = buf[:rows]
+            if copied >> k & 1:
+                inputs[k][...] = buf[:rows]
+        count = self.count
         for k, buf in self.whole:
-            whole[k][...] = buf
+            if copied >> (count + k) & 1:
+                whole[k][...] = buf
         self.arena.state = None
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
@@ -23,7 +22,7 @@ from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError, CupyGraphError
 from ..reasons import EvictionReason, FallbackReason
 from .capture import CaptureRequest, record
-from .entry import CUDAGraphEntry
+from .entry import CUDAGraphEntry, use_tick
 from .eviction import EvictionPolicy, eviction_policy
 from .failures import Eager, FailedKeys, cold_key
 from .freshness import ViewEpoch, issue
@@ -92,7 +91,7 @@ class GraphStore:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
-                entry.last_used = time.perf_counter()
+                entry.last_used = use_tick()
             return entry
 
     def holds(self, key: GraphKey) -> bool:
@@ -257,7 +256,8 @@ class GraphStore:
             arena = self._arenas.arena(key.signature)
         self._view_epoch.bump()  # warm-ups and the capture may write where view outputs point
         try:
-            entry = record(key, request, backend=self.backend, config=self.config, arena=arena)
+            entry = record(key, request, backend=self.backend, config=self.config, arena=arena,
+                           counts=(self._stats.rebinds_by_argument, self._stats.copies_by_argument))
             self.add(entry)
         except BaseException:
             self._stats.record_capture_failure()

@@ -1,0 +1,171 @@
+"""The per-call half of zero-copy on the GPU: bind or copy each argument, re-point the nodes.
+
+``cupy_rebind.analyze`` found, once per capture, which parameter words of which kernel nodes hold
+each buffer's address. A call rewrites those words and sets the changed nodes on the executable,
+only when the address differs from the one it already holds. The caller holds the family lock
+around ``CupyBinder.prepare`` and the launch that follows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import cupy
+
+from .binding import BufferFacts, CopyReason, copy_reason, log_copied, prepare_counts
+from .cupy_rebind import ALIGNMENT, CupyBindings, KernelNode, set_params_function
+
+logger = logging.getLogger("cupygraph")
+
+
+class _Slot:
+    """One buffer the binder may re-point: its home (the static buffer) and the words that hold it."""
+
+    __slots__ = ("buf", "cells", "current", "eligible", "home", "label", "logged", "nodes", "reason", "shape_dtype")
+
+    def __init__(self, label: str, buf: Any, facts: Optional[BufferFacts]):
+        self.label, self.buf = label, buf
+        self.reason = facts.reason if facts is not None else CopyReason.NOT_AN_ARRAY
+        self.eligible = self.reason is None
+        patches = facts.patches if facts is not None and self.eligible else []
+        self.cells = [(node.cell(at), delta) for node, at, delta in patches]
+        self.nodes = tuple(dict.fromkeys(node for node, _, _ in patches))
+        self.home = self.current = int(buf.data.ptr) if buf is not None else 0
+        self.logged = False
+        self.shape_dtype = (buf.shape, buf.dtype) if buf is not None else None
+
+    def point(self, address: int) -> None:
+        for cell, delta in self.cells:
+            cell.value = address + delta
+        self.current = address
+
+
+class CupyBinder:
+    """Per call: bind each argument (and output) that may be bound, copy the others."""
+
+    needs_finish = False
+
+    def __init__(self, bindings: CupyBindings, static: Sequence[Any], labels: Sequence[str],
+                 leaves: Sequence[Any], bind_outputs: bool, counts: tuple[Counter[str], Counter[str]], name: str):
+        self._keep = bindings.step  # the executable lives as long as its graph object
+        self._device = bindings.device_id
+        self._set = set_params_function()
+        self._name = name
+        self._inputs = [_Slot(label, buf, bindings.inputs.get(int(buf.data.ptr)) if buf.nbytes else None)
+                        for label, buf in zip(labels, static)]
+        self._bits = [1 << i for i in range(len(self._inputs))]
+        self._outputs: list[_Slot] = []
+        if bind_outputs:
+            for i, (leaf, facts) in enumerate(zip(leaves, bindings.outputs)):
+                if facts is not None and facts.reason is None:
+                    self._outputs.append(_Slot(f"output {i}", leaf, facts))
+            self._out_index = [i for i, facts in enumerate(bindings.outputs)
+                               if facts is not None and facts.reason is None]
+        self.binds_outputs = bool(self._outputs)
+        self.away = False
+        """Whether some node points away from its static buffer (a padded call must point it home)."""
+        self._rebinds, self._copies = counts
+        prepare_counts(self._rebinds, self._copies, [s.label for s in self._inputs + self._outputs])
+        for slot in self._inputs:
+            if slot.reason is not None:
+                log_copied(name, slot.label, slot.reason)
+
+    @property
+    def eligible(self) -> bool:
+        return any(s.eligible for s in self._inputs) or bool(self._outputs)
+
+    def prepare(self, inputs: Sequence[Any], whole: Sequence[Any], copy: Any, stream: Any) -> int:
+        """Bind or copy (``copy(buf, src, stream)``) every argument; return a bit per copied one."""
+        copied = 0
+        dirty: list[KernelNode] = []
+        rebinds, copies, device = self._rebinds, self._copies, self._device
+        for bit, slot, src in zip(self._bits, self._inputs, [*inputs, *whole] if whole else inputs):
+            if slot.eligible and src._c_contiguous:
+                memory = src.data
+                ptr = memory.ptr
+                # copy_reason's rules, of which the plan already checked shape and dtype.
+                if not ptr & (ALIGNMENT - 1) and memory.device_id == device:
+                    if ptr != slot.current:
+                        slot.point(ptr)
+                        dirty.extend(slot.nodes)
+                        self.away = True
+                    rebinds[slot.label] += 1
+                    continue
+            if slot.current != slot.home:
+                slot.point(slot.home)
+                dirty.extend(slot.nodes)
+            copy(slot.buf, src, stream)
+            copies[slot.label] += 1
+            copied |= bit
+            if not slot.logged and logger.isEnabledFor(logging.DEBUG):
+                slot.logged = True
+                reason = slot.reason or _call_reason(slot.buf, src, device)
+                log_copied(self._name, slot.label, reason)
+        if dirty:
+            self._apply(dirty)
+        return copied
+
+    def fresh_outputs(self) -> list[Any]:
+        """A new array for every bound output, the graph's nodes pointed at it (launch next)."""
+        fresh = []
+        dirty: list[KernelNode] = []
+        rebinds = self._rebinds
+        for slot in self._outputs:
+            shape, dtype = slot.shape_dtype  # type: ignore[misc]
+            array = cupy.ndarray(shape, dtype)
+            ptr = array.data.ptr
+            if ptr != slot.current:
+                slot.point(ptr)
+                dirty.extend(slot.nodes)
+            rebinds[slot.label] += 1
+            fresh.append(array)
+        self.away = True
+        if dirty:
+            self._apply(dirty)
+        return fresh
+
+    @property
+    def output_positions(self) -> list[int]:
+        return self._out_index if self._outputs else []
+
+    def home(self) -> None:
+        """Point every node back at the static buffers (before a call that copies them all)."""
+        dirty: list[KernelNode] = []
+        for slot in self._inputs + self._outputs:
+            if slot.current != slot.home:
+                slot.point(slot.home)
+                dirty.extend(slot.nodes)
+        if dirty:
+            self._apply(dirty)
+        self.away = False
+
+    def _apply(self, dirty: list[KernelNode]) -> None:
+        nodes = dict.fromkeys(dirty) if len(dirty) > 1 else dirty
+        setter = self._set
+        for node in nodes:
+            status = setter(node.executable, node.handle, node.ref)
+            if status:
+                # A thread whose first CUDA call this is has no current context yet: give it the
+                # device's primary context (the runtime does so on its first call), then retry.
+                cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
+                status = setter(node.executable, node.handle, node.ref)
+                if status:
+                    raise RuntimeError(f"cuGraphExecKernelNodeSetParams failed with CUDA error {status}; "
+                                       "set input_binding='copy' to avoid re-pointing graph nodes")
+
+    def finish(self, fresh: Sequence[Any]) -> None:
+        """Nothing to do: the graph wrote the fresh outputs itself."""
+
+    def release(self) -> None:
+        self._keep = None
+        self._inputs, self._outputs = [], []
+
+
+def _call_reason(buf: Any, src: Any, device: int) -> CopyReason:
+    if src.data.device_id != device:
+        return CopyReason.DEVICE
+    return copy_reason(buf, src, captured_address=int(buf.data.ptr), given_address=int(src.data.ptr),
+                       alignment=ALIGNMENT) or CopyReason.STRIDES
