@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Host and GPU time per call of zero-copy replay (issue 14), one process, one card.
+
+    python3 tools/bench_zero_copy.py [--quick] [--out results.json]
+
+Rows: a one-kernel function at batch 1 (bare ``graph.launch()``, bare launch + input memcpy,
+eager CuPy, ``jit`` copying, ``jit`` with ``input_binding="auto"``, all with owned outputs where
+the row says so); the chain and stencil workloads at a capture size (a bare graph launched with
+no copies at all against ``jit`` auto: latency per call and GPU time back to back); the
+PIECEWISE workload's host overhead (``jit`` against the bare piecewise floor).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def host_us(call, reps: int, rounds: int = 7) -> float:
+    """Median over rounds of the host time per call (no synchronisation inside a round)."""
+    import cupy
+
+    sync = cupy.cuda.Device().synchronize
+    for _ in range(min(reps, 200)):
+        call()
+    sync()
+    figures = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(reps):
+            call()
+        figures.append((time.perf_counter() - start) / reps * 1e6)
+        sync()
+    return statistics.median(figures)
+
+
+def latency_us(call, reps: int, rounds: int = 7) -> float:
+    """Median of host time per call including the device finishing the work (call + sync)."""
+    import cupy
+
+    sync = cupy.cuda.Device().synchronize
+    figures = []
+    for _ in range(rounds):
+        sync()
+        start = time.perf_counter()
+        for _ in range(reps):
+            call()
+            sync()
+        figures.append((time.perf_counter() - start) / reps * 1e6)
+    return statistics.median(figures)
+
+
+def gpu_us(call, reps: int, rounds: int = 5) -> float:
+    """GPU time per call back to back: events around ``reps`` consecutive calls."""
+    import cupy
+
+    figures = []
+    for _ in range(rounds):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        for _ in range(reps):
+            call()
+        end.record()
+        end.synchronize()
+        figures.append(cupy.cuda.get_elapsed_time(start, end) * 1e3 / reps)
+    return statistics.median(figures)
+
+
+def one_kernel(reps: int) -> dict:
+    import cupy
+
+    import cupygraph as cg
+    from tools.bench_cupy import BareGraph, OwnedOutput
+
+    def f(x):
+        return x * np.float32(2.0)
+
+    x = cupy.asarray(np.random.default_rng(0).standard_normal((1, 256)).astype(np.float32))
+    bare = BareGraph(f, x)
+    copy = cg.jit(f, config=dict(capture_sizes=[1], input_binding="copy"))
+    auto = cg.jit(f, config=dict(capture_sizes=[1], input_binding="auto"))
+    for g in (copy, auto):
+        assert np.array_equal(cupy.asnumpy(g(x)), cupy.asnumpy(f(x)))
+    owned = OwnedOutput(bare)
+    rows = {
+        "bare graph.launch()": host_us(bare.graph.launch, reps),
+        "bare memcpy + launch": host_us(lambda: bare(x), reps),
+        "bare memcpy + launch + owned output": host_us(lambda: owned(x), reps),
+        "eager CuPy": host_us(lambda: f(x), reps),
+        "jit copy (input_binding=copy)": host_us(lambda: copy(x), reps),
+        "jit zero-copy (input_binding=auto)": host_us(lambda: auto(x), reps),
+    }
+    return {"workload": "one kernel, batch 1, output_mode=copy", "host_us": rows,
+            "stats_auto": auto.stats().to_dict()["rebinds_by_argument"]}
+
+
+def bare_no_copies(fn, x):
+    """A hand-captured graph on ``x`` itself: launched, it reads and writes fixed buffers, no copies."""
+    from tools.bench_cupy import BareGraph
+
+    graph = BareGraph(fn, x)
+    graph.static_in[...] = x
+    return graph
+
+
+def workload_rows(name: str, fn, x, reps: int) -> dict:
+    import cupy
+
+    import cupygraph as cg
+
+    bare = bare_no_copies(fn, x)
+    auto = cg.jit(fn, config=dict(capture_sizes=[x.shape[0]], input_binding="auto"))
+    copy = cg.jit(fn, config=dict(capture_sizes=[x.shape[0]], input_binding="copy"))
+    want = cupy.asnumpy(fn(x))
+    for g in (auto, copy):
+        assert np.array_equal(cupy.asnumpy(g(x)), want), name
+    return {
+        "workload": f"{name} {list(x.shape)}",
+        "latency_us": {"bare graph, no copies": latency_us(bare.graph.launch, reps),
+                       "jit auto": latency_us(lambda: auto(x), reps),
+                       "jit copy": latency_us(lambda: copy(x), reps)},
+        "gpu_us": {"bare graph, no copies": gpu_us(bare.graph.launch, reps),
+                   "jit auto": gpu_us(lambda: auto(x), reps),
+                   "jit copy": gpu_us(lambda: copy(x), reps)},
+        "host_us": {"bare graph, no copies": host_us(bare.graph.launch, reps),
+                    "jit auto": host_us(lambda: auto(x), reps),
+                    "jit copy": host_us(lambda: copy(x), reps)},
+        "stats_auto": auto.stats().to_dict()["rebinds_by_argument"],
+        "copies_auto": auto.stats().to_dict()["copies_by_argument"],
+    }
+
+
+def piecewise_rows(reps: int) -> dict:
+    import cupy
+
+    import cupygraph as cg
+    from tools.bench_cupy import BarePiecewise
+    from tools.bench_workloads import Piecewise
+
+    work = Piecewise()
+    head, _, tail = work.cupy_pieces()
+    w = cupy.asarray(work.params()[0])
+    x = cupy.asarray(np.random.default_rng(2).standard_normal((64, 256)).astype(np.float32))
+    fn = work.cupy_fn()
+    bare = BarePiecewise(head, tail, w, x)
+    graphed = cg.jit(fn, config=dict(capture_sizes=[64], mode="PIECEWISE"), constant_argnums=(1,))
+    graphed(x, w)
+    return {"workload": "piecewise [64, 256] (50 kernels, matmul, 50 kernels)",
+            "host_us": {"bare pieces + eager matmul": host_us(lambda: bare(x), reps),
+                        "eager matmul alone": host_us(lambda: cupy.matmul(x, w), reps),
+                        "jit PIECEWISE": host_us(lambda: graphed(x, w), reps)}}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path)
+    options = parser.parse_args(argv)
+    import cupy
+
+    from cupygraph.demo import make_heat_cupy
+    from tools.bench_workloads import chain_fn
+
+    cupy.cuda.Device(0).use()
+    reps = 500 if options.quick else 2000
+    rng = np.random.default_rng(1)
+    results = [one_kernel(reps * 5)]
+    for n in (1024, 65536):
+        x = cupy.asarray(rng.standard_normal((n,)).astype(np.float32))
+        results.append(workload_rows("chain", chain_fn(100), x, reps))
+    for b in (1, 64):
+        x = cupy.asarray(rng.standard_normal((b, 128, 128)).astype(np.float32))
+        results.append(workload_rows("stencil", make_heat_cupy(steps=32, alpha=0.2), x, reps // 4))
+    try:
+        results.append(piecewise_rows(reps))
+    except Exception as err:  # cuBLAS missing or the like: report and go on
+        results.append({"workload": "piecewise", "error": f"{type(err).__name__}: {err}"})
+    payload = {"device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "results": results}
+    text = json.dumps(payload, indent=1)
+    print(text)
+    if options.out:
+        options.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
