@@ -44,6 +44,7 @@ class FallbackReason(_Reason):
     CAPTURE_RAISED = "exception_during_capture"
     UNSUPPORTED_OUTPUT = "unsupported_output"
     REPLAY_MISMATCH = "replay_mismatch"
+    ALIASED_WRITE = "aliased_write"
 
 
 class EvictionReason(_Reason):
@@ -83,6 +84,7 @@ _TEXTS = {
     "exception_during_capture": "an exception during warm-up, capture or output handling",
     "unsupported_output": "an output that is neither an array nor a plain Python value",
     "replay_mismatch": "a replay returned outputs of another structure, shape or value",
+    "aliased_write": "the function writes into an argument that shares memory with another argument",
     "max_cached_graphs": "max_cached_graphs reached",
     "memory_budget": "memory_budget reached",
     "pool_over_memory_budget": "memory_budget reached by the pool with cached blocks: all graphs dropped",

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..backends.base import ReplayMismatch
 from ..cache.capture import CaptureRequest
+from ..cache.entry import AliasedWrite
 from ..cache.failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
 from ..cache.freshness import stale_reason
 from ..cache.key import ConstArg, GraphKey, Namespace
@@ -28,7 +29,7 @@ from ..config.model import CUDAGraphMode
 from ..diagnostics.explain import configure_logging, explain_new_key
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError, InputMismatchError, StaleOutputError
-from ..reasons import RecaptureReason
+from ..reasons import FallbackReason, RecaptureReason
 from .arguments import ArgumentRules
 from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
 from .plans import Plan, PlanCache
@@ -158,6 +159,8 @@ class GraphedFunction:
                             out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
                         except ReplayMismatch as err:
                             return self._replay_failed(plan, err, args, kwargs)
+                        except AliasedWrite as err:
+                            return self._run_eagerly(args, kwargs, Eager(FallbackReason.ALIASED_WRITE, str(err)))
                         self._stats.count_hit(plan.mode_name)
                         return out
         return self._call_slow(args, kwargs, not kwargs)
@@ -272,6 +275,8 @@ class GraphedFunction:
                         out = plan.entry.run(batched, rows, whole)
                 except ReplayMismatch as err:
                     return self._replay_failed(plan, err, args, kwargs)
+                except AliasedWrite as err:
+                    return self._run_eagerly(args, kwargs, Eager(FallbackReason.ALIASED_WRITE, str(err)))
                 if captured:
                     self._stats.record_first_replay(plan.mode_name)
                 else:

@@ -103,6 +103,10 @@ class Backend(abc.ABC):
         eagerly between them on replay.
         """
 
+    def may_share_memory(self, a: Any, b: Any) -> bool:
+        """Whether two arrays of this backend may overlap in memory (bounds, not elements)."""
+        return bool(self.xp.may_share_memory(a, b))
+
     def address(self, array: Any) -> int:
         """The array's data address (or a stable identity for host arrays)."""
         return int(array.__array_interface__["data"][0])

@@ -24,6 +24,14 @@ use_tick = itertools.count(1).__next__
 clock on every replay."""
 
 
+class AliasedWrite(InputMismatchError):
+    """Two array arguments share memory and the function writes into one of them.
+
+    Eager execution sees the write through both; a graph reading copies of them cannot, so such a
+    call never replays (``jit`` runs it eagerly, counted under ``aliased_write``).
+    """
+
+
 class InputArena:
     """Static input buffers shared by the graphs of one signature, sized for the largest batch.
 
@@ -252,8 +260,23 @@ class CUDAGraphEntry:
         self.launch()
         return self.outputs(rows, stream)
 
+    def _check_not_aliased(self, inputs: Sequence[Any], whole: Sequence[Any]) -> None:
+        """``AliasedWrite`` when the function writes into its arguments and two of them overlap."""
+        arrays = [*inputs, *whole]
+        overlaps = self.backend.may_share_memory
+        for i in range(len(arrays)):
+            for j in range(i + 1, len(arrays)):
+                if overlaps(arrays[i], arrays[j]):
+                    raise AliasedWrite(
+                        f"array arguments {i} and {j} of the graph for {self.key.descriptor} share memory and the "
+                        "function writes into its arguments; a replay could not show the write through both: "
+                        "call the function eagerly, or pass separate arrays"
+                    )
+
     def _run_bound(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
         """``run`` with zero-copy: arguments and outputs bound to the caller's arrays where allowed."""
+        if self._write_back is not None:
+            self._check_not_aliased(inputs, whole)
         binder = self._binder
         if rows != self.padded:  # the graph reads the padded static buffers: copy as ever
             if binder.away:
@@ -286,6 +309,7 @@ class CUDAGraphEntry:
 
     def _run_and_write_back(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
         """``run`` of an entry whose function writes into its copied arguments (found at capture)."""
+        self._check_not_aliased(inputs, whole)
         stream = self.load_inputs(inputs, rows, whole)
         self.launch()
         self._write_back(inputs, rows, whole)  # type: ignore[misc]

@@ -218,3 +218,20 @@ def test_stats_reset_keeps_counting():
     g.stats().reset()
     g(rand(8))
     assert g.stats().to_dict()["rebinds_by_argument"]["argument 0"] == 1
+
+
+@pytest.mark.parametrize("binding", [{"input_binding": "auto"}, {}])
+def test_same_array_twice_written_equals_eager(binding):
+    # A regression test: copies of an array passed twice do not see each other's writes.
+    def f(a, b):
+        a *= 2
+        return a + b
+
+    g = cg.jit(f, config=dict(backend="host", capture_sizes=SIZES, **binding))
+    for rows in (8, 6, 6, 8):
+        x = rand(rows, seed=rows)
+        want_x = x.copy()
+        want = f(want_x, want_x)
+        np.testing.assert_array_equal(g(x, x), want)
+        np.testing.assert_array_equal(x, want_x)
+    assert g.stats().fallbacks_by_reason["aliased_write"] >= 2
