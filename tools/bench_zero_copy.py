@@ -97,9 +97,44 @@ def one_kernel(reps: int) -> dict:
         "eager CuPy": host_us(lambda: f(x), reps),
         "jit copy (input_binding=copy)": host_us(lambda: copy(x), reps),
         "jit zero-copy (input_binding=auto)": host_us(lambda: auto(x), reps),
+        "jit zero-copy, each result kept until the next call": host_us(keeper(auto, x), reps),
     }
     return {"workload": "one kernel, batch 1, output_mode=copy", "host_us": rows,
             "stats_auto": auto.stats().to_dict()["rebinds_by_argument"]}
+
+
+def keeper(graphed, *args):
+    """A call that keeps its result until the next one (``y = f(x)`` in a loop): the output's
+    address then alternates, so the graph's output nodes are re-pointed on every call."""
+    kept = [None]
+
+    def call():
+        kept[0] = graphed(*args)
+
+    return call
+
+
+def profile_one_kernel() -> None:
+    import cProfile
+    import io
+    import pstats
+
+    import cupy
+
+    import cupygraph as cg
+
+    x = cupy.asarray(np.ones((1, 256), np.float32))
+    auto = cg.jit(lambda v: v * np.float32(2.0), config=dict(capture_sizes=[1], input_binding="auto"))
+    auto(x)
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(20000):
+        auto(x)
+    profile.disable()
+    cupy.cuda.Device().synchronize()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(16)
+    print(text.getvalue(), file=sys.stderr)
 
 
 def bare_no_copies(fn, x):
@@ -152,17 +187,41 @@ def piecewise_rows(reps: int) -> dict:
     fn = work.cupy_fn()
     bare = BarePiecewise(head, tail, w, x)
     graphed = cg.jit(fn, config=dict(capture_sizes=[64], mode="PIECEWISE"), constant_argnums=(1,))
-    graphed(x, w)
+    bound = cg.jit(fn, config=dict(capture_sizes=[64], mode="PIECEWISE", input_binding="auto"),
+                   constant_argnums=(1,))
+    for g in (graphed, bound):
+        assert np.allclose(cupy.asnumpy(g(x, w)), cupy.asnumpy(fn(x, w)), rtol=1e-5, atol=1e-6)
     return {"workload": "piecewise [64, 256] (50 kernels, matmul, 50 kernels)",
             "host_us": {"bare pieces + eager matmul": host_us(lambda: bare(x), reps),
                         "eager matmul alone": host_us(lambda: cupy.matmul(x, w), reps),
-                        "jit PIECEWISE": host_us(lambda: graphed(x, w), reps)}}
+                        "jit PIECEWISE": host_us(lambda: graphed(x, w), reps),
+                        "jit PIECEWISE zero-copy": host_us(lambda: bound(x, w), reps)},
+            "stats_auto": bound.stats().to_dict()["rebinds_by_argument"]}
+
+
+def _collect_copy_reasons() -> list:
+    """Every 'is copied' debug line of this run (why an argument or output was not bound)."""
+    import logging
+
+    found: list = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if "is copied" in message:
+                found.append(message)
+
+    logger = logging.getLogger("cupygraph")
+    logger.addHandler(Collect(logging.DEBUG))
+    logger.setLevel(logging.DEBUG)
+    return found
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--profile", action="store_true", help="print where a zero-copy call spends its time")
     options = parser.parse_args(argv)
     import cupy
 
@@ -170,9 +229,12 @@ def main(argv=None) -> int:
     from tools.bench_workloads import chain_fn
 
     cupy.cuda.Device(0).use()
+    reasons = _collect_copy_reasons()
     reps = 500 if options.quick else 2000
     rng = np.random.default_rng(1)
     results = [one_kernel(reps * 5)]
+    if options.profile:
+        profile_one_kernel()
     for n in (1024, 65536):
         x = cupy.asarray(rng.standard_normal((n,)).astype(np.float32))
         results.append(workload_rows("chain", chain_fn(100), x, reps))
@@ -184,7 +246,8 @@ def main(argv=None) -> int:
     except Exception as err:  # cuBLAS missing or the like: report and go on
         results.append({"workload": "piecewise", "error": f"{type(err).__name__}: {err}"})
     payload = {"device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "results": results}
+               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "results": results,
+               "copy_reasons": sorted(set(reasons))}
     text = json.dumps(payload, indent=1)
     print(text)
     if options.out:

@@ -151,12 +151,18 @@ class GraphedFunction:
         if not kwargs:
             plan = self._plans.find(args)
             if plan is not None:
-                batched = [args[i] for i in plan.batched]
+                leading = plan.leading
+                batched: Sequence[Any]
+                whole: Sequence[Any]
+                if leading:
+                    batched, whole = args[:leading], ()
+                else:
+                    batched, whole = [args[i] for i in plan.batched], [args[i] for i in plan.whole]
                 with self._family_lock:
                     # Checked under the lock: another thread's capture may have evicted the entry.
                     if plan.entry.alive:
                         try:  # free unless raised (only a re-executing host replay can)
-                            out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
+                            out = plan.entry.run(batched, batched[0].shape[0], whole)
                         except ReplayMismatch as err:
                             return self._replay_failed(plan, err, args, kwargs)
                         except AliasedWrite as err:

@@ -67,7 +67,8 @@ _TEXTS = {
     CopyReason.ALIGNMENT: "its address is not aligned as the static buffer's is",
     CopyReason.DEVICE: "it lives on another device than the graph",
     CopyReason.NOT_AN_ARRAY: "it is not an array of the backend",
-    CopyReason.PIECEWISE: "an eager step between PIECEWISE pieces reads the static buffer by its Python object",
+    CopyReason.PIECEWISE: "an eager step between PIECEWISE pieces reads or writes it (the host reference "
+                          "copies every argument of a PIECEWISE graph)",
     CopyReason.LIBRARY_STATE: "the graph holds library state (a cuFFT plan, a cuBLAS workspace, a pointer "
                               "table) that may keep the address where the graph's nodes do not show it",
     CopyReason.UNSUPPORTED_NODE: "the graph has a node that cannot be re-pointed or read (a child graph, a "

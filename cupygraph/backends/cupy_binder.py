@@ -50,7 +50,7 @@ class CupyBinder:
 
     def __init__(self, bindings: CupyBindings, static: Sequence[Any], labels: Sequence[str],
                  leaves: Sequence[Any], bind_outputs: bool, counts: tuple[Counter[str], Counter[str]], name: str):
-        self._keep = bindings.step  # the executable lives as long as its graph object
+        self._keep: Any = bindings.steps  # the executables live as long as their graph objects
         self._device = bindings.device_id
         self._set = set_params_function()
         self._name = name

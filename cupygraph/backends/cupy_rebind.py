@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 import cupy
 
+from ..pytree import flatten
 from .binding import BufferFacts, CopyReason
 from .cupy_audit import GraphWalker, _driver, _ok
 
@@ -194,8 +195,13 @@ class _Region:
         self.ahi = self.alo + int(memory.size)
 
 
-def _facts(region: _Region, scan: _Scan) -> BufferFacts:
-    """Whether the graph's pointers into ``region``'s allocation can all be re-pointed, and how."""
+def _facts(region: _Region, scan: _Scan, starts: set[int]) -> BufferFacts:
+    """Whether the graph's pointers into ``region``'s allocation can all be re-pointed, and how.
+
+    A pointer just past the buffer's end is taken as the next allocation's when one starts there
+    (CuPy's pool packs blocks back to back; its kernels take a base pointer and a size, never an
+    end pointer); anywhere else it could be an end pointer of this buffer, so the buffer is copied.
+    """
     if scan.problem is not None:
         return BufferFacts(scan.problem)
     patches: list[tuple[KernelNode, int, int]] = []
@@ -205,7 +211,7 @@ def _facts(region: _Region, scan: _Scan) -> BufferFacts:
                 copying = kind in ("memcpy", "memset")
                 return BufferFacts(CopyReason.COPY_NODE if copying else CopyReason.UNSUPPORTED_NODE)
             patches.append((node, at, word - region.lo))
-        elif word == region.hi:
+        elif word == region.hi and word not in starts:
             return BufferFacts(CopyReason.END_POINTER)
         elif region.alo <= word < region.ahi:
             return BufferFacts(CopyReason.STRADDLES)
@@ -215,10 +221,28 @@ def _facts(region: _Region, scan: _Scan) -> BufferFacts:
 class CupyBindings:
     """What ``analyze`` found for one recording: facts per static buffer (by address) and per output."""
 
-    def __init__(self, inputs: dict[int, BufferFacts], outputs: list[Optional[BufferFacts]],
-                 step: Any, executable: int, device_id: int):
+    def __init__(self, inputs: dict[int, BufferFacts], outputs: list[Optional[BufferFacts]], steps: Sequence[Any],
+                 device_id: int):
         self.inputs, self.outputs = inputs, outputs
-        self.step, self.executable, self.device_id = step, executable, device_id
+        self.steps, self.device_id = list(steps), device_id
+
+
+def _eager_arrays(steps: Sequence[Any]) -> Optional[list[_Region]]:
+    """Where the eager steps between PIECEWISE pieces read and write (None: a step of unknown kind)."""
+    regions: list[_Region] = []
+    for step in steps:
+        if executable_of(step) is not None:
+            continue
+        if not hasattr(step, "static_leaves") or not hasattr(step, "args"):
+            return None
+        values = [*step.args, *getattr(step, "kwargs", {}).values(), *step.static_leaves]
+        leaves = [leaf for value in values for leaf in flatten(value, lambda v: isinstance(v, cupy.ndarray))[0]]
+        regions.extend(_Region(leaf) for leaf in leaves if isinstance(leaf, cupy.ndarray) and leaf.nbytes)
+    return regions
+
+
+def _overlaps(region: _Region, others: Sequence[_Region]) -> bool:
+    return any(o.lo < region.ahi and region.alo < o.hi for o in others)
 
 
 def analyze(steps: Sequence[Any], args: Sequence[Any], leaves: Sequence[Any], extents: Sequence[tuple[int, int]],
@@ -227,47 +251,55 @@ def analyze(steps: Sequence[Any], args: Sequence[Any], leaves: Sequence[Any], ex
 
     ``args``: the arrays the function was called with (static buffers are those in the family's
     pool: ``owns``); ``leaves``: its output leaves, before they are detached from their pool
-    blocks; ``extents``: (address, bytes) of every allocation made while recording.
+    blocks; ``extents``: (address, bytes) of every allocation made while recording. In PIECEWISE
+    every piece is read; a buffer an eager step between them touches is copied.
     """
-    inputs: dict[int, BufferFacts] = {}
     arrays = [a for a in args if isinstance(a, cupy.ndarray) and a.nbytes and owns(int(a.data.ptr))]
     outs: list[Optional[Any]] = [leaf if isinstance(leaf, cupy.ndarray) else None for leaf in leaves]
-    common: Optional[CopyReason] = None
-    handles = executable_of(steps[0]) if len(steps) == 1 else None
-    if len(steps) != 1:
-        common = CopyReason.PIECEWISE
-    elif held:
-        common = CopyReason.LIBRARY_STATE
-    elif handles is None:
-        common = CopyReason.UNSUPPORTED_NODE
     scan = _Scan()
-    if common is None and handles is not None:
-        scan = _scan(*handles)
-    scan.problem = scan.problem or common
+    eager = _eager_arrays(steps)
+    if held:
+        scan.problem = CopyReason.LIBRARY_STATE
+    elif eager is None:
+        scan.problem = CopyReason.UNSUPPORTED_NODE
+    else:
+        for step in steps:
+            handles = executable_of(step)
+            if handles is not None:
+                part = _scan(*handles)
+                scan.words.extend(part.words)
+                scan.problem = scan.problem or part.problem
+    eager = eager or []
     out_regions = [_Region(leaf) if leaf is not None and leaf.nbytes else None for leaf in outs]
-    for array in arrays:
-        buffer = _Region(array)
+    buffers = [_Region(a) for a in arrays]
+    starts = {p for p, _ in extents} | {b.alo for b in buffers} | {r.alo for r in out_regions if r is not None}
+    inputs: dict[int, BufferFacts] = {}
+    for buffer in buffers:
         if any(r is not None and buffer.alo <= r.lo < buffer.ahi for r in out_regions):
             inputs[buffer.lo] = BufferFacts(CopyReason.OUTPUT_ALIAS)
+        elif _overlaps(buffer, eager):
+            inputs[buffer.lo] = BufferFacts(CopyReason.PIECEWISE)
         else:
-            inputs[buffer.lo] = _facts(buffer, scan)
+            inputs[buffer.lo] = _facts(buffer, scan, starts)
     outputs: list[Optional[BufferFacts]] = []
-    starts = Counter(r.alo for r in out_regions if r is not None)
+    shared = Counter(r.alo for r in out_regions if r is not None)
     for leaf, region in zip(outs, out_regions):
         if leaf is None or region is None:
             outputs.append(None)
         elif not leaf._c_contiguous:
             outputs.append(BufferFacts(CopyReason.STRIDES))
-        elif starts[region.alo] > 1:
+        elif shared[region.alo] > 1:
             outputs.append(BufferFacts(CopyReason.SHARED_ALLOCATION))
+        elif _overlaps(region, eager):
+            outputs.append(BufferFacts(CopyReason.PIECEWISE))
         elif not any(p == region.alo for p, _ in extents):
             outputs.append(BufferFacts(CopyReason.NOT_OWNED))
         elif any(p < region.ahi and region.alo < p + n and not (region.lo <= p and p + n <= region.hi)
                  for p, n in extents):
             outputs.append(BufferFacts(CopyReason.STRADDLES))
         else:
-            outputs.append(_facts(region, scan))
-    return CupyBindings(inputs, outputs, steps[0] if handles else None, handles[1] if handles else 0, device_id)
+            outputs.append(_facts(region, scan, starts))
+    return CupyBindings(inputs, outputs, steps, device_id)
 
 
 def analyze_safely(steps: Sequence[Any], args: Sequence[Any], leaves: Sequence[Any],

@@ -20,9 +20,10 @@ from cupygraph.pytree import flatten  # noqa: E402
 COLS = 64  # 256 bytes a float32 row: contiguous row slices stay 256-byte aligned
 
 
-def jit(fn, **fields):
+def jit(fn, batch_argnums=(0,), constant_argnums=(), **fields):
     fields.setdefault("capture_sizes", [4, 8, 16])
-    return cg.jit(fn, config=dict(backend="cupy", input_binding="auto", **fields))
+    return cg.jit(fn, config=dict(backend="cupy", input_binding="auto", **fields), batch_argnums=batch_argnums,
+                  constant_argnums=constant_argnums)
 
 
 def rand(rng, rows, cols=COLS):
@@ -66,7 +67,7 @@ def test_exact_batches_bind_padded_batches_copy():
     cupy.cuda.Device(0).use()
     rng = np.random.default_rng(1)
     f = affine_pair()
-    g = jit(f)
+    g = jit(f, batch_argnums=(0, 1))
     for rows in (8, 5, 8, 16, 3, 4, 8, 13, 16):
         x, y = rand(rng, rows), rand(rng, rows)
         poison(g)
@@ -85,7 +86,7 @@ def test_in_place_and_same_array_twice():
         a *= 2
         return a + b
 
-    g = jit(f)
+    g = jit(f, batch_argnums=(0, 1))
     for rows in (8, 8, 6, 16):
         x = rand(rng, rows)
         want_x = x.copy()
@@ -125,7 +126,7 @@ def test_views_offsets_and_non_contiguous():
     cupy.cuda.Device(0).use()
     rng = np.random.default_rng(4)
     f = affine_pair()
-    g = jit(f)
+    g = jit(f, batch_argnums=(0, 1))
     base = rand(rng, 40, 2 * COLS)
     views = [
         base[8:16, :COLS],       # non-contiguous (row stride 2 * COLS)
@@ -148,7 +149,7 @@ def test_freed_and_reallocated_at_the_same_address():
     cupy.cuda.Device(0).use()
     rng = np.random.default_rng(5)
     f = affine_pair()
-    g = jit(f)
+    g = jit(f, batch_argnums=(0, 1))
     seen = set()
     for _ in range(6):
         x, y = rand(rng, 8), rand(rng, 8)
@@ -162,7 +163,7 @@ def test_freed_and_reallocated_at_the_same_address():
 def test_threads():
     cupy.cuda.Device(0).use()
     f = affine_pair()
-    g = jit(f)
+    g = jit(f, batch_argnums=(0, 1))
     errors = []
 
     def worker(seed):
@@ -227,3 +228,44 @@ def test_returned_outputs_are_owned():
     assert a.data.ptr != b.data.ptr
     same(a, x1 * 2 + 1)
     same(b, x2 * 2 + 1)
+
+
+def test_piecewise_binds_what_no_eager_step_touches():
+    cupy.cuda.Device(0).use()
+    rng = np.random.default_rng(9)
+    w = rand(rng, COLS)
+    matmul = cg.graph_break(cupy.matmul)
+
+    def f(x, w):
+        h = cupy.tanh(x * 2)
+        return matmul(h, w) + 1
+
+    def g_direct(x, w):
+        return matmul(x, w) * 2  # the eager step reads the input itself: it must be copied
+
+    g = jit(f, mode="PIECEWISE", constant_argnums=(1,))
+    d = jit(g_direct, mode="PIECEWISE", constant_argnums=(1,))
+    for rows in (8, 5, 16, 8):
+        x = rand(rng, rows)
+        poison(g)
+        poison(d)
+        same(g(x, w), f(x, w))
+        same(d(x, w), g_direct(x, w))
+    counts = g.stats().to_dict()["rebinds_by_argument"]
+    assert counts.get("argument 0") == 3 and counts.get("output 0") == 3, counts
+    assert d.stats().to_dict()["rebinds_by_argument"].get("argument 0", 0) == 0
+
+
+def test_adjacent_pool_blocks_still_bind():
+    cupy.cuda.Device(0).use()
+    rng = np.random.default_rng(10)
+
+    def f(x):  # small buffers: the static input and the intermediates sit back to back in the pool
+        return x * 2 + 1
+
+    g = jit(f, capture_sizes=[1])
+    for _ in range(3):
+        x = rand(rng, 1)
+        poison(g)
+        same(g(x), f(x))
+    assert g.stats().to_dict()["rebinds_by_argument"] == {"argument 0": 3, "output 0": 3}
