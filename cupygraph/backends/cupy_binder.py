@@ -9,6 +9,8 @@ around ``CupyBinder.prepare`` and the launch that follows.
 from __future__ import annotations
 
 import logging
+import sys
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Optional
@@ -20,11 +22,28 @@ from .cupy_rebind import ALIGNMENT, CupyBindings, KernelNode, set_params_functio
 
 logger = logging.getLogger("cupygraph")
 
+RECYCLE_BYTES = 1 << 20
+"""Outputs up to this size are taken again from the last two calls' outputs once the caller let go of
+them; larger ones are allocated every call (their allocation is small beside the work)."""
+RING = 2
+
+
+def _references(item: list[Any]) -> tuple[int, int, int, int]:
+    """How many references the array of ``item``, its memory pointer and its memory have, and weak ones.
+
+    Measured the same way when the ring alone holds the array and before it is taken again: equal
+    counts mean the caller (and every view, pointer or weak reference) let go of it.
+    """
+    array = item[0]
+    data = array.data
+    return sys.getrefcount(array), sys.getrefcount(data), sys.getrefcount(data.mem), weakref.getweakrefcount(array)
+
 
 class _Slot:
     """One buffer the binder may re-point: its home (the static buffer) and the words that hold it."""
 
-    __slots__ = ("buf", "cells", "current", "eligible", "home", "label", "logged", "nodes", "reason", "shape_dtype")
+    __slots__ = ("buf", "cells", "current", "eligible", "home", "label", "logged", "nodes", "reason", "recycle",
+                 "ring", "shape_dtype")
 
     def __init__(self, label: str, buf: Any, facts: Optional[BufferFacts]):
         self.label, self.buf = label, buf
@@ -36,6 +55,9 @@ class _Slot:
         self.home = self.current = int(buf.data.ptr) if buf is not None else 0
         self.logged = False
         self.shape_dtype = (buf.shape, buf.dtype) if buf is not None else None
+        self.ring: list[list[Any]] = []
+        """Output arrays handed out lately: [array, stream, references when only the ring held it]."""
+        self.recycle = buf is not None and buf.nbytes <= RECYCLE_BYTES
 
     def point(self, address: int) -> None:
         for cell, delta in self.cells:
@@ -108,14 +130,32 @@ class CupyBinder:
             self._apply(dirty)
         return copied
 
-    def fresh_outputs(self) -> list[Any]:
-        """A new array for every bound output, the graph's nodes pointed at it (launch next)."""
+    def fresh_outputs(self, stream: Any) -> list[Any]:
+        """A new array for every bound output, the graph's nodes pointed at it (launch next).
+
+        An output of a recent call on the same ``stream`` that nobody holds any more is taken
+        again: what CuPy's pool would do with its memory (hand it to the next allocation on that
+        stream), without the cost of allocating, and with no node to re-point.
+        """
         fresh = []
         dirty: list[KernelNode] = []
         rebinds = self._rebinds
         for slot in self._outputs:
-            shape, dtype = slot.shape_dtype  # type: ignore[misc]
-            array = cupy.ndarray(shape, dtype)
+            array = None
+            if slot.recycle:
+                for item in slot.ring:
+                    if item[1] == stream and _references(item) == item[2]:
+                        array = item[0]
+                        break
+                if array is None:
+                    item = [cupy.ndarray(*slot.shape_dtype), stream, None]  # type: ignore[misc]
+                    item[2] = _references(item)
+                    slot.ring.append(item)
+                    if len(slot.ring) > RING:
+                        del slot.ring[0]
+                    array = item[0]
+            else:
+                array = cupy.ndarray(*slot.shape_dtype)  # type: ignore[misc]
             ptr = array.data.ptr
             if ptr != slot.current:
                 slot.point(ptr)
@@ -156,10 +196,12 @@ class CupyBinder:
                     raise RuntimeError(f"cuGraphExecKernelNodeSetParams failed with CUDA error {status}; "
                                        "set input_binding='copy' to avoid re-pointing graph nodes")
 
-    def finish(self, fresh: Sequence[Any]) -> None:
+    def finish(self, fresh: Optional[Sequence[Any]]) -> None:
         """Nothing to do: the graph wrote the fresh outputs itself."""
 
     def release(self) -> None:
+        for slot in self._outputs:
+            slot.ring = []
         self._keep = None
         self._inputs, self._outputs = [], []
 

@@ -115,14 +115,17 @@ class HostBinder:
                 log_copied(self._name, label, reason)
         return copied
 
-    def fresh_outputs(self) -> list[Any]:
+    def fresh_outputs(self, stream: Any) -> list[Any]:
         for i in self._out_index:
             self._rebinds[f"output {i}"] += 1
         return [np.empty(leaf.shape, leaf.dtype) for leaf in self._leaves]
 
-    def finish(self, fresh: Sequence[Any]) -> None:
-        """The replay wrote the static outputs; a graph would have written the fresh arrays."""
-        for array, leaf in zip(fresh, self._leaves):
+    def finish(self, fresh: Optional[Sequence[Any]]) -> None:
+        """After the replay: let go of the caller's arrays (a graph holds only their addresses), and
+        write the fresh outputs (the replay wrote the static ones; a graph writes the fresh arrays)."""
+        if self.away:
+            self.home()
+        for array, leaf in zip(fresh or (), self._leaves):
             np.copyto(array, leaf)
 
     def home(self) -> None:

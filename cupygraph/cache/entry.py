@@ -286,14 +286,14 @@ class CUDAGraphEntry:
         copied = binder.prepare(inputs, whole, self._copy_rows, stream)
         if copied:
             self._arena.state = (id(self), rows)
-        fresh = binder.fresh_outputs() if binder.binds_outputs else None
+        fresh = binder.fresh_outputs(stream) if binder.binds_outputs else None
         self.launch()
         if self._write_back is not None:
             self._write_back(inputs, rows, whole, copied)
-        if fresh is None:
-            return self.outputs(rows, stream)
         if binder.needs_finish:
             binder.finish(fresh)
+        if fresh is None:
+            return self.outputs(rows, stream)
         if self._single:
             return fresh[0]
         bound = dict(zip(binder.output_positions, fresh))

@@ -135,7 +135,7 @@ class CUDAGraphConfig(BaseModel):
         "static buffers, valid until the next call of the same function.",
     )
     input_binding: Literal["auto", "copy"] = Field(
-        "copy",
+        "auto",
         description="auto: where provably safe, a call whose arrays have the captured shape (a batch of exactly "
         "a capture size), dtype and C-contiguous layout re-points the graph at the caller's arrays instead "
         "of copying them, and under output_mode=copy the graph writes straight into the fresh outputs; "
