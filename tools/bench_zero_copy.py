@@ -186,7 +186,8 @@ def piecewise_rows(reps: int) -> dict:
     x = cupy.asarray(np.random.default_rng(2).standard_normal((64, 256)).astype(np.float32))
     fn = work.cupy_fn()
     bare = BarePiecewise(head, tail, w, x)
-    graphed = cg.jit(fn, config=dict(capture_sizes=[64], mode="PIECEWISE"), constant_argnums=(1,))
+    graphed = cg.jit(fn, config=dict(capture_sizes=[64], mode="PIECEWISE", input_binding="copy"),
+                     constant_argnums=(1,))
     bound = cg.jit(fn, config=dict(capture_sizes=[64], mode="PIECEWISE", input_binding="auto"),
                    constant_argnums=(1,))
     for g in (graphed, bound):
@@ -194,7 +195,7 @@ def piecewise_rows(reps: int) -> dict:
     return {"workload": "piecewise [64, 256] (50 kernels, matmul, 50 kernels)",
             "host_us": {"bare pieces + eager matmul": host_us(lambda: bare(x), reps),
                         "eager matmul alone": host_us(lambda: cupy.matmul(x, w), reps),
-                        "jit PIECEWISE": host_us(lambda: graphed(x, w), reps),
+                        "jit PIECEWISE copy": host_us(lambda: graphed(x, w), reps),
                         "jit PIECEWISE zero-copy": host_us(lambda: bound(x, w), reps)},
             "stats_auto": bound.stats().to_dict()["rebinds_by_argument"]}
 
@@ -217,12 +218,20 @@ def _collect_copy_reasons() -> list:
     return found
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--profile", action="store_true", help="print where a zero-copy call spends its time")
-    options = parser.parse_args(argv)
+def summary(payload: dict) -> list[str]:
+    """One line per figure, for the notes of tools/bench.py's report."""
+    lines = [f"{payload['device']}, {payload['date']}"]
+    for result in payload["results"]:
+        for kind in ("host_us", "latency_us", "gpu_us"):
+            for label, value in result.get(kind, {}).items():
+                lines.append(f"{result['workload']}: {kind[:-3]} {label}: {value:.2f} us")
+        if "error" in result:
+            lines.append(f"{result['workload']}: {result['error']}")
+    return lines
+
+
+def measure(quick: bool, profile: bool = False) -> dict:
+    """Every row of this benchmark, on device 0."""
     import cupy
 
     from cupygraph.demo import make_heat_cupy
@@ -230,10 +239,10 @@ def main(argv=None) -> int:
 
     cupy.cuda.Device(0).use()
     reasons = _collect_copy_reasons()
-    reps = 500 if options.quick else 2000
+    reps = 500 if quick else 2000
     rng = np.random.default_rng(1)
     results = [one_kernel(reps * 5)]
-    if options.profile:
+    if profile:
         profile_one_kernel()
     for n in (1024, 65536):
         x = cupy.asarray(rng.standard_normal((n,)).astype(np.float32))
@@ -245,9 +254,18 @@ def main(argv=None) -> int:
         results.append(piecewise_rows(reps))
     except Exception as err:  # cuBLAS missing or the like: report and go on
         results.append({"workload": "piecewise", "error": f"{type(err).__name__}: {err}"})
-    payload = {"device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "results": results,
-               "copy_reasons": sorted(set(reasons))}
+    return {"device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "results": results,
+            "copy_reasons": sorted(set(reasons))}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--profile", action="store_true", help="print where a zero-copy call spends its time")
+    options = parser.parse_args(argv)
+    payload = measure(options.quick, options.profile)
     text = json.dumps(payload, indent=1)
     print(text)
     if options.out:
