@@ -31,6 +31,7 @@ from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError, InputMismatchError, StaleOutputError
 from ..reasons import FallbackReason, RecaptureReason
 from .arguments import ArgumentRules
+from .constants import rebind_constants
 from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
 from .plans import Plan, PlanCache
 from .warmup import Template, calls_per_size, example_call, progress_bar, remember_call
@@ -152,17 +153,15 @@ class GraphedFunction:
             plan = self._plans.find(args)
             if plan is not None:
                 leading = plan.leading
-                batched: Sequence[Any]
-                whole: Sequence[Any]
-                if leading:
-                    batched, whole = args[:leading], ()
-                else:
-                    batched, whole = [args[i] for i in plan.batched], [args[i] for i in plan.whole]
+                batched, whole = ((args[:leading], ()) if leading
+                                  else ([args[i] for i in plan.batched], [args[i] for i in plan.whole]))
                 with self._family_lock:
-                    # Checked under the lock: another thread's capture may have evicted the entry.
-                    if plan.entry.alive:
+                    # Checked under the lock: another thread's capture may have evicted the entry, or
+                    # pointed it at other constant arrays.
+                    entry = plan.entry
+                    if entry.alive and entry.constants_token is plan.constants_token:
                         try:  # free unless raised (only a re-executing host replay can)
-                            out = plan.entry.run(batched, batched[0].shape[0], whole)
+                            out = entry.run(batched, batched[0].shape[0], whole)
                         except ReplayMismatch as err:
                             return self._replay_failed(plan, err, args, kwargs)
                         except AliasedWrite as err:
@@ -223,6 +222,9 @@ class GraphedFunction:
         if isinstance(verdict, Eager):
             return verdict, False
         if isinstance(verdict, CaptureNow):
+            rebound = rebind_constants(self.registry, key, args, self.constant_argnums, name=self.__name__)
+            if rebound is not None:
+                return Plan(rebound, mode.name, batched, whole), False
             self._rules.check_padding(args, self.config.pad_value)
             self._explain_capture(key)
             if logger.isEnabledFor(logging.DEBUG):

@@ -20,10 +20,12 @@ PLANS_LIMIT = 4096
 class Plan:
     """How a call signature maps onto an entry: which arguments are copied in and how."""
 
-    __slots__ = ("batched", "entry", "leading", "mode_name", "whole")
+    __slots__ = ("batched", "constants_token", "entry", "leading", "mode_name", "whole")
 
     def __init__(self, entry: CUDAGraphEntry, mode_name: str, batched: tuple[int, ...], whole: tuple[int, ...]):
         self.entry, self.mode_name, self.batched, self.whole = entry, mode_name, batched, whole
+        self.constants_token = entry.constants_token
+        """The entry's constant binding this plan was made under (``CUDAGraphEntry.rebind_constants``)."""
         self.leading = len(batched) if batched == tuple(range(len(batched))) and not whole else 0
         """When the batched arrays are the first arguments and nothing is copied whole: how many
         (the fast path then takes ``args[:leading]`` instead of building lists)."""

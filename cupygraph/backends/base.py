@@ -47,9 +47,10 @@ class Recording(abc.ABC):
         """Drop the executable and the memory only it holds."""
 
     def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
-               counts: tuple[Any, Any], name: str) -> Any:
+               counts: tuple[Any, Any], name: str, constants: Sequence[tuple[int, Any]] = ()) -> Any:
         """What rebinds the ``static`` buffers (named ``labels``) and the output ``leaves`` to the caller's
-        arrays per call (``binding``), or None where this recording cannot."""
+        arrays per call (``binding``), and the ``constants`` ((position, array) read by address) to new
+        arrays of their layout, or None where this recording cannot."""
         return None
 
     def check_references(self, fn_name: str) -> None:

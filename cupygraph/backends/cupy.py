@@ -152,12 +152,12 @@ class CupyRecording(Recording):
         self.launch = steps[0].launch if len(steps) == 1 else self._launch_steps  # type: ignore[method-assign]
 
     def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
-               counts: tuple[Any, Any], name: str) -> Any:
+               counts: tuple[Any, Any], name: str, constants: Sequence[tuple[int, Any]] = ()) -> Any:
         if self.bindings is None:
             return None
         from .cupy_binder import CupyBinder
 
-        return CupyBinder(self.bindings, static, labels, leaves, bind_outputs, counts, name)
+        return CupyBinder(self.bindings, static, labels, leaves, bind_outputs, counts, name, constants)
 
     def _launch_steps(self) -> None:
         for step in self.steps:

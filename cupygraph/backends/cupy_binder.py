@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import cupy
 
-from .binding import BufferFacts, CopyReason, copy_reason, log_copied, prepare_counts
+from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, prepare_counts
 from .cupy_rebind import ALIGNMENT, CupyBindings, KernelNode, set_params_function
 
 logger = logging.getLogger("cupygraph")
@@ -65,13 +65,23 @@ class _Slot:
         self.current = address
 
 
+class _Layout:
+    """What ``copy_reason`` compares of a constant captured by address, without holding the array."""
+
+    __slots__ = ("dtype", "shape", "strides")
+
+    def __init__(self, array: Any):
+        self.shape, self.dtype, self.strides = array.shape, array.dtype, array.strides
+
+
 class CupyBinder:
     """Per call: bind each argument (and output) that may be bound, copy the others."""
 
     needs_finish = False
 
     def __init__(self, bindings: CupyBindings, static: Sequence[Any], labels: Sequence[str],
-                 leaves: Sequence[Any], bind_outputs: bool, counts: tuple[Counter[str], Counter[str]], name: str):
+                 leaves: Sequence[Any], bind_outputs: bool, counts: tuple[Counter[str], Counter[str]], name: str,
+                 constants: Sequence[tuple[int, Any]] = ()):
         self._keep: Any = bindings.steps  # the executables live as long as their graph objects
         self._device = bindings.device_id
         self._set = set_params_function()
@@ -87,17 +97,47 @@ class CupyBinder:
             self._out_index = [i for i, facts in enumerate(bindings.outputs)
                                if facts is not None and facts.reason is None]
         self.binds_outputs = bool(self._outputs)
+        self._constants: dict[int, _Slot] = {}
+        for position, array in constants:
+            facts = bindings.inputs.get(int(array.data.ptr)) if array.nbytes else None
+            if facts is not None and facts.reason is None:
+                slot = _Slot(argument_label(position), array, facts)
+                slot.buf = _Layout(array)  # never keep the caller's weights alive
+                self._constants[position] = slot
         self.away = False
         """Whether some node points away from its static buffer (a padded call must point it home)."""
         self._rebinds, self._copies = counts
-        prepare_counts(self._rebinds, self._copies, [s.label for s in self._inputs + self._outputs])
+        prepare_counts(self._rebinds, self._copies,
+                       [s.label for s in [*self._inputs, *self._outputs, *self._constants.values()]])
         for slot in self._inputs:
             if slot.reason is not None:
                 log_copied(name, slot.label, slot.reason)
 
     @property
     def eligible(self) -> bool:
-        return any(s.eligible for s in self._inputs) or bool(self._outputs)
+        return any(s.eligible for s in self._inputs) or bool(self._outputs) or bool(self._constants)
+
+    def bind_constants(self, arrays: Sequence[tuple[int, Any]]) -> bool:
+        """Point the graph at new constant arrays (position, array) of the captured layouts: all of
+        them, or (False) none when one cannot be bound."""
+        chosen = []
+        for position, array in arrays:
+            slot = self._constants.get(position)
+            if slot is None or not isinstance(array, cupy.ndarray) or array.data.device_id != self._device:
+                return False
+            ptr = int(array.data.ptr)
+            if copy_reason(slot.buf, array, captured_address=slot.home, given_address=ptr, alignment=ALIGNMENT):
+                return False
+            chosen.append((slot, ptr))
+        dirty: list[KernelNode] = []
+        for slot, ptr in chosen:
+            if ptr != slot.current:
+                slot.point(ptr)
+                dirty.extend(slot.nodes)
+            self._rebinds[slot.label] += 1
+        if dirty:
+            self._apply(dirty)
+        return True
 
     def prepare(self, inputs: Sequence[Any], whole: Sequence[Any], copy: Any, stream: Any) -> int:
         """Bind or copy (``copy(buf, src, stream)``) every argument; return a bit per copied one."""
@@ -202,6 +242,7 @@ class CupyBinder:
     def release(self) -> None:
         for slot in self._outputs:
             slot.ring = []
+        self._constants = {}
         self._keep = None
         self._inputs, self._outputs = [], []
 

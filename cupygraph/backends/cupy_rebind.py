@@ -254,7 +254,8 @@ def analyze(steps: Sequence[Any], args: Sequence[Any], leaves: Sequence[Any], ex
     blocks; ``extents``: (address, bytes) of every allocation made while recording. In PIECEWISE
     every piece is read; a buffer an eager step between them touches is copied.
     """
-    arrays = [a for a in args if isinstance(a, cupy.ndarray) and a.nbytes and owns(int(a.data.ptr))]
+    # Static buffers (in the family's pool) and constants (read by address, in the caller's memory).
+    arrays = [a for a in args if isinstance(a, cupy.ndarray) and a.nbytes]
     outs: list[Optional[Any]] = [leaf if isinstance(leaf, cupy.ndarray) else None for leaf in leaves]
     scan = _Scan()
     eager = _eager_arrays(steps)

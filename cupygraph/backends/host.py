@@ -54,9 +54,9 @@ class HostRecording(Recording):
         self._piecewise = piecewise
 
     def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
-               counts: tuple[Any, Any], name: str) -> HostBinder:
+               counts: tuple[Any, Any], name: str, constants: Sequence[tuple[int, Any]] = ()) -> HostBinder:
         facts = host_facts(self._args, self._leaves, self._piecewise)
-        return HostBinder(self._args, facts, static, labels, leaves, bind_outputs, counts, name)
+        return HostBinder(self._args, facts, static, labels, leaves, bind_outputs, counts, name, constants)
 
     def launch(self) -> None:
         fresh, spec = flatten(self._fn(*self._args, **self._kwargs), _is_numpy)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any, Optional
 
 import numpy as np
 
-from .binding import BufferFacts, CopyReason, copy_reason, log_copied, prepare_counts
+from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, prepare_counts
 
 logger = logging.getLogger("cupygraph")
 
@@ -63,7 +64,7 @@ class HostBinder:
 
     def __init__(self, call_args: list[Any], facts: tuple[dict[int, BufferFacts], list[Optional[BufferFacts]]],
                  static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], bind_outputs: bool,
-                 counts: tuple[Counter[str], Counter[str]], name: str):
+                 counts: tuple[Counter[str], Counter[str]], name: str, constants: Sequence[tuple[int, Any]] = ()):
         inputs, outputs = facts
         self._args = call_args
         self._name = name
@@ -83,12 +84,30 @@ class HostBinder:
         self.away = False
         self._logged: set[tuple[str, CopyReason]] = set()
         self._rebinds, self._copies = counts
+        # Constants: (position, layout) of those the GPU could re-point (every array argument here).
+        self._constants = {position: SimpleNamespace(shape=array.shape, dtype=array.dtype, strides=array.strides)
+                           for position, array in constants
+                           if inputs.get(id(array)) is not None and inputs[id(array)].reason is None}
         prepare_counts(self._rebinds, self._copies, [s[0] for s in self._slots] +
-                       [f"output {i}" for i in self._out_index])
+                       [f"output {i}" for i in self._out_index] + [argument_label(p) for p in self._constants])
 
     @property
     def eligible(self) -> bool:
-        return any(s[3] is None for s in self._slots) or self.binds_outputs
+        return any(s[3] is None for s in self._slots) or self.binds_outputs or bool(self._constants)
+
+    def bind_constants(self, arrays: Sequence[tuple[int, Any]]) -> bool:
+        """The replay reads new constant arrays of the captured layouts: all of them, or (False) none."""
+        for position, array in arrays:
+            layout = self._constants.get(position)
+            if layout is None or not isinstance(array, np.ndarray):
+                return False
+            if copy_reason(layout, array, captured_address=0, given_address=_address(array),
+                           alignment=layout.dtype.alignment):
+                return False
+        for position, array in arrays:
+            self._args[position] = array
+            self._rebinds[argument_label(position)] += 1
+        return True
 
     @property
     def output_positions(self) -> list[int]:

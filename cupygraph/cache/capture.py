@@ -91,6 +91,8 @@ def record(
             capture_time=seconds, out_batched=request.out_batched, written=written,
             time_replays=config.time_replays, input_binding=config.input_binding, counts=counts,
             labels=[argument_label(p) for p in staging.positions], name=request.name,
+            constants=[(i, a) for i, a in enumerate(request.args)
+                       if i not in staging.positions and backend.is_array(a)],
         )
         staging.recording = None  # the entry owns it now
         return entry

@@ -87,6 +87,7 @@ class CUDAGraphEntry:
         counts: Optional[tuple[Any, Any]] = None,
         labels: Sequence[str] = (),
         name: str = "",
+        constants: Sequence[tuple[int, Any]] = (),
     ):
         self.key = key
         self.recording = recording
@@ -136,15 +137,27 @@ class CUDAGraphEntry:
             self._write_back = _WriteBack(self._arena, static_inputs, self.whole_inputs, self.written)
             self.run = self._run_and_write_back  # type: ignore[method-assign]
         self._binder: Any = None
+        self.constants_token: Optional[object] = None
+        """Changes whenever ``rebind_constants`` points the graph at other constant arrays: a plan made
+        before is then stale (the fast path compares it)."""
         if input_binding == "auto":
-            self._bind(labels, counts if counts is not None else (Counter(), Counter()), name)
+            self._bind(labels, counts if counts is not None else (Counter(), Counter()), name, constants)
 
-    def _bind(self, labels: Sequence[str], counts: tuple[Any, Any], name: str) -> None:
+    def rebind_constants(self, arrays: Sequence[tuple[int, Any]]) -> bool:
+        """Point the graph at new constant arrays ((position, array), of the captured shapes, dtypes and
+        strides) instead of re-capturing; False (nothing changed) where one of them cannot be bound."""
+        if self._binder is None or not self._binder.bind_constants(arrays):
+            return False
+        self.constants_token = object()
+        return True
+
+    def _bind(self, labels: Sequence[str], counts: tuple[Any, Any], name: str,
+              constants: Sequence[tuple[int, Any]]) -> None:
         """Zero-copy where the recording allows it (``backends/binding.py``): ``run`` becomes ``_run_bound``."""
         buffers = self.static_inputs + self.whole_inputs
         labels = list(labels) + [argument_label(-1)] * (len(buffers) - len(labels))
         binder = self.recording.binder(buffers, labels, self._leaves, bind_outputs=self.output_mode == "copy",
-                                       counts=counts, name=name or "the function")
+                                       counts=counts, name=name or "the function", constants=constants)
         if binder is None or not binder.eligible:
             return
         self._binder = binder

@@ -94,6 +94,15 @@ class GraphStore:
                 entry.last_used = use_tick()
             return entry
 
+    def rekey(self, entry: CUDAGraphEntry, key: GraphKey) -> None:
+        """Hold ``entry`` under ``key`` from now on: its constants were rebound to the arrays ``key`` names."""
+        with self._lock:
+            if self._entries.get(entry.key) is entry:
+                del self._entries[entry.key]
+            entry.key = key
+            self._entries[key] = entry
+            self._generation += 1
+
     def holds(self, key: GraphKey) -> bool:
         """Whether a graph for ``key`` is held (a query: it does not count as a use)."""
         with self._lock:

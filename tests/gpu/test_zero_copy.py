@@ -294,3 +294,28 @@ def test_outputs_are_taken_again_only_once_let_go():
     same(other, (x + 2) * 2 + 1)
     for i, a in enumerate(kept):
         same(a, (x + i) * 2 + 1)
+
+
+def test_new_weights_are_rebound_not_recaptured():
+    cupy.cuda.Device(0).use()
+    rng = np.random.default_rng(12)
+    affine = get_kernel("elementwise.cu", "affine")
+
+    def f(x, w):
+        out = cupy.empty_like(x)
+        n = x.size
+        affine((min(1024, (n + 255) // 256),), (256,), (x * w, out, np.int64(n), np.float32(1.5), np.float32(0.5)))
+        return out + w
+
+    g = jit(f, constant_argnums=(1,))
+    weights = [cupy.asarray(rng.standard_normal(COLS).astype(np.float32)) for _ in range(3)]
+    for i in range(9):
+        x, w = rand(rng, (8, 16, 5)[i % 3]), weights[i % 3]
+        poison(g)
+        same(g(x, w), f(x, w))
+    stats = g.stats()
+    assert stats.captures == 3 and sum(stats.recaptures_by_reason.values()) == 0, stats  # one per size
+    unaligned = cupy.asarray(rng.standard_normal(COLS + 1).astype(np.float32))[1:]
+    x = rand(rng, 8)
+    same(g(x, unaligned), f(x, unaligned))
+    assert g.stats().captures == 4  # 4 bytes off alignment: captured again, never bound

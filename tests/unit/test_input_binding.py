@@ -16,9 +16,9 @@ from cupygraph.errors import ConfigError
 SIZES = [4, 8]
 
 
-def graphed(fn, **fields):
+def graphed(fn, constant_argnums=(), **fields):
     fields.setdefault("capture_sizes", SIZES)
-    return cg.jit(fn, config=dict(backend="host", input_binding="auto", **fields))
+    return cg.jit(fn, config=dict(backend="host", input_binding="auto", **fields), constant_argnums=constant_argnums)
 
 
 def rand(rows, cols=3, seed=0):
@@ -235,3 +235,52 @@ def test_same_array_twice_written_equals_eager(binding):
         np.testing.assert_array_equal(g(x, x), want)
         np.testing.assert_array_equal(x, want_x)
     assert g.stats().fallbacks_by_reason["aliased_write"] >= 2
+
+
+# -- constants ------------------------------------------------------------------------------------
+
+
+def scaled(x, w):
+    return x * w + 1
+
+
+def test_new_weights_of_the_same_layout_are_rebound_not_recaptured():
+    g = graphed(scaled, constant_argnums=(1,))
+    weights = [rand(1, seed=s)[0] for s in range(4)]
+    for i in range(8):
+        x, w = rand(8, seed=100 + i), weights[i % 4]
+        np.testing.assert_array_equal(g(x, w), scaled(x, w))
+    stats = g.stats()
+    assert stats.captures == 1 and sum(stats.recaptures_by_reason.values()) == 0
+    assert stats.rebinds_by_argument["argument 1"] == 7
+
+
+def test_weights_of_another_layout_are_captured_again():
+    g = graphed(lambda x, w: (x[:, :, None] * w).sum(axis=1), constant_argnums=(1,))
+    w = rand(3, 3, seed=1)
+    x = rand(8)
+    for weight in (w, np.asfortranarray(w), w.T):
+        np.testing.assert_array_equal(g(x, weight), (x[:, :, None] * weight).sum(axis=1))
+    assert g.stats().captures == 2  # w.T has w's Fortran layout: that graph is rebound to it
+
+
+def test_threads_with_their_own_weights():
+    g = graphed(scaled, constant_argnums=(1,))
+    errors = []
+
+    def worker(seed):
+        try:
+            w = rand(1, seed=seed)[0]
+            for i in range(40):
+                x = rand(8 if i % 2 else 5, seed=seed * 1000 + i)
+                np.testing.assert_array_equal(g(x, w), scaled(x, w))
+        except Exception as err:  # reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert g.stats().captures == 1  # one graph (5 rows pad to 8), its weights rebound between threads
