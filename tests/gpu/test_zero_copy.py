@@ -314,8 +314,9 @@ def test_new_weights_are_rebound_not_recaptured():
         poison(g)
         same(g(x, w), f(x, w))
     stats = g.stats()
-    assert stats.captures == 3 and sum(stats.recaptures_by_reason.values()) == 0, stats  # one per size
+    # One per size (5 rows pad to 8); every other weight is bound to the graph of its size.
+    assert stats.captures == 2 and sum(stats.recaptures_by_reason.values()) == 0, stats
     unaligned = cupy.asarray(rng.standard_normal(COLS + 1).astype(np.float32))[1:]
     x = rand(rng, 8)
     same(g(x, unaligned), f(x, unaligned))
-    assert g.stats().captures == 4  # 4 bytes off alignment: captured again, never bound
+    assert g.stats().captures == 3  # 4 bytes off alignment: captured again, never bound
