@@ -155,7 +155,7 @@ class CUDAGraphEntry:
               constants: Sequence[tuple[int, Any]]) -> None:
         """Zero-copy where the recording allows it (``backends/binding.py``): ``run`` becomes ``_run_bound``."""
         buffers = self.static_inputs + self.whole_inputs
-        labels = list(labels) + [argument_label(-1)] * (len(buffers) - len(labels))
+        labels = list(labels) + [argument_label(i) for i in range(len(labels), len(buffers))]
         binder = self.recording.binder(buffers, labels, self._leaves, bind_outputs=self.output_mode == "copy",
                                        counts=counts, name=name or "the function", constants=constants)
         if binder is None or not binder.eligible:

@@ -284,3 +284,11 @@ def test_threads_with_their_own_weights():
         t.join()
     assert not errors, errors[0]
     assert g.stats().captures == 1  # one graph (5 rows pad to 8), its weights rebound between threads
+
+
+def test_debug_log_says_why_at_capture(caplog):
+    g = graphed(lambda x: x)  # the output is the input's static buffer
+    with caplog.at_level(logging.DEBUG, logger="cupygraph"):
+        g(rand(8))
+    assert any("argument 0 is copied" in r.getMessage() and "an output of the function is a view of it"
+               in r.getMessage() for r in caplog.records)
