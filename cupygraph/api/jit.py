@@ -65,17 +65,17 @@ class GraphedFunction:
          its graph, run eagerly (a cold key under ``capture_after``, or a key whose capture
          failed), or capture now.
       3. A key is captured by warming the function up and recording it onto static buffers.
-      4. Each batched array is copied into its static buffer (one async memcpy when contiguous;
-         padding rewritten only when the real size changed), other arrays are copied whole,
-         ``constant_argnums`` arrays are used by address; the graph replays on the caller's stream.
+      4. Arrays of exactly the captured layout are read where they are (``input_binding="auto"``:
+         the graph is re-pointed); others are copied into static buffers (padding rewritten only
+         when the real size changed); constants are read by address; replay on the caller's stream.
       5. Outputs whose leading axis is the padded size are cut back to the real batch (declare
          ``out_batched`` — a bool or the outputs' structure of bools — when an unbatched output
          happens to have that length).
 
     Contract: under ``output_mode="copy"`` (default) the caller owns the returned arrays. Under
     ``"view"`` they are views into static buffers, valid until the next call of this function.
-    Constant arguments are captured by address: a different array (address, shape, dtype or
-    strides) is a new key and a re-capture. Non-array arguments are static: part of the key, so
+    Constants are read by address: a new array of the same shape, dtype and strides is bound to the
+    graph (``"auto"``), any other is a new key and a re-capture. Non-array arguments are static (keyed), so
     hashable. Outputs are arrays in tuples, lists, dicts, namedtuples and dataclasses (None is
     kept); other Python values in them must depend only on shapes and static arguments.
 

@@ -139,7 +139,8 @@ class CUDAGraphConfig(BaseModel):
         description="auto: where provably safe, a call whose arrays have the captured shape (a batch of exactly "
         "a capture size), dtype and C-contiguous layout re-points the graph at the caller's arrays instead "
         "of copying them, and under output_mode=copy the graph writes straight into the fresh outputs; "
-        "padded batches and everything else are copied (CUPYGRAPH_LOG=debug says why). copy: always copy.",
+        "padded batches and everything else are copied (CUPYGRAPH_LOG=debug says why); a new constant array "
+        "of the captured layout is bound instead of re-captured. copy: always copy, re-capture for new constants.",
     )
     time_replays: bool = Field(
         False, description="Measure the host time of every replay (an entry's avg_replay_time_ms); off, "
