@@ -64,7 +64,9 @@ class CUDAGraphEntry:
     hold ``pad_value``), launches the graph on the caller's current stream and returns the outputs
     cut to the real batch: fresh copies under ``output_mode="copy"``, views into the static outputs
     under ``"view"`` (overwritten by the next replay of any graph of the same function). An entry
-    with no static inputs (the vLLM-style wrapper's) reads the caller's arrays by address.
+    with no static inputs (the vLLM-style wrapper's) reads the caller's arrays by address. Under
+    ``input_binding="auto"`` a batch of exactly ``padded`` rows may instead be read (and written)
+    where the caller's arrays are, and fresh outputs written directly (``_run_bound``).
     """
 
     def __init__(
