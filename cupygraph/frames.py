@@ -37,7 +37,9 @@ def _package_dirs() -> list[str]:
 def is_library_file(filename: str) -> bool:
     """Whether ``filename`` is a file of a library package, whatever form the path takes."""
     path = filename.replace("\\", "/")
-    if path.startswith("<"):  # <string>, <stdin>, <frozen ...>: not a package file
+    if path.startswith("<frozen importlib"):  # the import machinery (a C extension's module init)
+        return True
+    if path.startswith("<"):  # <string>, <stdin>, other <frozen ...>: not a package file
         return False
     parts = [p for p in path.split("/") if p]
     if not parts:

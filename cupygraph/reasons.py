@@ -47,6 +47,7 @@ class FallbackReason(_Reason):
     REPLAY_MISMATCH = "replay_mismatch"
     COLLECTIVE_IN_CONDITIONAL = "collective_in_conditional"
     PEER_CAPTURE_FAILED = "capture_failed_on_another_rank"
+    ALIASED_WRITE = "aliased_write"
 
 
 class EvictionReason(_Reason):
@@ -90,6 +91,7 @@ _TEXTS = {
     "replay_mismatch": "a replay returned outputs of another structure, shape or value",
     "collective_in_conditional": "a collective inside a while_loop/cond body",
     "capture_failed_on_another_rank": "the capture failed on another rank (ranks fall back together)",
+    "aliased_write": "the function writes into an argument that shares memory with another argument",
     "max_cached_graphs": "max_cached_graphs reached",
     "memory_budget": "memory_budget reached",
     "pool_over_memory_budget": "memory_budget reached by the pool with cached blocks: all graphs dropped",

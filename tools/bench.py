@@ -50,7 +50,7 @@ from tools.bench_workloads import (
 
 __all__ = ["Case", "main", "run_case"]
 
-WORKLOAD_NAMES = ("chain", "stencil", "serving", "mlp", "piecewise", "capture")
+WORKLOAD_NAMES = ("chain", "stencil", "serving", "mlp", "piecewise", "capture", "zero-copy")
 SERVING_COMPETITORS = ("cupy", "jit-copy", "jit-view", "torch", "torch-compile")
 SETUP_CALLS = 3  # calls counted into setup_s (torch.compile needs >= 3 to record its graph)
 FULL_ROUNDS = 7
@@ -273,6 +273,14 @@ def run_workload(name: str, frameworks: Frameworks, keys: list[str],
             capture = dict(workload="capture", error=_error_text(err))
         return [], {"capture": ["All default capture sizes of stencil (B=1..512, 32 steps) captured with "
                                 "jit(...).warmup() into one pool, against the largest size captured alone."]}, capture
+    if name == "zero-copy":  # issue 14's figures: tools/bench_zero_copy.py, in this process
+        from tools import bench_zero_copy
+
+        try:
+            lines = bench_zero_copy.summary(bench_zero_copy.measure(settings["quick"]))
+        except Exception as err:
+            lines = [f"failed: {_error_text(err)}"]
+        return [], {"zero-copy": lines}, None
     if name == "serving":
         workload = WORKLOADS["stencil"]
         sizes = serving_sizes(count=16 if settings["quick"] else 64)

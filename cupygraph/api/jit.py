@@ -17,6 +17,7 @@ import numpy as np
 
 from ..backends.base import ReplayMismatch
 from ..cache.capture import CaptureRequest
+from ..cache.entry import AliasedWrite
 from ..cache.failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
 from ..cache.freshness import stale_reason
 from ..cache.key import ConstArg, GraphKey, Namespace
@@ -28,8 +29,9 @@ from ..config.model import CUDAGraphMode
 from ..diagnostics.explain import configure_logging, explain_new_key
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError, InputMismatchError, StaleOutputError
-from ..reasons import RecaptureReason
+from ..reasons import FallbackReason, RecaptureReason
 from .arguments import ArgumentRules
+from .constants import rebind_constants
 from .devices import DeviceRouter
 from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
 from .plans import Plan, PlanCache
@@ -64,17 +66,17 @@ class GraphedFunction:
          its graph, run eagerly (a cold key under ``capture_after``, or a key whose capture
          failed), or capture now.
       3. A key is captured by warming the function up and recording it onto static buffers.
-      4. Each batched array is copied into its static buffer (one async memcpy when contiguous;
-         padding rewritten only when the real size changed), other arrays are copied whole,
-         ``constant_argnums`` arrays are used by address; the graph replays on the caller's stream.
+      4. Arrays of exactly the captured layout are read where they are (``input_binding="auto"``:
+         the graph is re-pointed); others are copied into static buffers (padding rewritten only
+         when the real size changed); constants are read by address; replay on the caller's stream.
       5. Outputs whose leading axis is the padded size are cut back to the real batch (declare
          ``out_batched`` — a bool or the outputs' structure of bools — when an unbatched output
          happens to have that length).
 
     Contract: under ``output_mode="copy"`` (default) the caller owns the returned arrays. Under
     ``"view"`` they are views into static buffers, valid until the next call of this function.
-    Constant arguments are captured by address: a different array (address, shape, dtype or
-    strides) is a new key and a re-capture. Non-array arguments are static: part of the key, so
+    Constants are read by address: a new array of the same shape, dtype and strides is bound to the
+    graph (``"auto"``), any other is a new key and a re-capture. Non-array arguments are static (keyed), so
     hashable. Outputs are arrays in tuples, lists, dicts, namedtuples and dataclasses (None is
     kept); other Python values in them must depend only on shapes and static arguments.
 
@@ -157,15 +159,21 @@ class GraphedFunction:
         if not kwargs:
             plan = self._plans.find(args)
             if plan is not None and (self._dev_of is None or self._dev_of(args[plan.batched[0]]) == self._home):
-                batched = [args[i] for i in plan.batched]
+                leading = plan.leading
+                batched, whole = ((args[:leading], ()) if leading
+                                  else ([args[i] for i in plan.batched], [args[i] for i in plan.whole]))
                 with self._family_lock:
-                    # Checked under the lock: another thread's capture may have evicted the entry.
-                    if plan.entry.alive:
+                    # Checked under the lock: another thread's capture may have evicted the entry, or
+                    # pointed it at other constant arrays.
+                    entry = plan.entry
+                    if entry.alive and entry.constants_token is plan.constants_token:
                         try:  # free unless raised (only a re-executing host replay can)
-                            out = plan.entry.run(batched, batched[0].shape[0], [args[i] for i in plan.whole])
+                            out = entry.run(batched, batched[0].shape[0], whole)
                         except ReplayMismatch as err:
                             return self._replay_failed(plan, err, args, kwargs)
-                        self._stats.record_hit(plan.mode_name)
+                        except AliasedWrite as err:
+                            return self._run_eagerly(args, kwargs, Eager(FallbackReason.ALIASED_WRITE, str(err)))
+                        self._stats.count_hit(plan.mode_name)
                         plan.hits += 1
                         return out
         return self._call_slow(args, kwargs, not kwargs)
@@ -224,6 +232,9 @@ class GraphedFunction:
         if isinstance(verdict, Eager):
             return verdict, False
         if isinstance(verdict, CaptureNow):
+            rebound = rebind_constants(self.registry, key, args, self.constant_argnums, name=self.__name__)
+            if rebound is not None:
+                return Plan(rebound, mode.name, batched, whole), False
             self._rules.check_padding(args, self.config.pad_value)
             self._explain_capture(key)
             if logger.isEnabledFor(logging.DEBUG):
@@ -285,6 +296,8 @@ class GraphedFunction:
                         out = plan.entry.run(batched, rows, whole)
                 except ReplayMismatch as err:
                     return self._replay_failed(plan, err, args, kwargs)
+                except AliasedWrite as err:
+                    return self._run_eagerly(args, kwargs, Eager(FallbackReason.ALIASED_WRITE, str(err)))
                 if captured:
                     self._stats.record_first_replay(plan.mode_name)
                 else:

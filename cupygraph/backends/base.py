@@ -56,6 +56,13 @@ class Recording(abc.ABC):
     def release(self) -> None:
         """Drop the executable and the memory only it holds."""
 
+    def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
+               counts: tuple[Any, Any], name: str, constants: Sequence[tuple[int, Any]] = ()) -> Any:
+        """What rebinds the ``static`` buffers (named ``labels``) and the output ``leaves`` to the caller's
+        arrays per call (``binding``), and the ``constants`` ((position, array) read by address) to new
+        arrays of their layout, or None where this recording cannot."""
+        return None
+
     def check_references(self, fn_name: str) -> None:
         """Debug mode, before a replay: ``ForeignMemoryError`` when a watched array was freed or rebound."""
         if self.watches:
@@ -113,6 +120,10 @@ class Backend(abc.ABC):
         eagerly between them on replay. ``pdl`` is the config's ``pdl`` (programmatic edges
         between kernels that wait; only a backend that records graph edges uses it).
         """
+
+    def may_share_memory(self, a: Any, b: Any) -> bool:
+        """Whether two arrays of this backend may overlap in memory (bounds, not elements)."""
+        return bool(self.xp.may_share_memory(a, b))
 
     def address(self, array: Any) -> int:
         """The array's data address (or a stable identity for host arrays)."""

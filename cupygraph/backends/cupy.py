@@ -20,6 +20,7 @@ from .cupy_audit import audit_capture
 from .cupy_failures import describe_capture_failure
 from .cupy_fft import isolated_plan_cache
 from .cupy_pool import DeviceBlocks, fill_free_blocks
+from .cupy_rebind import analyze_safely, make_extent_recorder
 from .cupy_timing import EventSample
 from .cupy_uploads import intercepted_uploads
 from .graph_bodies import collecting_bodies
@@ -74,9 +75,15 @@ class _EagerStep:
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.static = static
         self.static_leaves, _ = flatten(static, lambda v: isinstance(v, cupy.ndarray))
+        # The common case, one array result, skips the pytree walk on every replay.
+        self._single = isinstance(static, cupy.ndarray)
 
     def launch(self) -> None:
-        fresh, _ = flatten(self.fn(*self.args, **self.kwargs), lambda v: isinstance(v, cupy.ndarray))
+        result = self.fn(*self.args, **self.kwargs)
+        if self._single and type(result) is cupy.ndarray:
+            fresh = [result]
+        else:
+            fresh, _ = flatten(result, lambda v: isinstance(v, cupy.ndarray))
         for i, (static, new) in enumerate(zip(self.static_leaves, fresh)):
             if new is static:
                 continue
@@ -85,7 +92,13 @@ class _EagerStep:
                     f"graph_break op {getattr(self.fn, '__name__', self.fn)} returned {_shape_of(new)} for result "
                     f"{i} on replay but {_shape_of(static)} at capture; its results must keep shape and dtype"
                 )
-            static[...] = new
+            if new._c_contiguous and static._c_contiguous and new.data.device_id == static.data.device_id:
+                # One async memcpy costs a few microseconds of Python less than an elementwise copy kernel.
+                if new.nbytes:
+                    _runtime.memcpyAsync(static.data.ptr, new.data.ptr, new.nbytes, _MEMCPY_D2D,
+                                         cupy.cuda.get_current_stream().ptr)
+            else:
+                static[...] = new
 
 
 def _shape_of(value: Any) -> str:
@@ -136,8 +149,18 @@ class CupyRecording(Recording):
         self.held = list(held)
         self.audit: Any = None
         self.watches = ()
+        self.bindings: Any = None
+        """What ``cupy_rebind.analyze`` found: which buffers the executable may be re-pointed away from."""
         # Per instance: a single graph launches directly, without the loop over steps.
         self.launch = steps[0].launch if len(steps) == 1 else self._launch_steps  # type: ignore[method-assign]
+
+    def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
+               counts: tuple[Any, Any], name: str, constants: Sequence[tuple[int, Any]] = ()) -> Any:
+        if self.bindings is None:
+            return None
+        from .cupy_binder import CupyBinder
+
+        return CupyBinder(self.bindings, static, labels, leaves, bind_outputs, counts, name, constants)
 
     def _launch_steps(self) -> None:
         for step in self.steps:
@@ -158,6 +181,7 @@ class CupyRecording(Recording):
         self.steps = []
         self.outputs = None
         self.held = []  # after the graphs: a plan is destroyed once nothing can launch its kernels
+        self.bindings = None
         self.watches = ()
         self.launch = self._launch_steps  # type: ignore[method-assign]  # undo __init__'s per-instance launch
 
@@ -271,8 +295,13 @@ class CupyBackend(Backend):
                     sample = EventSample()  # the last run's: the first may compile kernels, make plans
                     fn(*args, **kwargs)
                     sample.stop()
-                steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
+                extents: list[tuple[int, int]] = []
+                with cupy.cuda.using_allocator(make_extent_recorder(self.pool.malloc, extents)):
+                    steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
                 pdl_summary = apply_pdl(steps, bodies, pdl, self.device_id, getattr(fn, "__name__", "graph"))
+            # After PDL (which may re-instantiate a step): the analysis reads the final executables.
+            bindings = analyze_safely(steps, args, flatten(outputs, self.is_array)[0], extents, held, self.owns,
+                                      self.device_id)
             for step in steps:
                 if not isinstance(step, _EagerStep):
                     step.upload(stream)  # so the first replay costs what the others do
@@ -283,6 +312,7 @@ class CupyBackend(Backend):
             recording.warmup_sample = sample
             recording.pdl = pdl_summary
             recording.baked_uploads = tuple(uploads.baked)  # host uploads as constants (cupy_uploads)
+            recording.bindings = bindings
             graphs = [step.graph for step in steps if not isinstance(step, _EagerStep)]
             audit_capture(self, recording, graphs + [int(body) for body in bodies], fn, args, kwargs)
             return recording

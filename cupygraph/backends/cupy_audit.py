@@ -237,6 +237,10 @@ class GraphWalker:
             self._names[ident] = name
         return name
 
+    def param_layout(self, p: Any, ident: int) -> Optional[list[tuple[int, int]]]:
+        """(offset, size) of each parameter of the kernel of node parameters ``p`` (cached per kernel)."""
+        return self._layout(p, ident)
+
     def _layout(self, p: Any, ident: int) -> Optional[list[tuple[int, int]]]:
         if ident in self._layouts:
             return self._layouts[ident]

@@ -23,6 +23,7 @@ import numpy as np
 from ..pytree import flatten, unflatten
 from .base import Backend, Recording, ReplayMismatch
 from .foreign import find_arrays, watch_unowned
+from .host_binding import HostBinder, host_facts
 from .host_escapes import numpy_escapes_refused
 from .host_guard import CaptureArray, guarded, refusing
 from .host_uploads import intercepted_uploads, replaying
@@ -72,11 +73,13 @@ def _undone(arrays: Iterable[np.ndarray]) -> Iterator[None]:
 
 
 class HostRecording(Recording):
-    def __init__(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], outputs: Any):
+    def __init__(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], outputs: Any,
+                 piecewise: bool = False):
         self._fn, self._args, self._kwargs = fn, list(args), kwargs
         self.outputs = outputs
         self._leaves, self._spec = flatten(outputs, _is_numpy)
         self.nbytes = sum(leaf.nbytes for leaf in self._leaves if _is_numpy(leaf))
+        self._piecewise = piecewise
         self._snapshots: list[Any] = []
 
     def bake(self, snapshots: list[Any], baked: Sequence[Any]) -> None:
@@ -90,6 +93,11 @@ class HostRecording(Recording):
         # Guarded (inactive) views, as at capture: the function's own arrays are not uploads.
         with replaying(self._snapshots):
             return self._fn(*[guarded(a) for a in self._args], **self._kwargs)
+
+    def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
+               counts: tuple[Any, Any], name: str, constants: Sequence[tuple[int, Any]] = ()) -> HostBinder:
+        facts = host_facts(self._args, self._leaves, self._piecewise)
+        return HostBinder(self._args, facts, static, labels, leaves, bind_outputs, counts, name, constants)
 
     def launch(self) -> None:
         fresh, spec = flatten(self._run(), _is_numpy)
@@ -176,7 +184,7 @@ class HostBackend(Backend):
             with _undone(touched), refusing(piecewise), numpy_escapes_refused():
                 outputs = fn(*[guarded(a) for a in args], **kwargs)
         # The caller gets plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy returns).
-        recording = HostRecording(fn, args, kwargs, _plain_outputs(outputs))
+        recording = HostRecording(fn, args, kwargs, _plain_outputs(outputs), piecewise)
         recording.warmup_sample = sample
         recording.bake(uploads.snapshots, uploads.ledger.baked)
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).

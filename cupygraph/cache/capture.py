@@ -18,6 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..backends.base import Backend, Recording
+from ..backends.binding import argument_label
 from ..backends.uploads import upload_policy
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..dispatch.descriptor import BatchDescriptor
@@ -54,7 +55,8 @@ class CaptureRequest:
 
 
 def record(
-    key: GraphKey, request: CaptureRequest, *, backend: Backend, config: CUDAGraphConfig, arena: InputArena
+    key: GraphKey, request: CaptureRequest, *, backend: Backend, config: CUDAGraphConfig, arena: InputArena,
+    counts: Optional[tuple[Any, Any]] = None,
 ) -> CUDAGraphEntry:
     """Warm up and record ``request`` for ``key`` onto static buffers from ``arena``.
 
@@ -94,6 +96,10 @@ def record(
             whole_inputs=staging.whole_inputs, arena=arena,
             pad_value=config.pad_value, output_mode=config.output_mode,
             capture_time=seconds, out_batched=request.out_batched, written=written,
+            time_replays=config.time_replays, input_binding=config.input_binding, counts=counts,
+            labels=[argument_label(p) for p in staging.positions], name=request.name,
+            constants=[(i, a) for i, a in enumerate(request.args)
+                       if i not in staging.positions and backend.is_array(a)],
         )
         staging.recording = None  # the entry owns it now
         if not written and config.num_warmups == 0:

@@ -6,16 +6,31 @@ every front door); ``InputArena`` lets the graphs of one signature share static 
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Optional
 
 from ..backends.base import Backend, Recording
+from ..backends.binding import argument_label
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import InputMismatchError
 from ..pytree import flatten, unflatten
 from .key import GraphKey
 from .timing import KeyTiming
+
+use_tick = itertools.count(1).__next__
+"""The next value of the family-wide use clock: ``last_used`` orders entries (LRU) without reading a
+clock on every replay."""
+
+
+class AliasedWrite(InputMismatchError):
+    """Two array arguments share memory and the function writes into one of them.
+
+    Eager execution sees the write through both; a graph reading copies of them cannot, so such a
+    call never replays (``jit`` runs it eagerly, counted under ``aliased_write``).
+    """
 
 
 class InputArena:
@@ -50,7 +65,9 @@ class CUDAGraphEntry:
     hold ``pad_value``), launches the graph on the caller's current stream and returns the outputs
     cut to the real batch: fresh copies under ``output_mode="copy"``, views into the static outputs
     under ``"view"`` (overwritten by the next replay of any graph of the same function). An entry
-    with no static inputs (the vLLM-style wrapper's) reads the caller's arrays by address.
+    with no static inputs (the vLLM-style wrapper's) reads the caller's arrays by address. Under
+    ``input_binding="auto"`` a batch of exactly ``padded`` rows may instead be read (and written)
+    where the caller's arrays are, and fresh outputs written directly (``_run_bound``).
     """
 
     def __init__(
@@ -68,6 +85,12 @@ class CUDAGraphEntry:
         capture_time: float = 0.0,
         out_batched: Any = None,
         written: Sequence[int] = (),
+        time_replays: bool = False,
+        input_binding: str = "copy",
+        counts: Optional[tuple[Any, Any]] = None,
+        labels: Sequence[str] = (),
+        name: str = "",
+        constants: Sequence[tuple[int, Any]] = (),
     ):
         self.key = key
         self.recording = recording
@@ -86,7 +109,10 @@ class CUDAGraphEntry:
         self.timing: Optional[KeyTiming] = None
         """Measured eager, replay and capture times (set by the graph cache; read by eviction)."""
         self.total_replay_s = 0.0
-        self.last_used = time.perf_counter()
+        """Host time of the launches, measured only under ``time_replays`` (the config field)."""
+        self.last_used: float = use_tick()
+        if time_replays:
+            self.launch = self._launch_timed  # type: ignore[method-assign]
         self._arena = arena if arena is not None else InputArena()
         self.padded = key.descriptor.num_tokens
         """Rows of the static buffers: the batch size the graph was captured for."""
@@ -110,10 +136,39 @@ class CUDAGraphEntry:
         self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
         self.written = tuple(written)
         """Inputs the function writes into (positions in static_inputs + whole_inputs), found at capture."""
+        self._write_back: Optional[_WriteBack] = None
         if self.written:
             # Chosen once, for this instance only: every other entry's run stays the class's hot path.
             self._write_back = _WriteBack(self._arena, static_inputs, self.whole_inputs, self.written)
             self.run = self._run_and_write_back  # type: ignore[method-assign]
+        self._binder: Any = None
+        self.constants_token: Optional[object] = None
+        """Changes whenever ``rebind_constants`` points the graph at other constant arrays: a plan made
+        before is then stale (the fast path compares it)."""
+        if input_binding == "auto":
+            self._bind(labels, counts if counts is not None else (Counter(), Counter()), name, constants)
+
+    def rebind_constants(self, arrays: Sequence[tuple[int, Any]]) -> bool:
+        """Point the graph at new constant arrays ((position, array), of the captured shapes, dtypes and
+        strides) instead of re-capturing; False (nothing changed) where one of them cannot be bound."""
+        if self._binder is None or not self._binder.bind_constants(arrays):
+            return False
+        self.constants_token = object()
+        return True
+
+    def _bind(self, labels: Sequence[str], counts: tuple[Any, Any], name: str,
+              constants: Sequence[tuple[int, Any]]) -> None:
+        """Zero-copy where the recording allows it (``backends/binding.py``): ``run`` becomes ``_run_bound``."""
+        buffers = self.static_inputs + self.whole_inputs
+        labels = list(labels) + [argument_label(i) for i in range(len(labels), len(buffers))]
+        binder = self.recording.binder(buffers, labels, self._leaves, bind_outputs=self.output_mode == "copy",
+                                       counts=counts, name=name or "the function", constants=constants)
+        if binder is None or not binder.eligible:
+            return
+        self._binder = binder
+        self._copy_rows = self.backend.copy_rows
+        self._run_copied = self.run
+        self.run = self._run_bound  # type: ignore[method-assign]
 
     @property
     def cudagraph(self) -> Recording:
@@ -130,12 +185,12 @@ class CUDAGraphEntry:
 
     @property
     def avg_replay_time_ms(self) -> float:
-        """Mean host time of a launch (copies and launch enqueued), in milliseconds."""
+        """Mean host time of a launch, in milliseconds; 0.0 unless the config's ``time_replays`` is on."""
         return 1e3 * self.total_replay_s / self.replay_count if self.replay_count else 0.0
 
     def increment_replay(self) -> None:
         self.replay_count += 1
-        self.last_used = time.perf_counter()
+        self.last_used = use_tick()
 
     def check_inputs(self, inputs: Sequence[Any]) -> int:
         """Validate ``inputs`` against the static buffers; return the real batch size."""
@@ -187,11 +242,17 @@ class CUDAGraphEntry:
 
     def launch(self) -> None:
         """Replay the graph on the current stream; the static inputs must already hold the data."""
+        self.recording.launch()
+        self.replay_count += 1  # increment_replay() inlined: this is the replay hot path
+        self.last_used = use_tick()
+
+    def _launch_timed(self) -> None:
+        """``launch`` that also measures its host time (``time_replays``): two clock reads a call."""
         start = time.perf_counter()
         self.recording.launch()
         self.total_replay_s += time.perf_counter() - start
-        self.replay_count += 1  # increment_replay() inlined: this is the replay hot path
-        self.last_used = start
+        self.replay_count += 1
+        self.last_used = use_tick()
 
     def outputs(self, rows: int, stream: Any = None) -> Any:
         """This call's outputs, cut to ``rows`` and copied or viewed per ``output_mode``."""
@@ -217,11 +278,59 @@ class CUDAGraphEntry:
         self.launch()
         return self.outputs(rows, stream)
 
+    def _check_not_aliased(self, inputs: Sequence[Any], whole: Sequence[Any]) -> None:
+        """``AliasedWrite`` when the function writes into its arguments and two of them overlap."""
+        arrays = [*inputs, *whole]
+        overlaps = self.backend.may_share_memory
+        for i in range(len(arrays)):
+            for j in range(i + 1, len(arrays)):
+                if overlaps(arrays[i], arrays[j]):
+                    raise AliasedWrite(
+                        f"array arguments {i} and {j} of the graph for {self.key.descriptor} share memory and the "
+                        "function writes into its arguments; a replay could not show the write through both: "
+                        "call the function eagerly, or pass separate arrays"
+                    )
+
+    def _run_bound(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
+        """``run`` with zero-copy: arguments and outputs bound to the caller's arrays where allowed."""
+        if self._write_back is not None:
+            self._check_not_aliased(inputs, whole)
+        binder = self._binder
+        if rows != self.padded:  # the graph reads the padded static buffers: copy as ever
+            if binder.away:
+                binder.home()
+            return self._run_copied(inputs, rows, whole)
+        stream = self.backend.order_after_last_use()
+        copied = binder.prepare(inputs, whole, self._copy_rows, stream)
+        if copied:
+            self._arena.state = (id(self), rows)
+        fresh = binder.fresh_outputs(stream) if binder.binds_outputs else None
+        self.launch()
+        if self._write_back is not None:
+            self._write_back(inputs, rows, whole, copied)
+        if binder.needs_finish:
+            binder.finish(fresh)
+        if fresh is None:
+            return self.outputs(rows, stream)
+        if self._single:
+            return fresh[0]
+        bound = dict(zip(binder.output_positions, fresh))
+        copy_out, is_array = self.backend.copy_out, self.backend.is_array
+        result = [bound[i] if i in bound else copy_out(leaf, stream) if is_array(leaf) else leaf
+                  for i, leaf in enumerate(self._leaves)]
+        return unflatten(self._spec, result)
+
+    @property
+    def binding(self) -> Any:
+        """The zero-copy binder of this entry, or None when every call copies."""
+        return self._binder
+
     def _run_and_write_back(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
         """``run`` of an entry whose function writes into its copied arguments (found at capture)."""
+        self._check_not_aliased(inputs, whole)
         stream = self.load_inputs(inputs, rows, whole)
         self.launch()
-        self._write_back(inputs, rows, whole)
+        self._write_back(inputs, rows, whole)  # type: ignore[misc]
         return self.outputs(rows, stream)
 
     def replay(self, inputs: Sequence[Any], whole: Sequence[Any] = ()) -> Any:
@@ -236,8 +345,12 @@ class CUDAGraphEntry:
         self.whole_inputs = []
         self._leaves = []
         self.__dict__.pop("run", None)  # a bound method of this entry: drop the reference cycle
-        self.__dict__.pop("launch", None)  # the same, for timing or NVTX wrappers
-        self.__dict__.pop("_write_back", None)  # it holds the static buffers too
+        self.__dict__.pop("launch", None)
+        self.__dict__.pop("_run_copied", None)
+        if self._binder is not None:
+            self._binder.release()
+            self._binder = None
+        self._write_back = None  # it holds the static buffers too
         self._arena = InputArena()  # drop the shared buffers: the registry may be returning them
 
     def __repr__(self) -> str:
@@ -255,20 +368,25 @@ class _WriteBack:
     may have written is marked for rewriting.
     """
 
-    __slots__ = ("arena", "batched", "whole")
+    __slots__ = ("arena", "batched", "count", "whole")
 
     def __init__(self, arena: InputArena, static_inputs: Sequence[Any], whole_inputs: Sequence[Any],
                  written: Sequence[int]):
-        count = len(static_inputs)
+        count = self.count = len(static_inputs)
         self.arena = arena
         self.batched = [(k, static_inputs[k]) for k in written if k < count]
         self.whole = [(k - count, whole_inputs[k - count]) for k in written if k >= count]
 
-    def __call__(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any]) -> None:
+    def __call__(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any], copied: int = -1) -> None:
+        """``copied``: a bit per buffer (batched, then whole) that held the call's data; a bound
+        argument was written in place by the graph itself."""
         for k, buf in self.batched:
-            inputs[k][...] = buf[:rows]
+            if copied >> k & 1:
+                inputs[k][...] = buf[:rows]
+        count = self.count
         for k, buf in self.whole:
-            whole[k][...] = buf
+            if copied >> (count + k) & 1:
+                whole[k][...] = buf
         self.arena.state = None
 
 

@@ -19,7 +19,7 @@ class Evictable(Protocol):
     """What eviction reads of an entry: both are stamped by every launch, never by the cache."""
 
     replay_count: int
-    last_used: float
+    last_used: float  # an int tick (entry.use_tick) or a clock reading: only compared
 
 
 class EvictionPolicy(abc.ABC):

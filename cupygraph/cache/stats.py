@@ -43,6 +43,11 @@ class CUDAGraphStats:
     """Graph edges made programmatic (PDL) over all captures, so a kernel starts while its producer ends."""
     pdl_edges_kept_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
     """Edges left plain, by reason (producer_not_kernel, consumer_does_not_wait, ...)."""
+    rebinds_by_argument: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Replays that bound an argument (``"argument 0"``) or output (``"output 0"``) to the caller's array
+    instead of copying it (``input_binding="auto"``)."""
+    copies_by_argument: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Replays that copied an argument into its static buffer although binding was on (debug logs say why)."""
     last_detail_by_reason: dict[str, str] = dataclasses.field(default_factory=dict)
     batch_sizes: SizeHistogram = dataclasses.field(default_factory=SizeHistogram)
     baked_uploads: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -70,6 +75,15 @@ class CUDAGraphStats:
             self.hits += 1
             self.replays += 1
             self.replays_by_mode[mode] += 1
+
+    def count_hit(self, mode: str) -> None:
+        """``record_hit`` for a caller that holds the registry's family lock (the fast path of ``jit``)."""
+        if mode not in self.replays_by_mode:  # a new key changes the dict's size: only under the lock
+            self.record_hit(mode)
+            return
+        self.hits += 1
+        self.replays += 1
+        self.replays_by_mode[mode] += 1
 
     def record_first_replay(self, mode: str) -> None:
         """A call that captured its graph (a miss) and then replayed it for its result."""
@@ -150,7 +164,10 @@ class CUDAGraphStats:
     def reset(self) -> None:
         with self._lock:
             for field in dataclasses.fields(self):
-                if field.name != "_lock":
+                current = getattr(self, field.name)
+                if isinstance(current, dict):
+                    current.clear()  # in place: entries count into these very counters
+                elif field.name != "_lock":
                     factory = field.default_factory
                     default = factory() if factory is not dataclasses.MISSING else field.default
                     setattr(self, field.name, default)
@@ -177,6 +194,8 @@ class CUDAGraphStats:
                 "recaptures_by_reason": dict(self.recaptures_by_reason),
                 "pdl_edges_converted": self.pdl_edges_converted,
                 "pdl_edges_kept_by_reason": dict(self.pdl_edges_kept_by_reason),
+                "rebinds_by_argument": {k: v for k, v in self.rebinds_by_argument.items() if v},
+                "copies_by_argument": {k: v for k, v in self.copies_by_argument.items() if v},
                 "last_detail_by_reason": dict(self.last_detail_by_reason),
                 "baked_uploads": dict(self.baked_uploads),
             }

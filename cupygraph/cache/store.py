@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
@@ -23,7 +22,7 @@ from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError, CupyGraphError
 from ..reasons import EvictionReason, FallbackReason
 from .capture import CaptureRequest, record
-from .entry import CUDAGraphEntry
+from .entry import CUDAGraphEntry, use_tick
 from .eviction import EvictionPolicy, eviction_policy
 from .failures import Eager, FailedKeys, cold_key
 from .freshness import ViewEpoch, issue
@@ -96,8 +95,17 @@ class GraphStore:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
-                entry.last_used = time.perf_counter()
+                entry.last_used = use_tick()
             return entry
+
+    def rekey(self, entry: CUDAGraphEntry, key: GraphKey) -> None:
+        """Hold ``entry`` under ``key`` from now on: its constants were rebound to the arrays ``key`` names."""
+        with self._lock:
+            if self._entries.get(entry.key) is entry:
+                del self._entries[entry.key]
+            entry.key = key
+            self._entries[key] = entry
+            self._generation += 1
 
     def holds(self, key: GraphKey) -> bool:
         """Whether a graph for ``key`` is held (a query: it does not count as a use)."""
@@ -262,7 +270,8 @@ class GraphStore:
         self._view_epoch.bump()  # warm-ups and the capture may write where view outputs point
         try:
             with self.instruments.capturing(request.name, key):
-                entry = record(key, request, backend=self.backend, config=self.config, arena=arena)
+                entry = record(key, request, backend=self.backend, config=self.config, arena=arena,
+                               counts=(self._stats.rebinds_by_argument, self._stats.copies_by_argument))
             self.instruments.install(entry, request.name)
             self.add(entry)
         except BaseException:

@@ -33,11 +33,16 @@ def changed(xp: Any, buffers: Sequence[Any], snapshots: Sequence[Any]) -> list[i
     return [k for k, (buf, before) in enumerate(zip(buffers, snapshots)) if not same_bytes(xp, buf, before)]
 
 
-def install_write_back(entry: CUDAGraphEntry, written: Sequence[int]) -> None:
+def install_write_back(entry: CUDAGraphEntry, written: Sequence[int]) -> _WriteBack:
     """From now on, every run of ``entry`` copies the ``written`` static buffers back to the caller."""
     entry.written = tuple(written)
-    entry._write_back = _WriteBack(entry._arena, entry.static_inputs, entry.whole_inputs, entry.written)
-    entry.run = entry._run_and_write_back  # type: ignore[method-assign]
+    write_back = entry._write_back = _WriteBack(entry._arena, entry.static_inputs, entry.whole_inputs, entry.written)
+    if entry.binding is not None:
+        # Zero-copy: ``_run_bound`` writes back what it copied; its copy path (padded batches) does too.
+        entry._run_copied = entry._run_and_write_back
+    else:
+        entry.run = entry._run_and_write_back  # type: ignore[method-assign]
+    return write_back
 
 
 class FirstReplayWrites:
@@ -48,10 +53,12 @@ class FirstReplayWrites:
     the function wrote into its copied arguments. A replay that raises leaves the check in place.
     """
 
-    __slots__ = ("entry", "name", "positions")
+    __slots__ = ("entry", "name", "positions", "previous")
 
     def __init__(self, entry: CUDAGraphEntry, name: str, positions: Sequence[int]):
         self.entry, self.name, self.positions = entry, name, list(positions)
+        self.previous = entry.__dict__.get("run")
+        """The entry's own ``run`` (zero-copy's ``_run_bound``), put back after the first replay."""
 
     @classmethod
     def install(cls, entry: CUDAGraphEntry, name: str, positions: Sequence[int]) -> None:
@@ -71,13 +78,16 @@ class FirstReplayWrites:
         entry.launch()
         written = changed(backend.xp, buffers, snapshots)
         del snapshots
-        entry.__dict__.pop("run", None)
+        if self.previous is not None:
+            entry.run = self.previous  # type: ignore[method-assign]
+        else:
+            entry.__dict__.pop("run", None)
         if written:
             logger.info(
                 "%s() wrote into its argument(s) %s on its first replay (no warm-up ran at capture to show it): "
                 "each replay now copies them back into the caller's arrays, as the eager call would have changed "
                 "them", self.name, [self.positions[k] for k in written],
             )
-            install_write_back(entry, written)
-            entry._write_back(inputs, rows, whole)
+            write_back = install_write_back(entry, written)
+            write_back(inputs, rows, whole)  # this call copied every argument in
         return entry.outputs(rows, stream)

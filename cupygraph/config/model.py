@@ -32,14 +32,8 @@ from .uploads import HOST_UPLOADS, HostUploads
 from .values import PositiveInt, as_number, choice, integral_to_int, parse_byte_size
 
 __all__ = [
-    "MAX_DEFAULT_CAPTURE_SIZE",
-    "MAX_LIST_LENGTH",
-    "MAX_WARMUPS",
-    "CUDAGraphConfig",
-    "CUDAGraphMode",
-        "field_path",
-    "format_validation_error",
-    "parse_byte_size",
+    "MAX_DEFAULT_CAPTURE_SIZE", "MAX_LIST_LENGTH", "MAX_WARMUPS", "CUDAGraphConfig", "CUDAGraphMode",
+    "field_path", "format_validation_error", "parse_byte_size",
 ]
 
 logger = logging.getLogger("cupygraph")
@@ -138,6 +132,18 @@ class CUDAGraphConfig(BaseModel):
         description="copy: outputs are fresh arrays the caller owns. view: outputs are views into the graph's "
         "static buffers, valid until the next call of the same function.",
     )
+    input_binding: Literal["auto", "copy"] = Field(
+        "auto",
+        description="auto: where provably safe, a call whose arrays have the captured shape (a batch of exactly "
+        "a capture size), dtype and C-contiguous layout re-points the graph at the caller's arrays instead "
+        "of copying them, and under output_mode=copy the graph writes straight into the fresh outputs; "
+        "padded batches and everything else are copied (CUPYGRAPH_LOG=debug says why); a new constant array "
+        "of the captured layout is bound instead of re-captured. copy: always copy, re-capture for new constants.",
+    )
+    time_replays: bool = Field(
+        False, description="Measure the host time of every replay (an entry's avg_replay_time_ms); off, "
+        "a replay reads no clock.",
+    )
     on_capture_error: Literal["fallback", "raise"] = Field(
         "fallback",
         description="When an op cannot be captured: fallback runs that key eagerly from then on (reason in "
@@ -216,9 +222,9 @@ class CUDAGraphConfig(BaseModel):
     )(integral_to_int)
     _check_eviction = field_validator("eviction", mode="before")(choice("eviction", ("lru", "lfu", "benefit")))
     _check_output = field_validator("output_mode", mode="before")(choice("output_mode", ("copy", "view")))
-    _check_on_error = field_validator("on_capture_error", mode="before")(
-        choice("on_capture_error", ("fallback", "raise"))
-    )
+    _check_on_error = field_validator("on_capture_error", mode="before")(choice("on_capture_error", ("fallback",
+                                                                                                     "raise")))
+    _check_binding = field_validator("input_binding", mode="before")(choice("input_binding", ("auto", "copy")))
     _check_capture_mode = field_validator("capture_mode", mode="before")(
         choice("capture_mode", ("global", "thread_local", "relaxed"))
     )

@@ -37,7 +37,7 @@ def contract(x, w):
 
 
 def test_constant_replaced_by_another_array_recaptures_and_follows_it():
-    f = cg.jit(contract, config=HOST, constant_argnums=(1,))
+    f = cg.jit(contract, config=dict(HOST, input_binding="copy"), constant_argnums=(1,))
     w1, w2 = rand(4, 4, seed=1), rand(4, 4, seed=2)
     for i, w in enumerate((w1, w2, w1, w2)):
         x = rand(3, 4, seed=10 + i)
@@ -45,6 +45,19 @@ def test_constant_replaced_by_another_array_recaptures_and_follows_it():
         assert np.array_equal(f(x, w), contract(x, w))
     assert f.stats().captures == 2 and f.stats().hits == 2
     assert sum(f.stats().recaptures_by_reason.values()) == 1
+    check_stats(f, 4)
+
+
+def test_constant_replaced_by_another_array_is_rebound_and_followed():
+    f = cg.jit(contract, config=HOST, constant_argnums=(1,))  # input_binding="auto"
+    w1, w2 = rand(4, 4, seed=1), rand(4, 4, seed=2)
+    for i, w in enumerate((w1, w2, w1, w2)):
+        x = rand(3, 4, seed=10 + i)
+        poison_outputs(f)
+        assert np.array_equal(f(x, w), contract(x, w))
+    assert f.stats().captures == 1 and f.registry.num_graphs() == 1
+    assert sum(f.stats().recaptures_by_reason.values()) == 0
+    assert f.stats().rebinds_by_argument["argument 1"] == 3
     check_stats(f, 4)
 
 

@@ -30,7 +30,8 @@ def test_with_sampling_off_replays_keep_the_class_launch_and_times_come_from_mea
     f = cg.jit(lambda x: x * 2, config=HOST)
     f(np.ones((4, 3)))
     entry = only_entry(f)
-    assert "launch" not in vars(entry) and "run" not in vars(entry)  # the hot path is the class's
+    # The hot path is the class's launch (the run may be zero-copy's per-instance one, never a timer).
+    assert "launch" not in vars(entry) and vars(entry).get("run") in (None, getattr(entry, "_run_bound", None))
     timing = entry.timing
     assert timing.capture_s == entry.capture_time > 0
     assert timing.eager_s() is not None and timing.eager_s() > 0  # the warm-up run, timed

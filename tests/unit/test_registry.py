@@ -177,7 +177,7 @@ def test_replay_rejects_mismatched_inputs():
 
 
 def test_entry_reports_nbytes_replays_time_backend():
-    registry = make_registry()
+    registry = make_registry(time_replays=True)
     entry = capture(registry, 3)
     assert entry.backend_name == "host"
     assert entry.replay_count == 0 and entry.avg_replay_time_ms == 0.0
@@ -191,6 +191,14 @@ def test_entry_reports_nbytes_replays_time_backend():
     assert entry.avg_replay_time_ms > 0.0
     assert entry.total_replay_s * 1e3 / 3 == pytest.approx(entry.avg_replay_time_ms)
     assert "host" in repr(entry)
+
+
+def test_replays_read_no_clock_unless_timed():
+    entry = capture(make_registry(), 3)
+    for i in range(3):
+        entry.replay([rand(2, i)])
+    assert entry.replay_count == 3
+    assert entry.avg_replay_time_ms == 0.0 and entry.total_replay_s == 0.0
 
 
 def test_get_hot_shapes_orders_by_sightings():

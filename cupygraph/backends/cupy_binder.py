@@ -1,0 +1,254 @@
+"""The per-call half of zero-copy on the GPU: bind or copy each argument, re-point the nodes.
+
+``cupy_rebind.analyze`` found, once per capture, which parameter words of which kernel nodes hold
+each buffer's address. A call rewrites those words and sets the changed nodes on the executable,
+only when the address differs from the one it already holds. The caller holds the family lock
+around ``CupyBinder.prepare`` and the launch that follows.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import weakref
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import cupy
+
+from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, prepare_counts
+from .cupy_rebind import ALIGNMENT, CupyBindings, KernelNode, set_params_function
+
+logger = logging.getLogger("cupygraph")
+
+RECYCLE_BYTES = 1 << 20
+"""Outputs up to this size are taken again from the last two calls' outputs once the caller let go of
+them; larger ones are allocated every call (their allocation is small beside the work)."""
+RING = 2
+
+
+def _references(item: list[Any]) -> tuple[int, int, int, int]:
+    """How many references the array of ``item``, its memory pointer and its memory have, and weak ones.
+
+    Measured the same way when the ring alone holds the array and before it is taken again: equal
+    counts mean the caller (and every view, pointer or weak reference) let go of it.
+    """
+    array = item[0]
+    data = array.data
+    return sys.getrefcount(array), sys.getrefcount(data), sys.getrefcount(data.mem), weakref.getweakrefcount(array)
+
+
+class _Slot:
+    """One buffer the binder may re-point: its home (the static buffer) and the words that hold it."""
+
+    __slots__ = ("buf", "cells", "current", "eligible", "home", "label", "logged", "nodes", "reason", "recycle",
+                 "ring", "shape_dtype")
+
+    def __init__(self, label: str, buf: Any, facts: Optional[BufferFacts]):
+        self.label, self.buf = label, buf
+        self.reason = facts.reason if facts is not None else CopyReason.NOT_AN_ARRAY
+        self.eligible = self.reason is None
+        patches = facts.patches if facts is not None and self.eligible else []
+        self.cells = [(node.cell(at), delta) for node, at, delta in patches]
+        self.nodes = tuple(dict.fromkeys(node for node, _, _ in patches))
+        self.home = self.current = int(buf.data.ptr) if buf is not None else 0
+        self.logged = False
+        self.shape_dtype = (buf.shape, buf.dtype) if buf is not None else None
+        self.ring: list[list[Any]] = []
+        """Output arrays handed out lately: [array, stream, references when only the ring held it]."""
+        self.recycle = buf is not None and buf.nbytes <= RECYCLE_BYTES
+
+    def point(self, address: int) -> None:
+        for cell, delta in self.cells:
+            cell.value = address + delta
+        self.current = address
+
+
+class _Layout:
+    """What ``copy_reason`` compares of a constant captured by address, without holding the array."""
+
+    __slots__ = ("dtype", "shape", "strides")
+
+    def __init__(self, array: Any):
+        self.shape, self.dtype, self.strides = array.shape, array.dtype, array.strides
+
+
+class CupyBinder:
+    """Per call: bind each argument (and output) that may be bound, copy the others."""
+
+    needs_finish = False
+
+    def __init__(self, bindings: CupyBindings, static: Sequence[Any], labels: Sequence[str],
+                 leaves: Sequence[Any], bind_outputs: bool, counts: tuple[Counter[str], Counter[str]], name: str,
+                 constants: Sequence[tuple[int, Any]] = ()):
+        self._keep: Any = bindings.steps  # the executables live as long as their graph objects
+        self._device = bindings.device_id
+        self._set = set_params_function()
+        self._name = name
+        self._inputs = [_Slot(label, buf, bindings.inputs.get(int(buf.data.ptr)) if buf.nbytes else None)
+                        for label, buf in zip(labels, static)]
+        self._bits = [1 << i for i in range(len(self._inputs))]
+        self._outputs: list[_Slot] = []
+        if bind_outputs:
+            for i, (leaf, facts) in enumerate(zip(leaves, bindings.outputs)):
+                if facts is not None and facts.reason is None:
+                    self._outputs.append(_Slot(f"output {i}", leaf, facts))
+            self._out_index = [i for i, facts in enumerate(bindings.outputs)
+                               if facts is not None and facts.reason is None]
+        self.binds_outputs = bool(self._outputs)
+        self._constants: dict[int, _Slot] = {}
+        for position, array in constants:
+            facts = bindings.inputs.get(int(array.data.ptr)) if array.nbytes else None
+            if facts is not None and facts.reason is None:
+                slot = _Slot(argument_label(position), array, facts)
+                slot.buf = _Layout(array)  # never keep the caller's weights alive
+                self._constants[position] = slot
+        self.away = False
+        """Whether some node points away from its static buffer (a padded call must point it home)."""
+        self._rebinds, self._copies = counts
+        prepare_counts(self._rebinds, self._copies,
+                       [s.label for s in [*self._inputs, *self._outputs, *self._constants.values()]])
+        for slot in self._inputs:
+            if slot.reason is not None:
+                log_copied(name, slot.label, slot.reason)
+
+    @property
+    def eligible(self) -> bool:
+        return any(s.eligible for s in self._inputs) or bool(self._outputs) or bool(self._constants)
+
+    def bind_constants(self, arrays: Sequence[tuple[int, Any]]) -> bool:
+        """Point the graph at new constant arrays (position, array) of the captured layouts: all of
+        them, or (False) none when one cannot be bound."""
+        chosen = []
+        for position, array in arrays:
+            slot = self._constants.get(position)
+            if slot is None or not isinstance(array, cupy.ndarray) or array.data.device_id != self._device:
+                return False
+            ptr = int(array.data.ptr)
+            if copy_reason(slot.buf, array, captured_address=slot.home, given_address=ptr, alignment=ALIGNMENT):
+                return False
+            chosen.append((slot, ptr))
+        dirty: list[KernelNode] = []
+        for slot, ptr in chosen:
+            if ptr != slot.current:
+                slot.point(ptr)
+                dirty.extend(slot.nodes)
+            self._rebinds[slot.label] += 1
+        if dirty:
+            self._apply(dirty)
+        return True
+
+    def prepare(self, inputs: Sequence[Any], whole: Sequence[Any], copy: Any, stream: Any) -> int:
+        """Bind or copy (``copy(buf, src, stream)``) every argument; return a bit per copied one."""
+        copied = 0
+        dirty: list[KernelNode] = []
+        rebinds, copies, device = self._rebinds, self._copies, self._device
+        for bit, slot, src in zip(self._bits, self._inputs, [*inputs, *whole] if whole else inputs):
+            if slot.eligible and src._c_contiguous:
+                memory = src.data
+                ptr = memory.ptr
+                # copy_reason's rules, of which the plan already checked shape and dtype.
+                if not ptr & (ALIGNMENT - 1) and memory.device_id == device:
+                    if ptr != slot.current:
+                        slot.point(ptr)
+                        dirty.extend(slot.nodes)
+                        self.away = True
+                    rebinds[slot.label] += 1
+                    continue
+            if slot.current != slot.home:
+                slot.point(slot.home)
+                dirty.extend(slot.nodes)
+            copy(slot.buf, src, stream)
+            copies[slot.label] += 1
+            copied |= bit
+            if not slot.logged and logger.isEnabledFor(logging.DEBUG):
+                slot.logged = True
+                reason = slot.reason or _call_reason(slot.buf, src, device)
+                log_copied(self._name, slot.label, reason)
+        if dirty:
+            self._apply(dirty)
+        return copied
+
+    def fresh_outputs(self, stream: Any) -> list[Any]:
+        """A new array for every bound output, the graph's nodes pointed at it (launch next).
+
+        An output of a recent call on the same ``stream`` that nobody holds any more is taken
+        again: what CuPy's pool would do with its memory (hand it to the next allocation on that
+        stream), without the cost of allocating, and with no node to re-point.
+        """
+        fresh = []
+        dirty: list[KernelNode] = []
+        rebinds = self._rebinds
+        for slot in self._outputs:
+            array = None
+            if slot.recycle:
+                for item in slot.ring:
+                    if item[1] == stream and _references(item) == item[2]:
+                        array = item[0]
+                        break
+                if array is None:
+                    item = [cupy.ndarray(*slot.shape_dtype), stream, None]  # type: ignore[misc]
+                    item[2] = _references(item)
+                    slot.ring.append(item)
+                    if len(slot.ring) > RING:
+                        del slot.ring[0]
+                    array = item[0]
+            else:
+                array = cupy.ndarray(*slot.shape_dtype)  # type: ignore[misc]
+            ptr = array.data.ptr
+            if ptr != slot.current:
+                slot.point(ptr)
+                dirty.extend(slot.nodes)
+            rebinds[slot.label] += 1
+            fresh.append(array)
+        self.away = True
+        if dirty:
+            self._apply(dirty)
+        return fresh
+
+    @property
+    def output_positions(self) -> list[int]:
+        return self._out_index if self._outputs else []
+
+    def home(self) -> None:
+        """Point every node back at the static buffers (before a call that copies them all)."""
+        dirty: list[KernelNode] = []
+        for slot in self._inputs + self._outputs:
+            if slot.current != slot.home:
+                slot.point(slot.home)
+                dirty.extend(slot.nodes)
+        if dirty:
+            self._apply(dirty)
+        self.away = False
+
+    def _apply(self, dirty: list[KernelNode]) -> None:
+        nodes = dict.fromkeys(dirty) if len(dirty) > 1 else dirty
+        setter = self._set
+        for node in nodes:
+            status = setter(node.executable, node.handle, node.ref)
+            if status:
+                # A thread whose first CUDA call this is has no current context yet: give it the
+                # device's primary context (the runtime does so on its first call), then retry.
+                cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
+                status = setter(node.executable, node.handle, node.ref)
+                if status:
+                    raise RuntimeError(f"cuGraphExecKernelNodeSetParams failed with CUDA error {status}; "
+                                       "set input_binding='copy' to avoid re-pointing graph nodes")
+
+    def finish(self, fresh: Optional[Sequence[Any]]) -> None:
+        """Nothing to do: the graph wrote the fresh outputs itself."""
+
+    def release(self) -> None:
+        for slot in self._outputs:
+            slot.ring = []
+        self._constants = {}
+        self._keep = None
+        self._inputs, self._outputs = [], []
+
+
+def _call_reason(buf: Any, src: Any, device: int) -> CopyReason:
+    if src.data.device_id != device:
+        return CopyReason.DEVICE
+    return copy_reason(buf, src, captured_address=int(buf.data.ptr), given_address=int(src.data.ptr),
+                       alignment=ALIGNMENT) or CopyReason.STRIDES

@@ -1,0 +1,325 @@
+"""Zero-copy on the GPU: re-point a captured graph's kernel nodes at the caller's arrays.
+
+After capture (``analyze``), every node of the graph is read with cuda-bindings: kernel
+parameters through ``cuFuncGetParamInfo`` (as the address audit reads them), memcpy and memset
+addresses exactly. A static input buffer, or an output the capture allocated, may be rebound
+when every pointer into its allocation lies inside its bytes and belongs to a kernel node
+(``binding`` states the rules). Each such node gets, once, a private copy of its parameter block
+and a ``CUDA_KERNEL_NODE_PARAMS`` that points at it; a call only rewrites the pointer words and
+hands the block to ``cuGraphExecKernelNodeSetParams`` (through ctypes, the cheapest call from
+Python), and only when the address differs from the one the executable already holds. The
+update affects later launches only, never one already enqueued.
+
+The caller holds the family lock around ``CupyBinder.prepare`` and the launch that follows.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import struct
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import cupy
+
+from ..pytree import flatten
+from .binding import BufferFacts, CopyReason
+from .cupy_audit import GraphWalker, _driver, _ok
+
+logger = logging.getLogger("cupygraph")
+
+ALIGNMENT = 256
+"""What a caller's address must be aligned to (CuPy's pool hands out 512-byte aligned blocks, and a
+kernel captured on a static buffer may use wide loads)."""
+
+_SMALLEST_ADDRESS = 1 << 16
+
+
+def executable_of(step: Any) -> Optional[tuple[int, int]]:
+    """(graph, executable) handles of one captured step, or None: the one place that knows a step's type."""
+    graph, executable = int(getattr(step, "graph", 0) or 0), int(getattr(step, "graphExec", 0) or 0)
+    return (graph, executable) if graph and executable else None
+
+
+class _KernelNodeParams(ctypes.Structure):
+    # CUDA_KERNEL_NODE_PARAMS_v2 (the same layout as v3).
+    _fields_ = [
+        ("func", ctypes.c_void_p), ("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint),
+        ("gridDimZ", ctypes.c_uint), ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint),
+        ("blockDimZ", ctypes.c_uint), ("sharedMemBytes", ctypes.c_uint), ("kernelParams", ctypes.c_void_p),
+        ("extra", ctypes.c_void_p), ("kern", ctypes.c_void_p), ("ctx", ctypes.c_void_p),
+    ]
+
+
+@functools.cache
+def set_params_function() -> Any:
+    """``cuGraphExecKernelNodeSetParams`` from libcuda, called without releasing the GIL (cheaper)."""
+    try:
+        lib = ctypes.PyDLL("libcuda.so.1")
+    except OSError:
+        return None
+    for name in ("cuGraphExecKernelNodeSetParams_v2", "cuGraphExecKernelNodeSetParams"):
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+            fn.restype = ctypes.c_int
+            return fn
+    return None
+
+
+class KernelNode:
+    """A kernel node of an executable with its own copy of its parameters, ready to be set again."""
+
+    __slots__ = ("_keep", "block", "executable", "handle", "ref")
+
+    def __init__(self, executable: int, handle: int, p: Any, layout: Sequence[tuple[int, int]]):
+        total = max((offset + size for offset, size in layout), default=0)
+        self.block = ctypes.create_string_buffer(max(total, 8))
+        base = ctypes.addressof(self.block)
+        sources: Any = (ctypes.c_void_p * len(layout)).from_address(int(p.kernelParams)) if layout else []
+        for (offset, size), source in zip(layout, sources):
+            ctypes.memmove(base + offset, source, size)
+        pointers = (ctypes.c_void_p * max(len(layout), 1))(*[base + offset for offset, _ in layout])
+        params = _KernelNodeParams(
+            int(p.func) or None, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ,
+            p.sharedMemBytes, ctypes.addressof(pointers), None,
+            int(getattr(p, "kern", 0) or 0) or None, int(getattr(p, "ctx", 0) or 0) or None,
+        )
+        self._keep = (pointers, params)
+        self.executable = ctypes.c_void_p(executable)
+        self.handle = ctypes.c_void_p(handle)
+        self.ref = ctypes.byref(params)
+
+    def cell(self, offset: int) -> ctypes.c_uint64:
+        """The 8-byte parameter word at ``offset`` of the block, as a settable ctypes object."""
+        return ctypes.c_uint64.from_address(ctypes.addressof(self.block) + offset)
+
+
+class _Scan:
+    """Every pointer-like word of one graph: (word, node or None when the node cannot be re-pointed,
+    offset in the node's block, kind)."""
+
+    def __init__(self) -> None:
+        self.words: list[tuple[int, Optional[KernelNode], int, str]] = []
+        self.problem: Optional[CopyReason] = None
+
+
+def _scan(graph: int, executable: int) -> _Scan:
+    drv = _driver()
+    scan = _Scan()
+    if drv is None or set_params_function() is None:
+        scan.problem = CopyReason.NO_DRIVER
+        return scan
+    got = _ok(drv.cuGraphGetNodes(drv.CUgraph(graph), 0))
+    count = int(got[-1]) if got else 0
+    got = _ok(drv.cuGraphGetNodes(drv.CUgraph(graph), count)) if got and count else got
+    if got is None:
+        scan.problem = CopyReason.UNSUPPORTED_NODE
+        return scan
+    types = drv.CUgraphNodeType
+    harmless = {getattr(types, name, None) for name in (
+        "CU_GRAPH_NODE_TYPE_EMPTY", "CU_GRAPH_NODE_TYPE_WAIT_EVENT", "CU_GRAPH_NODE_TYPE_EVENT_RECORD",
+        "CU_GRAPH_NODE_TYPE_MEM_ALLOC", "CU_GRAPH_NODE_TYPE_MEM_FREE")} - {None}
+    walker = GraphWalker()
+    for node in list(got[0])[:count] if count else []:
+        kind = _ok(drv.cuGraphNodeGetType(node))
+        kind = kind[0] if kind else None
+        if kind == types.CU_GRAPH_NODE_TYPE_KERNEL:
+            if not _kernel_words(drv, walker, scan, executable, node):
+                scan.problem = CopyReason.UNSUPPORTED_NODE
+                return scan
+        elif kind == types.CU_GRAPH_NODE_TYPE_MEMCPY:
+            p = _ok(drv.cuGraphMemcpyNodeGetParams(node))
+            if p is None:
+                scan.problem = CopyReason.UNSUPPORTED_NODE
+                return scan
+            p = p[0]
+            for device, x, y, pitch in ((p.srcDevice, p.srcXInBytes, p.srcY, p.srcPitch),
+                                        (p.dstDevice, p.dstXInBytes, p.dstY, p.dstPitch)):
+                scan.words.append((int(device) + int(x) + int(y) * int(pitch), None, 0, "memcpy"))
+        elif kind == types.CU_GRAPH_NODE_TYPE_MEMSET:
+            p = _ok(drv.cuGraphMemsetNodeGetParams(node))
+            if p is None:
+                scan.problem = CopyReason.UNSUPPORTED_NODE
+                return scan
+            scan.words.append((int(p[0].dst), None, 0, "memset"))
+        elif kind not in harmless:  # child graphs, conditional bodies, host callbacks, ...
+            scan.problem = CopyReason.UNSUPPORTED_NODE
+            return scan
+    return scan
+
+
+def _kernel_words(drv: Any, walker: GraphWalker, scan: _Scan, executable: int, node: Any) -> bool:
+    got = _ok(drv.cuGraphKernelNodeGetParams(node))
+    if got is None:
+        return False
+    p = got[0]
+    if not int(p.kernelParams):
+        if not int(p.extra):
+            return True  # a kernel without parameters
+        buffer = GraphWalker._extra_buffer(int(p.extra))
+        if buffer is None:
+            return False
+        for i in range(0, len(buffer) - 7, 8):
+            scan.words.append((struct.unpack_from("<Q", buffer, i)[0], None, 0, "kernel (extra)"))
+        return True
+    ident = int(p.func) or int(getattr(p, "kern", 0) or 0)
+    layout = walker.param_layout(p, ident)
+    if layout is None:
+        return False
+    made = KernelNode(executable, int(node), p, layout)
+    data = ctypes.string_at(ctypes.addressof(made.block), len(made.block))
+    for offset, size in layout:
+        if size < 8:
+            continue
+        for at in range(offset + (-offset) % 8, offset + size - 7, 8):
+            word = struct.unpack_from("<Q", data, at)[0]
+            if word >= _SMALLEST_ADDRESS:
+                scan.words.append((word, made, at, "kernel"))
+    return True
+
+
+class _Region:
+    """Where a buffer lies ([lo, hi)) inside its allocation ([alo, ahi))."""
+
+    __slots__ = ("ahi", "alo", "hi", "lo")
+
+    def __init__(self, array: Any):
+        self.lo = int(array.data.ptr)
+        self.hi = self.lo + int(array.nbytes)
+        memory = array.data.mem
+        self.alo = int(memory.ptr)
+        self.ahi = self.alo + int(memory.size)
+
+
+def _facts(region: _Region, scan: _Scan, starts: set[int]) -> BufferFacts:
+    """Whether the graph's pointers into ``region``'s allocation can all be re-pointed, and how.
+
+    A pointer just past the buffer's end is taken as the next allocation's when one starts there
+    (CuPy's pool packs blocks back to back; its kernels take a base pointer and a size, never an
+    end pointer); anywhere else it could be an end pointer of this buffer, so the buffer is copied.
+    """
+    if scan.problem is not None:
+        return BufferFacts(scan.problem)
+    patches: list[tuple[KernelNode, int, int]] = []
+    for word, node, at, kind in scan.words:
+        if region.lo <= word < region.hi:
+            if node is None:
+                copying = kind in ("memcpy", "memset")
+                return BufferFacts(CopyReason.COPY_NODE if copying else CopyReason.UNSUPPORTED_NODE)
+            patches.append((node, at, word - region.lo))
+        elif word == region.hi and word not in starts:
+            return BufferFacts(CopyReason.END_POINTER)
+        elif region.alo <= word < region.ahi:
+            return BufferFacts(CopyReason.STRADDLES)
+    return BufferFacts(None, patches)
+
+
+class CupyBindings:
+    """What ``analyze`` found for one recording: facts per static buffer (by address) and per output."""
+
+    def __init__(self, inputs: dict[int, BufferFacts], outputs: list[Optional[BufferFacts]], steps: Sequence[Any],
+                 device_id: int):
+        self.inputs, self.outputs = inputs, outputs
+        self.steps, self.device_id = list(steps), device_id
+
+
+def _eager_arrays(steps: Sequence[Any]) -> Optional[list[_Region]]:
+    """Where the eager steps between PIECEWISE pieces read and write (None: a step of unknown kind)."""
+    regions: list[_Region] = []
+    for step in steps:
+        if executable_of(step) is not None:
+            continue
+        if not hasattr(step, "static_leaves") or not hasattr(step, "args"):
+            return None
+        values = [*step.args, *getattr(step, "kwargs", {}).values(), *step.static_leaves]
+        leaves = [leaf for value in values for leaf in flatten(value, lambda v: isinstance(v, cupy.ndarray))[0]]
+        regions.extend(_Region(leaf) for leaf in leaves if isinstance(leaf, cupy.ndarray) and leaf.nbytes)
+    return regions
+
+
+def _overlaps(region: _Region, others: Sequence[_Region]) -> bool:
+    return any(o.lo < region.ahi and region.alo < o.hi for o in others)
+
+
+def analyze(steps: Sequence[Any], args: Sequence[Any], leaves: Sequence[Any], extents: Sequence[tuple[int, int]],
+            held: Sequence[Any], owns: Any, device_id: int) -> Optional[CupyBindings]:
+    """The rebinding facts of a finished capture (its steps final, before they are uploaded).
+
+    ``args``: the arrays the function was called with (static buffers are those in the family's
+    pool: ``owns``); ``leaves``: its output leaves, before they are detached from their pool
+    blocks; ``extents``: (address, bytes) of every allocation made while recording. In PIECEWISE
+    every piece is read; a buffer an eager step between them touches is copied.
+    """
+    # Static buffers (in the family's pool) and constants (read by address, in the caller's memory).
+    arrays = [a for a in args if isinstance(a, cupy.ndarray) and a.nbytes]
+    outs: list[Optional[Any]] = [leaf if isinstance(leaf, cupy.ndarray) else None for leaf in leaves]
+    scan = _Scan()
+    eager = _eager_arrays(steps)
+    if held:
+        scan.problem = CopyReason.LIBRARY_STATE
+    elif eager is None:
+        scan.problem = CopyReason.UNSUPPORTED_NODE
+    else:
+        for step in steps:
+            handles = executable_of(step)
+            if handles is not None:
+                part = _scan(*handles)
+                scan.words.extend(part.words)
+                scan.problem = scan.problem or part.problem
+    eager = eager or []
+    out_regions = [_Region(leaf) if leaf is not None and leaf.nbytes else None for leaf in outs]
+    buffers = [_Region(a) for a in arrays]
+    starts = {p for p, _ in extents} | {b.alo for b in buffers} | {r.alo for r in out_regions if r is not None}
+    inputs: dict[int, BufferFacts] = {}
+    for buffer in buffers:
+        if any(r is not None and buffer.alo <= r.lo < buffer.ahi for r in out_regions):
+            inputs[buffer.lo] = BufferFacts(CopyReason.OUTPUT_ALIAS)
+        elif _overlaps(buffer, eager):
+            inputs[buffer.lo] = BufferFacts(CopyReason.PIECEWISE)
+        else:
+            inputs[buffer.lo] = _facts(buffer, scan, starts)
+    outputs: list[Optional[BufferFacts]] = []
+    shared = Counter(r.alo for r in out_regions if r is not None)
+    for leaf, region in zip(outs, out_regions):
+        if leaf is None or region is None:
+            outputs.append(None)
+        elif not leaf._c_contiguous:
+            outputs.append(BufferFacts(CopyReason.STRIDES))
+        elif shared[region.alo] > 1:
+            outputs.append(BufferFacts(CopyReason.SHARED_ALLOCATION))
+        elif _overlaps(region, eager):
+            outputs.append(BufferFacts(CopyReason.PIECEWISE))
+        elif not any(p == region.alo for p, _ in extents):
+            outputs.append(BufferFacts(CopyReason.NOT_OWNED))
+        elif any(p < region.ahi and region.alo < p + n and not (region.lo <= p and p + n <= region.hi)
+                 for p, n in extents):
+            outputs.append(BufferFacts(CopyReason.STRADDLES))
+        else:
+            outputs.append(_facts(region, scan, starts))
+    return CupyBindings(inputs, outputs, steps, device_id)
+
+
+def analyze_safely(steps: Sequence[Any], args: Sequence[Any], leaves: Sequence[Any],
+                   extents: Sequence[tuple[int, int]], held: Sequence[Any], owns: Any,
+                   device_id: int) -> Optional[CupyBindings]:
+    """``analyze``, or None (every argument copied) when it fails: it must never cost the capture."""
+    if not steps:
+        return None
+    try:
+        return analyze(steps, args, leaves, extents, held, owns, device_id)
+    except Exception as err:
+        logger.debug("cupygraph: no zero-copy binding for this graph: %s: %s", type(err).__name__, err)
+        return None
+
+
+def make_extent_recorder(malloc: Any, extents: list[tuple[int, int]]) -> Any:
+    """An allocator that records (address, requested bytes) of every allocation it makes."""
+    def recording(size: int) -> Any:
+        memory = malloc(size)
+        extents.append((int(memory.ptr), int(size)))
+        return memory
+    return recording

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Host and GPU time per call of zero-copy replay (issue 14), one process, one card.
+
+    python3 tools/bench_zero_copy.py [--quick] [--out results.json]
+
+Rows: a one-kernel function at batch 1 (bare ``graph.launch()``, bare launch + input memcpy,
+eager CuPy, ``jit`` copying, ``jit`` with ``input_binding="auto"``, all with owned outputs where
+the row says so); the chain and stencil workloads at a capture size (a bare graph launched with
+no copies at all against ``jit`` auto: latency per call and GPU time back to back); the
+PIECEWISE workload's host overhead (``jit`` against the bare piecewise floor).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def host_us(call, reps: int, rounds: int = 7) -> float:
+    """Median over rounds of the host time per call (no synchronisation inside a round)."""
+    import cupy
+
+    sync = cupy.cuda.Device().synchronize
+    for _ in range(min(reps, 200)):
+        call()
+    sync()
+    figures = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(reps):
+            call()
+        figures.append((time.perf_counter() - start) / reps * 1e6)
+        sync()
+    return statistics.median(figures)
+
+
+def latency_us(call, reps: int, rounds: int = 7) -> float:
+    """Median of host time per call including the device finishing the work (call + sync)."""
+    import cupy
+
+    sync = cupy.cuda.Device().synchronize
+    figures = []
+    for _ in range(rounds):
+        sync()
+        start = time.perf_counter()
+        for _ in range(reps):
+            call()
+            sync()
+        figures.append((time.perf_counter() - start) / reps * 1e6)
+    return statistics.median(figures)
+
+
+def gpu_us(call, reps: int, rounds: int = 5) -> float:
+    """GPU time per call back to back: events around ``reps`` consecutive calls."""
+    import cupy
+
+    figures = []
+    for _ in range(rounds):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        for _ in range(reps):
+            call()
+        end.record()
+        end.synchronize()
+        figures.append(cupy.cuda.get_elapsed_time(start, end) * 1e3 / reps)
+    return statistics.median(figures)
+
+
+def one_kernel(reps: int) -> dict:
+    import cupy
+
+    import cupygraph as cg
+    from tools.bench_cupy import BareGraph, OwnedOutput
+
+    def f(x):
+        return x * np.float32(2.0)
+
+    x = cupy.asarray(np.random.default_rng(0).standard_normal((1, 256)).astype(np.float32))
+    bare = BareGraph(f, x)
+    copy = cg.jit(f, config=dict(capture_sizes=[1], input_binding="copy"))
+    auto = cg.jit(f, config=dict(capture_sizes=[1], input_binding="auto"))
+    for g in (copy, auto):
+        assert np.array_equal(cupy.asnumpy(g(x)), cupy.asnumpy(f(x)))
+    owned = OwnedOutput(bare)
+    rows = {
+        "bare graph.launch()": host_us(bare.graph.launch, reps),
+        "bare memcpy + launch": host_us(lambda: bare(x), reps),
+        "bare memcpy + launch + owned output": host_us(lambda: owned(x), reps),
+        "eager CuPy": host_us(lambda: f(x), reps),
+        "jit copy (input_binding=copy)": host_us(lambda: copy(x), reps),
+        "jit zero-copy (input_binding=auto)": host_us(lambda: auto(x), reps),
+        "jit zero-copy, each result kept until the next call": host_us(keeper(auto, x), reps),
+    }
+    return {"workload": "one kernel, batch 1, output_mode=copy", "host_us": rows,
+            "stats_auto": auto.stats().to_dict()["rebinds_by_argument"]}
+
+
+def keeper(graphed, *args):
+    """A call that keeps its result until the next one (``y = f(x)`` in a loop): the output's
+    address then alternates, so the graph's output nodes are re-pointed on every call."""
+    kept = [None]
+
+    def call():
+        kept[0] = graphed(*args)
+
+    return call
+
+
+def profile_one_kernel() -> None:
+    import cProfile
+    import io
+    import pstats
+
+    import cupy
+
+    import cupygraph as cg
+
+    x = cupy.asarray(np.ones((1, 256), np.float32))
+    auto = cg.jit(lambda v: v * np.float32(2.0), config=dict(capture_sizes=[1], input_binding="auto"))
+    auto(x)
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(20000):
+        auto(x)
+    profile.disable()
+    cupy.cuda.Device().synchronize()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(16)
+    print(text.getvalue(), file=sys.stderr)
+
+
+def bare_no_copies(fn, x):
+    """A hand-captured graph on ``x`` itself: launched, it reads and writes fixed buffers, no copies."""
+    from tools.bench_cupy import BareGraph
+
+    graph = BareGraph(fn, x)
+    graph.static_in[...] = x
+    return graph
+
+
+def workload_rows(name: str, fn, x, reps: int) -> dict:
+    import cupy
+
+    import cupygraph as cg
+
+    bare = bare_no_copies(fn, x)
+    auto = cg.jit(fn, config=dict(capture_sizes=[x.shape[0]], input_binding="auto"))
+    copy = cg.jit(fn, config=dict(capture_sizes=[x.shape[0]], input_binding="copy"))
+    want = cupy.asnumpy(fn(x))
+    for g in (auto, copy):
+        assert np.array_equal(cupy.asnumpy(g(x)), want), name
+    return {
+        "workload": f"{name} {list(x.shape)}",
+        "latency_us": {"bare graph, no copies": latency_us(bare.graph.launch, reps),
+                       "jit auto": latency_us(lambda: auto(x), reps),
+                       "jit copy": latency_us(lambda: copy(x), reps)},
+        "gpu_us": {"bare graph, no copies": gpu_us(bare.graph.launch, reps),
+                   "jit auto": gpu_us(lambda: auto(x), reps),
+                   "jit copy": gpu_us(lambda: copy(x), reps)},
+        "host_us": {"bare graph, no copies": host_us(bare.graph.launch, reps),
+                    "jit auto": host_us(lambda: auto(x), reps),
+                    "jit copy": host_us(lambda: copy(x), reps)},
+        "stats_auto": auto.stats().to_dict()["rebinds_by_argument"],
+        "copies_auto": auto.stats().to_dict()["copies_by_argument"],
+    }
+
+
+def piecewise_rows(reps: int) -> dict:
+    import cupy
+
+    import cupygraph as cg
+    from tools.bench_cupy import BarePiecewise
+    from tools.bench_workloads import Piecewise
+
+    work = Piecewise()
+    head, _, tail = work.cupy_pieces()
+    w = cupy.asarray(work.params()[0])
+    x = cupy.asarray(np.random.default_rng(2).standard_normal((64, 256)).astype(np.float32))
+    fn = work.cupy_fn()
+    bare = BarePiecewise(head, tail, w, x)
+    graphed = cg.jit(fn, config=dict(capture_sizes=[64], mode="PIECEWISE", input_binding="copy"),
+                     constant_argnums=(1,))
+    bound = cg.jit(fn, config=dict(capture_sizes=[64], mode="PIECEWISE", input_binding="auto"),
+                   constant_argnums=(1,))
+    for g in (graphed, bound):
+        assert np.allclose(cupy.asnumpy(g(x, w)), cupy.asnumpy(fn(x, w)), rtol=1e-5, atol=1e-6)
+    return {"workload": "piecewise [64, 256] (50 kernels, matmul, 50 kernels)",
+            "host_us": {"bare pieces + eager matmul": host_us(lambda: bare(x), reps),
+                        "eager matmul alone": host_us(lambda: cupy.matmul(x, w), reps),
+                        "jit PIECEWISE copy": host_us(lambda: graphed(x, w), reps),
+                        "jit PIECEWISE zero-copy": host_us(lambda: bound(x, w), reps)},
+            "stats_auto": bound.stats().to_dict()["rebinds_by_argument"]}
+
+
+def _collect_copy_reasons() -> list:
+    """Every 'is copied' debug line of this run (why an argument or output was not bound)."""
+    import logging
+
+    found: list = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if "is copied" in message:
+                found.append(message)
+
+    logger = logging.getLogger("cupygraph")
+    logger.addHandler(Collect(logging.DEBUG))
+    logger.setLevel(logging.DEBUG)
+    return found
+
+
+def summary(payload: dict) -> list[str]:
+    """One line per figure, for the notes of tools/bench.py's report."""
+    lines = [f"{payload['device']}, {payload['date']}"]
+    for result in payload["results"]:
+        for kind in ("host_us", "latency_us", "gpu_us"):
+            for label, value in result.get(kind, {}).items():
+                lines.append(f"{result['workload']}: {kind[:-3]} {label}: {value:.2f} us")
+        if "error" in result:
+            lines.append(f"{result['workload']}: {result['error']}")
+    return lines
+
+
+def measure(quick: bool, profile: bool = False) -> dict:
+    """Every row of this benchmark, on device 0."""
+    import cupy
+
+    from cupygraph.demo import make_heat_cupy
+    from tools.bench_workloads import chain_fn
+
+    cupy.cuda.Device(0).use()
+    reasons = _collect_copy_reasons()
+    reps = 500 if quick else 2000
+    rng = np.random.default_rng(1)
+    results = [one_kernel(reps * 5)]
+    if profile:
+        profile_one_kernel()
+    for n in (1024, 65536):
+        x = cupy.asarray(rng.standard_normal((n,)).astype(np.float32))
+        results.append(workload_rows("chain", chain_fn(100), x, reps))
+    for b in (1, 64):
+        x = cupy.asarray(rng.standard_normal((b, 128, 128)).astype(np.float32))
+        results.append(workload_rows("stencil", make_heat_cupy(steps=32, alpha=0.2), x, reps // 4))
+    try:
+        results.append(piecewise_rows(reps))
+    except Exception as err:  # cuBLAS missing or the like: report and go on
+        results.append({"workload": "piecewise", "error": f"{type(err).__name__}: {err}"})
+    return {"device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "results": results,
+            "copy_reasons": sorted(set(reasons))}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--profile", action="store_true", help="print where a zero-copy call spends its time")
+    options = parser.parse_args(argv)
+    payload = measure(options.quick, options.profile)
+    text = json.dumps(payload, indent=1)
+    print(text)
+    if options.out:
+        options.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
