@@ -19,6 +19,14 @@ class InputMismatchError(CupyGraphError, ValueError):
     """An argument does not match what the graph was captured with (shape, dtype, device, pointer)."""
 
 
+class AliasedWrite(InputMismatchError):
+    """Two array arguments share memory and the function writes into one of them.
+
+    Eager execution sees the write through both; a graph reading copies of them cannot, so such a
+    call never replays (``jit`` runs it eagerly, counted under ``aliased_write``).
+    """
+
+
 class StaleOutputError(CupyGraphError, RuntimeError):
     """A view returned by ``output_mode="view"`` was used after its graph replayed again."""
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
-from typing import Any, Optional, Union
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, Union, cast
 
 import numpy as np
 
 from ..backends.base import Backend
 from ..cache.key import ArgPart, BatchedArg, ConstArg, Kwargs, Namespace, Signature, StaticArg, WholeArg
+from ..dispatch.descriptor import BatchDescriptor
 from ..errors import InputMismatchError
 
 Argnums = Union[int, Sequence[int]]
@@ -104,6 +105,29 @@ class ArgumentRules:
         self.backend = backend
         self.batch, self.static, self.constant = positions.batch, positions.static, positions.constant
         self._const = frozenset(self.constant)
+
+    def descriptor(self, args: tuple[Any, ...], rows: int, given: Optional[Any],
+                   descriptor_fn: Optional[Callable[..., Any]]) -> BatchDescriptor:
+        """The call's descriptor: ``given`` (``call_with_descriptor``), ``descriptor_fn``'s, or the rows."""
+        if given is None and descriptor_fn is None:
+            return BatchDescriptor(rows)
+        source = "call_with_descriptor" if given is not None else "descriptor_fn"
+        desc = given if given is not None else cast(Callable[..., Any], descriptor_fn)(*args)
+        if isinstance(desc, (int, np.integer)) and not isinstance(desc, (bool, np.bool_)):
+            desc = BatchDescriptor(int(desc))
+        if not isinstance(desc, BatchDescriptor):
+            raise TypeError(f"{source} must give a BatchDescriptor or an int, got {type(desc).__name__}")
+        if self.batch:
+            if given is None and desc.num_tokens != rows:
+                raise InputMismatchError(
+                    f"descriptor_fn says num_tokens={desc.num_tokens} but the batched arguments have {rows} rows"
+                )
+            if desc.num_tokens < rows:
+                raise InputMismatchError(
+                    f"{self.name}.call_with_descriptor: the descriptor has num_tokens={desc.num_tokens} but "
+                    f"the batched arguments have {rows} rows; num_tokens must be at least the number of rows"
+                )
+        return desc
 
     def classify(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -13,11 +13,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
-import numpy as np
-
 from ..backends.base import ReplayMismatch
 from ..cache.capture import CaptureRequest
-from ..cache.entry import AliasedWrite
 from ..cache.failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
 from ..cache.freshness import stale_reason
 from ..cache.key import ConstArg, GraphKey, Namespace
@@ -28,7 +25,7 @@ from ..compat.dispatcher import CudagraphDispatcher
 from ..config.model import CUDAGraphMode
 from ..diagnostics.explain import configure_logging, explain_new_key
 from ..dispatch.descriptor import BatchDescriptor
-from ..errors import CaptureError, InputMismatchError, StaleOutputError
+from ..errors import AliasedWrite, CaptureError, InputMismatchError, StaleOutputError
 from ..reasons import FallbackReason, RecaptureReason
 from .arguments import ArgumentRules
 from .constants import rebind_constants
@@ -180,28 +177,6 @@ class GraphedFunction:
 
     # -- everything else ---------------------------------------------------------------------------
 
-    def _descriptor(self, args: tuple[Any, ...], rows: int, given: Optional[Any]) -> BatchDescriptor:
-        """The call's descriptor: ``given`` (``call_with_descriptor``), ``descriptor_fn``'s, or the rows."""
-        if given is None and self.descriptor_fn is None:
-            return BatchDescriptor(rows)
-        source = "call_with_descriptor" if given is not None else "descriptor_fn"
-        desc = given if given is not None else self.descriptor_fn(*args)  # type: ignore[misc]
-        if isinstance(desc, (int, np.integer)) and not isinstance(desc, (bool, np.bool_)):
-            desc = BatchDescriptor(int(desc))
-        if not isinstance(desc, BatchDescriptor):
-            raise TypeError(f"{source} must give a BatchDescriptor or an int, got {type(desc).__name__}")
-        if self.batch_argnums:
-            if given is None and desc.num_tokens != rows:
-                raise InputMismatchError(
-                    f"descriptor_fn says num_tokens={desc.num_tokens} but the batched arguments have {rows} rows"
-                )
-            if desc.num_tokens < rows:
-                raise InputMismatchError(
-                    f"{self.__name__}.call_with_descriptor: the descriptor has num_tokens={desc.num_tokens} but "
-                    f"the batched arguments have {rows} rows; num_tokens must be at least the number of rows"
-                )
-        return desc
-
     def resolve(self, args: tuple[Any, ...], *, descriptor: Any, force: bool = False) -> Union[Plan, Eager]:
         """The plan (the entry that serves this call) for ``args`` under ``descriptor``, capturing now
         when ``force`` (``capture_after`` does not apply), or why the call runs eagerly. The caller
@@ -222,7 +197,7 @@ class GraphedFunction:
             return MODE_NONE, False
         if rows == 0 and batched:
             return EMPTY_BATCH, False
-        desc = self._descriptor(args, rows, descriptor)
+        desc = self._rules.descriptor(args, rows, descriptor, self.descriptor_fn)
         decision = self.dispatcher.decide(desc)
         if decision.reason is not None:
             return Eager(decision.reason, decision.detail), False

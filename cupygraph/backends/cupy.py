@@ -19,6 +19,7 @@ from .base import Backend, Recording
 from .cupy_audit import audit_capture
 from .cupy_failures import describe_capture_failure
 from .cupy_fft import isolated_plan_cache
+from .cupy_pieces import MEMCPY_D2D, EagerStep, PiecewiseRecorder
 from .cupy_pool import DeviceBlocks, fill_free_blocks
 from .cupy_rebind import analyze_safely, make_extent_recorder
 from .cupy_timing import EventSample
@@ -34,9 +35,6 @@ _CAPTURE_MODES = {
     "thread_local": _runtime.streamCaptureModeThreadLocal,
     "relaxed": _runtime.streamCaptureModeRelaxed,
 }
-# Device-to-device: the driver need not look up where the pointers live (memcpyDefault costs a
-# few microseconds more per call); peer copies between devices are device-to-device too.
-_MEMCPY_D2D = _runtime.memcpyDeviceToDevice
 
 # One capture at a time per device: a capture in global mode makes other threads' unsafe CUDA
 # calls fail, and interleaved captures on one device would share the pool's free blocks.
@@ -65,67 +63,6 @@ def _frozen_gc(enabled: bool) -> Iterator[None]:
         gc.unfreeze()
         if was_enabled:
             gc.enable()
-
-
-class _EagerStep:
-    """A graph-break op replayed eagerly; its results land in the buffers later pieces read."""
-
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], static: Any):
-        # Holding the arguments keeps their pool blocks from being reused while the graph lives.
-        self.fn, self.args, self.kwargs = fn, args, kwargs
-        self.static = static
-        self.static_leaves, _ = flatten(static, lambda v: isinstance(v, cupy.ndarray))
-        # The common case, one array result, skips the pytree walk on every replay.
-        self._single = isinstance(static, cupy.ndarray)
-
-    def launch(self) -> None:
-        result = self.fn(*self.args, **self.kwargs)
-        if self._single and type(result) is cupy.ndarray:
-            fresh = [result]
-        else:
-            fresh, _ = flatten(result, lambda v: isinstance(v, cupy.ndarray))
-        for i, (static, new) in enumerate(zip(self.static_leaves, fresh)):
-            if new is static:
-                continue
-            if not isinstance(new, cupy.ndarray) or new.shape != static.shape or new.dtype != static.dtype:
-                raise CaptureError(
-                    f"graph_break op {getattr(self.fn, '__name__', self.fn)} returned {_shape_of(new)} for result "
-                    f"{i} on replay but {_shape_of(static)} at capture; its results must keep shape and dtype"
-                )
-            if new._c_contiguous and static._c_contiguous and new.data.device_id == static.data.device_id:
-                # One async memcpy costs a few microseconds of Python less than an elementwise copy kernel.
-                if new.nbytes:
-                    _runtime.memcpyAsync(static.data.ptr, new.data.ptr, new.nbytes, _MEMCPY_D2D,
-                                         cupy.cuda.get_current_stream().ptr)
-            else:
-                static[...] = new
-
-
-def _shape_of(value: Any) -> str:
-    return f"{value.dtype}{list(value.shape)}" if hasattr(value, "shape") else type(value).__name__
-
-
-class _PiecewiseRecorder:
-    """Installed while a PIECEWISE capture runs: each graph break ends a piece and starts the next."""
-
-    def __init__(self, stream: Any, mode: int, steps: list[Any]):
-        self.stream, self.mode, self.steps = stream, mode, steps
-
-    def break_at(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        self.steps.append(self.stream.end_capture())
-        # Run the op once, uncaptured, to get results of the right shape at fixed addresses. Its
-        # inputs hold no real values yet (the piece before it was only recorded): only the shapes
-        # matter here; replays recompute it from real data.
-        result = fn(*args, **kwargs)
-        leaves, _ = flatten(result, lambda v: isinstance(v, cupy.ndarray))
-        if not leaves or not all(isinstance(leaf, cupy.ndarray) for leaf in leaves):
-            raise CaptureError(
-                f"graph_break op {getattr(fn, '__name__', fn)} returned {type(result).__name__}; it must return "
-                "CuPy arrays (a host value would be frozen into the graph)"
-            )
-        self.steps.append(_EagerStep(fn, args, kwargs, result))
-        self.stream.begin_capture(self.mode)
-        return result
 
 
 def _is_capturing(stream: Any) -> bool:
@@ -175,7 +112,7 @@ class CupyRecording(Recording):
 
     @property
     def num_pieces(self) -> int:
-        return sum(1 for step in self.steps if not isinstance(step, _EagerStep))
+        return sum(1 for step in self.steps if not isinstance(step, EagerStep))
 
     def release(self) -> None:
         self.steps = []
@@ -188,7 +125,7 @@ class CupyRecording(Recording):
     def to_dot(self) -> str:
         # Verbose: kernel nodes then carry their function names and launch parameters.
         flags = getattr(_runtime, "graphDebugDotFlagsVerbose", getattr(_runtime, "cudaGraphDebugDotFlagsVerbose", 0))
-        return "\n".join(step.debug_dot_str(flags) for step in self.steps if not isinstance(step, _EagerStep))
+        return "\n".join(step.debug_dot_str(flags) for step in self.steps if not isinstance(step, EagerStep))
 
 
 class CupyBackend(Backend):
@@ -249,7 +186,7 @@ class CupyBackend(Backend):
             return
         if src._c_contiguous:
             # One async memcpy instead of an elementwise kernel: cheaper to issue, no launch config.
-            _runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, _MEMCPY_D2D,
+            _runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, MEMCPY_D2D,
                                  cupy.cuda.get_current_stream().ptr if stream is None else stream)
         else:
             dst[: src.shape[0]] = src
@@ -268,7 +205,7 @@ class CupyBackend(Backend):
         if array._c_contiguous:
             out = cupy.empty(array.shape, dtype=array.dtype)
             if array.nbytes:
-                _runtime.memcpyAsync(out.data.ptr, array.data.ptr, array.nbytes, _MEMCPY_D2D,
+                _runtime.memcpyAsync(out.data.ptr, array.data.ptr, array.nbytes, MEMCPY_D2D,
                                      cupy.cuda.get_current_stream().ptr if stream is None else stream)
             return out
         return array.copy()
@@ -303,7 +240,7 @@ class CupyBackend(Backend):
             bindings = analyze_safely(steps, args, flatten(outputs, self.is_array)[0], extents, held, self.owns,
                                       self.device_id)
             for step in steps:
-                if not isinstance(step, _EagerStep):
+                if not isinstance(step, EagerStep):
                     step.upload(stream)  # so the first replay costs what the others do
             caller.wait_event(stream.record())
             self._last_stream = caller
@@ -313,7 +250,7 @@ class CupyBackend(Backend):
             recording.pdl = pdl_summary
             recording.baked_uploads = tuple(uploads.baked)  # host uploads as constants (cupy_uploads)
             recording.bindings = bindings
-            graphs = [step.graph for step in steps if not isinstance(step, _EagerStep)]
+            graphs = [step.graph for step in steps if not isinstance(step, EagerStep)]
             audit_capture(self, recording, graphs + [int(body) for body in bodies], fn, args, kwargs)
             return recording
 
@@ -343,7 +280,7 @@ class CupyBackend(Backend):
         error: Optional[BaseException] = None
         steps: list[Any] = []
         outputs = None
-        breaks = recording_breaks(_PiecewiseRecorder(stream, mode, steps)) if piecewise else nullcontext()
+        breaks = recording_breaks(PiecewiseRecorder(stream, mode, steps)) if piecewise else nullcontext()
         with _frozen_gc(gc_freeze), breaks:
             stream.begin_capture(mode)
             try:

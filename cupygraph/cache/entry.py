@@ -15,7 +15,7 @@ from typing import Any, Optional
 from ..backends.base import Backend, Recording
 from ..backends.binding import argument_label
 from ..dispatch.descriptor import BatchDescriptor
-from ..errors import InputMismatchError
+from ..errors import AliasedWrite, InputMismatchError
 from ..pytree import flatten, unflatten
 from .key import GraphKey
 from .timing import KeyTiming
@@ -23,14 +23,6 @@ from .timing import KeyTiming
 use_tick = itertools.count(1).__next__
 """The next value of the family-wide use clock: ``last_used`` orders entries (LRU) without reading a
 clock on every replay."""
-
-
-class AliasedWrite(InputMismatchError):
-    """Two array arguments share memory and the function writes into one of them.
-
-    Eager execution sees the write through both; a graph reading copies of them cannot, so such a
-    call never replays (``jit`` runs it eagerly, counted under ``aliased_write``).
-    """
 
 
 class InputArena:
