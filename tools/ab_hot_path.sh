@@ -17,9 +17,11 @@ export PYTHONUNBUFFERED=1
 skip=bare-copy,jit-fused,torch-graph-same,torch,torch-graph,torch-compile,jax
 for round in $(seq 1 "${1:-3}"); do
   for version in old new; do
-    root=$PWD; [ "$version" = old ] && root=$PWD/.ab_old
+    root=$PWD; skipped=$skip
+    # The older tree knows no pdl field: its jit rows are plain graphs, compared with this tree's jit-plain.
+    [ "$version" = old ] && root=$PWD/.ab_old && skipped=$skip,jit-plain
     PYTHONPATH=$root:$PWD:/tmp/site timeout 200 python3 tools/bench.py --quick --workloads chain,stencil \
-      --skip "$skip" --out "$OUT/ab_${version}_${round}.json" > "$OUT/ab_${version}_${round}.log" 2>&1 \
+      --skip "$skipped" --out "$OUT/ab_${version}_${round}.json" > "$OUT/ab_${version}_${round}.log" 2>&1 \
       || echo "round $round $version failed (see its log)"
   done
 done
@@ -29,7 +31,8 @@ rows = {}
 for path in sorted(glob.glob(f"{sys.argv[1]}/ab_*.json")):
     version = path.rsplit("/", 1)[1].split("_")[1]
     for r in json.load(open(path))["results"]:
-        if r["competitor"] in ("bare CuPy graph", "cupygraph jit (copy)", "cupygraph jit (view)"):
+        if r["competitor"] in ("bare CuPy graph", "cupygraph jit (copy)", "cupygraph jit (view)",
+                               "cupygraph jit (view), pdl off"):
             rows.setdefault((version, r["workload"], r["size"]), {}).setdefault(r["competitor"], []).append(r["latency_us"])
 for (version, workload, size), by in sorted(rows.items()):
     bare = sorted(by["bare CuPy graph"])[len(by["bare CuPy graph"]) // 2]
