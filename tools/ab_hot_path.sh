@@ -20,7 +20,9 @@ for round in $(seq 1 "${1:-3}"); do
     root=$PWD; skipped=$skip
     # The older tree knows no pdl field: its jit rows are plain graphs, compared with this tree's jit-plain.
     [ "$version" = old ] && root=$PWD/.ab_old && skipped=$skip,jit-plain
-    PYTHONPATH=$root:$PWD:/tmp/site timeout 200 python3 tools/bench.py --quick --workloads chain,stencil \
+    # bench.py puts its own tree first on sys.path: the older tree gets a copy of this tree's tools.
+    [ "$version" = old ] && rm -rf "$root/tools" && cp -r tools "$root/tools"
+    PYTHONPATH=$root:/tmp/site timeout 200 python3 "$root/tools/bench.py" --quick --workloads chain,stencil \
       --skip "$skipped" --out "$OUT/ab_${version}_${round}.json" > "$OUT/ab_${version}_${round}.log" 2>&1 \
       || echo "round $round $version failed (see its log)"
   done

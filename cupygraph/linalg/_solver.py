@@ -214,6 +214,14 @@ def inv(a: Any) -> tuple[Any, Any]:
         return solve(a, eye)
 
 
+def _not_under_capture(routine: str, what: str) -> None:
+    """syevd and gesvd failed under stream capture on an H100 (CUDA 13.2; INTERNAL_ERROR), and the
+    failed capture left the handle unusable for the eager run after it: refuse before calling."""
+    if _is_capturing(cupy.cuda.get_current_stream()):
+        raise CaptureError(f"{FallbackReason.LIBRARY_CALL.text}: {what} (cuSOLVER {routine}) cannot be captured "
+                           "into a graph; the key runs eagerly")
+
+
 def eigh(a: Any, uplo: str = "L") -> tuple[Any, Any, Any]:
     what = "cupygraph.linalg.eigh"
     _square(a, what)
@@ -223,6 +231,7 @@ def eigh(a: Any, uplo: str = "L") -> tuple[Any, Any, Any]:
         raise ValueError(f"{what}: UPLO must be 'L' or 'U', got {uplo!r}")
     dtype = _float_dtype(a)
     routine = _routine(dtype, "syevd", what)
+    _not_under_capture(routine, what)
     fill = LOWER if uplo == "L" else UPPER
     with cupy.cuda.Device(a.device.id):
         work = _fortran(a, dtype)
@@ -278,6 +287,7 @@ def svd(a: Any, full_matrices: bool = True) -> tuple[Any, Any, Any, Any]:
         return cupy.ascontiguousarray(ut.T), s, cupy.ascontiguousarray(vt.T), info
     dtype = _float_dtype(a)
     routine = _routine(dtype, "gesvd", what)
+    _not_under_capture(routine, what)
     k = min(m, n)
     job = ord("A") if full_matrices else ord("S")
     with cupy.cuda.Device(a.device.id):

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.host_guard import capture_run_active, guarded
+from ..backends.host_guard import _refuse, capture_run_active, guarded
+from ..reasons import FallbackReason
 
 
 def _plain(x: Any) -> Any:
@@ -74,7 +75,14 @@ def inv(a: Any) -> tuple[Any, ...]:
     return _out(*_each(x, lambda m: (np.linalg.inv(m).astype(x.dtype),), 1))
 
 
+def _not_under_capture(what: str) -> None:
+    """The GPU refuses eigh and svd under capture (``_solver._not_under_capture``): so does the reference."""
+    if capture_run_active():
+        _refuse(FallbackReason.LIBRARY_CALL, f"{what} cannot be captured into a graph; the key runs eagerly")
+
+
 def eigh(a: Any, uplo: str = "L") -> tuple[Any, ...]:
+    _not_under_capture("cupygraph.linalg.eigh (cuSOLVER syevd)")
     x = _float(a)
     side: Any = uplo
     return _out(*_each(x, lambda m: tuple(v.astype(x.dtype) for v in np.linalg.eigh(m, UPLO=side)), 2))
@@ -86,6 +94,7 @@ def qr(a: Any) -> tuple[Any, ...]:
 
 
 def svd(a: Any, full_matrices: bool = True) -> tuple[Any, ...]:
+    _not_under_capture("cupygraph.linalg.svd (cuSOLVER gesvd)")
     x = _float(a)
     return _out(*_each(x, lambda m: tuple(v.astype(x.dtype) for v in np.linalg.svd(m, full_matrices=full_matrices)),
                        3))

@@ -303,11 +303,7 @@ def test_piecewise_pieces(kernels):
     assert pdl.stats().pdl_edges_converted >= 2
 
 
-def test_the_wrapper_path_when_the_executable_cannot_be_swapped(kernels, monkeypatch):
-    from cupygraph.backends import pdl as pdl_backend
-
-    monkeypatch.setattr(pdl_backend, "_swap_exec", lambda graph, new, drv: False)
-
+def test_the_programmatic_executable_launches_through_its_wrapper(kernels):
     def chain(x):
         a, b = cupy.empty_like(x), cupy.empty_like(x)
         launch(kernels["mix_wait"], x, x, a)

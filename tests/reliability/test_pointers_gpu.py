@@ -17,14 +17,16 @@ import cupygraph as cg  # noqa: E402
 CFG = dict(capture_sizes=[1, 2, 4, 8, 16])
 
 
-def test_constant_replaced_or_transposed_follows_the_array():
+@pytest.mark.parametrize("binding, captures", [("copy", 3), ("auto", 2)])
+def test_constant_replaced_or_transposed_follows_the_array(binding, captures):
     rng = np.random.default_rng(0)
     fn = lambda x, w: x * w[0] + w[:, 0]  # elementwise, so bit for bit
-    f = cg.jit(fn, config=CFG, constant_argnums=(1,))
+    f = cg.jit(fn, config=dict(CFG, input_binding=binding), constant_argnums=(1,))
     x, w1, w2 = rand(rng, 3, 8), rand(rng, 8, 8), rand(rng, 8, 8)
     for w in (w1, w2, w1.T, w1, w1.T):  # w1.T: same address, shape and dtype; other strides
         assert_same(f(x, w), fn(x, w))
-    assert f.stats().captures == 3
+    # copy: w1, w2 and w1.T each captured; auto: w2 (same layout as w1) is bound to w1's graph instead.
+    assert f.stats().captures == captures
     w1[...] = rand(rng, 8, 8)  # in place: the graph reads the new values
     assert_same(f(x, w1), fn(x, w1))
     check_stats(f, 6)
