@@ -16,6 +16,7 @@ import cupy
 from ..errors import CaptureError
 from ..pytree import flatten, unflatten
 from .base import Backend, Recording
+from .capturing import stream_is_capturing
 from .cupy_audit import audit_capture
 from .cupy_failures import describe_capture_failure
 from .cupy_fft import isolated_plan_cache
@@ -64,12 +65,6 @@ def _frozen_gc(enabled: bool) -> Iterator[None]:
         if was_enabled:
             gc.enable()
 
-
-def _is_capturing(stream: Any) -> bool:
-    try:
-        return bool(stream.is_capturing())
-    except RuntimeError:  # an invalidated capture still has to be ended
-        return True
 
 
 class CupyRecording(Recording):
@@ -288,7 +283,7 @@ class CupyBackend(Backend):
             except BaseException as err:  # the capture must end whatever happened
                 error = err
             finally:
-                if _is_capturing(stream):
+                if stream_is_capturing(stream):
                     try:
                         steps.append(stream.end_capture())
                     except Exception as end_err:

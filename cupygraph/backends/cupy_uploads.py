@@ -31,6 +31,7 @@ import cupy
 import numpy
 
 from ..frames import location_in_stack
+from .capturing import stream_is_capturing
 from .holding import hold
 from .uploads import Interception, UploadLedger, new_ledger
 
@@ -89,12 +90,6 @@ def _host_array(label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Op
     return numpy.asfortranarray(host) if fortran else numpy.ascontiguousarray(host)
 
 
-def _is_capturing(stream: Any) -> bool:
-    try:
-        return bool(stream.is_capturing())
-    except Exception:  # an invalidated capture: still a capture
-        return True
-
 
 class _Handler:
     def __init__(self, ledger: UploadLedger):
@@ -107,7 +102,7 @@ class _Handler:
         if host is None or host.nbytes == 0:
             return original(*args, **kwargs)
         stream = cupy.cuda.get_current_stream()
-        if not _is_capturing(stream):
+        if not stream_is_capturing(stream):
             self._remember(label, host)
             return original(*args, **kwargs)
         out = cupy.empty(host.shape, dtype=host.dtype, order="F" if host.flags.f_contiguous and host.ndim > 1 else "C")
@@ -122,7 +117,7 @@ class _Handler:
         if not usable:
             return original(*args, **kwargs)  # CuPy's own checks and errors
         host = numpy.ascontiguousarray(arr) if target._c_contiguous else numpy.asfortranarray(arr)
-        if not _is_capturing(stream):
+        if not stream_is_capturing(stream):
             self._remember("cupy.ndarray.set", host)
             return original(*args, **kwargs)
         with cupy.cuda.Device(target.device.id):

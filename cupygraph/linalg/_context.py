@@ -26,6 +26,7 @@ import threading
 import weakref
 from typing import Any, Optional
 
+from ..backends.capturing import stream_is_capturing
 from ..backends.holding import hold, holding_active, scopes_open
 from ..errors import CaptureError
 from ..reasons import FallbackReason
@@ -49,12 +50,6 @@ def _not_prepared(what: str, stream: Any) -> CaptureError:
         "in this thread yet, and making one during a capture would allocate memory; run the function once "
         "before capturing (jit's num_warmups >= 1) or call cupygraph.linalg.prepare() on that stream")
 
-
-def _is_capturing(stream: Any) -> bool:
-    try:
-        return bool(stream.is_capturing())
-    except Exception:  # an invalidated capture: still not a moment to allocate
-        return True
 
 
 class Workspace:
@@ -124,7 +119,7 @@ def _retire(lib: Binding, ptr: int, device_id: int) -> None:
 
 def destroy_retired(stream: Any = None) -> int:
     """Destroy the handles nothing holds, unless a capture might be running; returns how many."""
-    if not _retired or scopes_open() or (stream is not None and _is_capturing(stream)):
+    if not _retired or scopes_open() or (stream is not None and stream_is_capturing(stream)):
         return 0
     import cupy
 
@@ -146,7 +141,7 @@ def workspace_for(device_id: int, stream: Any) -> Workspace:
     with _lock:
         workspace = _live.get(key)
     if workspace is None or not workspace.serves(stream):
-        if _is_capturing(stream):
+        if stream_is_capturing(stream):
             raise _not_prepared("workspace", stream)
         workspace = Workspace(device_id, stream, workspace_bytes(device_id))
         with _lock:
@@ -166,7 +161,7 @@ def handle_for(device_id: int, stream: Any) -> Handle:
         handles = _local.handles = {}
     handle = handles.get(device_id)
     if handle is None:
-        if _is_capturing(stream):
+        if stream_is_capturing(stream):
             raise _not_prepared("handle", stream)
         destroy_retired(stream)
         handle = handles[device_id] = Handle(binding(), device_id)

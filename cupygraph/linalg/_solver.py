@@ -20,16 +20,17 @@ float32 and float64 (``s``/``d`` routines); other dtypes are refused with a mess
 
 from __future__ import annotations
 
-import importlib
 import threading
 from typing import Any
 
 import cupy
 import numpy
 
+from ..backends.capturing import stream_is_capturing
 from ..backends.holding import hold, holding_active
-from ..errors import BackendUnavailableError, CaptureError, CupyGraphError
+from ..errors import CaptureError, CupyGraphError
 from ..reasons import FallbackReason
+from ._nvmath import LazyBinding
 
 LOWER, UPPER = 0, 1  # cublasFillMode_t
 OP_N = 0
@@ -42,21 +43,7 @@ class SolverError(CupyGraphError, RuntimeError):
 
 
 _local = threading.local()
-_lib: Any = None
-_lib_lock = threading.Lock()
-
-
-def _library() -> Any:
-    global _lib
-    with _lib_lock:
-        if _lib is None:
-            try:
-                _lib = importlib.import_module("nvmath.bindings.cusolverDn")
-            except Exception as err:
-                raise BackendUnavailableError(
-                    "cupygraph.linalg's cuSOLVER functions need nvmath-python (pip install nvmath-python): "
-                    f"{type(err).__name__}: {err}") from err
-        return _lib
+_library = LazyBinding("cusolverDn", "cupygraph.linalg's cuSOLVER functions need")
 
 
 class _Handle:
@@ -71,17 +58,11 @@ class _Handle:
         try:
             return getattr(self.lib, routine)(self.ptr, *args)
         except Exception as err:
-            if _is_capturing(cupy.cuda.get_current_stream()):  # e.g. a routine that synchronises inside
+            if stream_is_capturing(cupy.cuda.get_current_stream()):  # e.g. a routine that synchronises inside
                 raise CaptureError(f"{FallbackReason.LIBRARY_CALL.text}: cuSOLVER {routine} failed under capture "
                                    f"({type(err).__name__}: {err})") from err
             raise SolverError(f"cusolverDn {routine} failed: {err}") from err
 
-
-def _is_capturing(stream: Any) -> bool:
-    try:
-        return bool(stream.is_capturing())
-    except Exception:
-        return True
 
 
 def handle(device_id: int) -> _Handle:
@@ -90,7 +71,7 @@ def handle(device_id: int) -> _Handle:
     stream = cupy.cuda.get_current_stream()
     found = handles.get(device_id)
     if found is None:
-        if _is_capturing(stream):
+        if stream_is_capturing(stream):
             raise CaptureError(
                 f"{FallbackReason.LIBRARY_CALL.text}: cupygraph.linalg has no cuSOLVER handle in this thread yet, "
                 "and making one during a capture would allocate; run the function once before capturing "
@@ -217,7 +198,7 @@ def inv(a: Any) -> tuple[Any, Any]:
 def _not_under_capture(routine: str, what: str) -> None:
     """syevd and gesvd failed under stream capture on an H100 (CUDA 13.2; INTERNAL_ERROR), and the
     failed capture left the handle unusable for the eager run after it: refuse before calling."""
-    if _is_capturing(cupy.cuda.get_current_stream()):
+    if stream_is_capturing(cupy.cuda.get_current_stream()):
         raise CaptureError(f"{FallbackReason.LIBRARY_CALL.text}: {what} (cuSOLVER {routine}) cannot be captured "
                            "into a graph; the key runs eagerly")
 

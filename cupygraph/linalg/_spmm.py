@@ -10,42 +10,23 @@ handle is made outside any capture (the warm-up makes it) and a recording holds 
 
 from __future__ import annotations
 
-import importlib
 import threading
 from typing import Any
 
 import cupy
 import numpy
 
+from ..backends.capturing import stream_is_capturing
 from ..backends.holding import hold, holding_active
-from ..errors import BackendUnavailableError, CaptureError
+from ..errors import CaptureError
 from ..reasons import FallbackReason
+from ._nvmath import LazyBinding
 
 _VALUE_TYPE = {"f": 0, "d": 1}  # CUDA_R_32F, CUDA_R_64F
 _INDEX_32I, _BASE_ZERO, _ORDER_ROW, _OP_N, _ALG_DEFAULT = 2, 0, 2, 0, 0
 _local = threading.local()
-_lib: Any = None
-_lib_lock = threading.Lock()
+_library = LazyBinding("cusparse", "cupygraph.linalg.spmm needs")
 
-
-def _library() -> Any:
-    global _lib
-    with _lib_lock:
-        if _lib is None:
-            try:
-                _lib = importlib.import_module("nvmath.bindings.cusparse")
-            except Exception as err:
-                raise BackendUnavailableError(
-                    "cupygraph.linalg.spmm needs nvmath-python (pip install nvmath-python): "
-                    f"{type(err).__name__}: {err}") from err
-        return _lib
-
-
-def _capturing(stream: Any) -> bool:
-    try:
-        return bool(stream.is_capturing())
-    except Exception:
-        return True
 
 
 class _Handle:
@@ -58,7 +39,7 @@ def _handle(device_id: int) -> _Handle:
     stream = cupy.cuda.get_current_stream()
     found = handles.get(device_id)
     if found is None:
-        if _capturing(stream):
+        if stream_is_capturing(stream):
             raise CaptureError(
                 f"{FallbackReason.LIBRARY_CALL.text}: cupygraph.linalg.spmm has no cuSPARSE handle in this thread yet, "
                 "and making one during a capture would allocate; run the function once before capturing")
