@@ -129,6 +129,8 @@ def _check_index(index: Any, what: str) -> None:
     components = index if isinstance(index, tuple) else (index,)
     if any(_is_bool_index(c) for c in components):
         _refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f"boolean-mask {what} ({_SHAPE_HINT})")
+    if any(isinstance(c, list) for c in components):  # CuPy uploads a list index: refused under capture
+        _refuse(FallbackReason.HOST_UPLOAD, f"{what} with a Python list uploads it (use an index array)")
 
 
 class CaptureArray(np.ndarray):

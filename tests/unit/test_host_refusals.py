@@ -80,6 +80,9 @@ REFUSED = {
     "inner": (lambda x: np.inner(x, x), "library_call", "np.inner"),
     "vdot": (lambda x: np.vdot(x, x) * x, "library_call", "np.vdot"),
     "norm": (lambda x: x / np.linalg.norm(x), "library_call", "np.linalg.norm"),
+    "list_index": (lambda x: x[:, [2, 1, 0]], "host_upload", "indexing with a Python list"),
+    "list_assign": (lambda x: x.__setitem__((slice(None), [0, 2]), 0.0) or x, "host_upload",
+                    "assignment with a Python list"),
     "solve": (lambda x: np.linalg.solve(np.eye(3) + 0 * x[:3], x.T).T, "library_call", "np.linalg.solve"),
 }
 
@@ -131,7 +134,7 @@ ALLOWED = {
     "where3": lambda x: np.where(x > 0, x, 0.5 * x),
     "reductions": lambda x: (x - x.mean(axis=0)) / (x.std() + 1) + x.max() - x.min() + x.argmax(),
     "scalar_output": lambda x: x.sum(),
-    "fancy_index": lambda x: x[np.arange(3) // 2] + x[:, [2, 1, 0]][0],
+    "fancy_index": lambda x: x[np.arange(3) // 2] + x[:, np.arange(2, -1, -1)][0],
     "astype_cumsum_sort": lambda x: np.sort(np.cumsum(x.astype(np.float32), axis=1), axis=1),
     "iterate_arrays": lambda x: sum(row for row in x[:2]),
     "concatenate": lambda x: np.concatenate([x, -x], axis=1)[:, ::2],
