@@ -36,8 +36,26 @@ _CREATORS = ("asarray", "array", "asanyarray", "ascontiguousarray", "asfortranar
 _UNSUPPORTED_KINDS = frozenset("OUSVMm")
 
 
+_QUANTILES = ("percentile", "quantile", "nanpercentile", "nanquantile")
+"""CuPy's versions upload ``q`` (``cupy.asarray(q)``, a scalar too): the reference treats ``q`` as an upload."""
+
+
 def _targets() -> list[tuple[Any, str, str]]:
-    return [(np, name, f"numpy.{name}") for name in _CREATORS]
+    return [(np, name, f"numpy.{name}") for name in _CREATORS + _QUANTILES]
+
+
+def _quantile_q(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[np.ndarray]:
+    """The ``q`` of a percentile/quantile call as the host data CuPy would upload, or None."""
+    q = args[1] if len(args) > 1 else kwargs.get("q")
+    if q is None or _holds_capture_array(q):
+        return None
+    return np.asarray(q, dtype=np.float64)
+
+
+def _with_q(args: tuple[Any, ...], kwargs: dict[str, Any], q: np.ndarray) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if len(args) > 1:
+        return (args[0], q, *args[2:]), kwargs
+    return args, {**kwargs, "q": q}
 
 
 _interception = Interception(_targets)
@@ -75,6 +93,8 @@ class _Recorder:
     def __call__(self, label: str, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not _called_by_user():  # NumPy's and cupygraph's own calls: never uploads, never changed
             return original(*args, **kwargs)
+        if label.rsplit(".", 1)[1] in _QUANTILES:
+            return self._quantile(label, original, args, kwargs)
         host = _upload(original, args, kwargs)
         if host is None or host.nbytes == 0:
             result = original(*args, **kwargs)
@@ -95,6 +115,22 @@ class _Recorder:
         return guarded(snapshot.copy())
 
 
+    def _quantile(self, label: str, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        q = _quantile_q(args, kwargs)
+        if q is None:
+            return original(*args, **kwargs)
+        where = location_in_stack(sys._getframe(2))
+        if not capture_run_active():  # a warm-up
+            self.ledger.warmup_upload(label, where, q.shape, q.dtype.str, q)
+            return original(*args, **kwargs)
+        self.ledger.capture_upload(label, where, q.shape, q.dtype.str, q.nbytes, q)
+        snapshot = q.copy()
+        snapshot.flags.writeable = False
+        self.snapshots.append(snapshot)
+        call_args, call_kwargs = _with_q(args, kwargs, snapshot)
+        return original(*call_args, **call_kwargs)
+
+
 class _Replayer:
     """A host replay: the k-th upload returns the capture's k-th snapshot, as a graph re-uploads it."""
 
@@ -102,16 +138,27 @@ class _Replayer:
         self.snapshots, self.next = snapshots, 0
 
     def __call__(self, label: str, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if label.rsplit(".", 1)[1] in _QUANTILES:
+            q = _quantile_q(args, kwargs) if _called_by_user() else None
+            if q is None:
+                return original(*args, **kwargs)
+            snapshot = self._take(label, q)
+            call_args, call_kwargs = _with_q(args, kwargs, snapshot)
+            return original(*call_args, **call_kwargs)
         host = _upload(original, args, kwargs) if _called_by_user() else None
         if host is None or host.nbytes == 0:
             return original(*args, **kwargs)
+        return self._take(label, host).copy()
+
+    def _take(self, label: str, host: np.ndarray) -> np.ndarray:
+        """The capture's next snapshot, which must be of ``host``'s shape and dtype."""
         if self.next >= len(self.snapshots) or self.snapshots[self.next].shape != host.shape \
                 or self.snapshots[self.next].dtype != host.dtype:
-            raise ReplayMismatch(f"{label}{location_in_stack(sys._getframe(1))} uploads {host.dtype}"
+            raise ReplayMismatch(f"{label}{location_in_stack(sys._getframe(2))} uploads {host.dtype}"
                                  f"{list(host.shape)} on replay, which is not the upload the capture baked in")
         snapshot = self.snapshots[self.next]
         self.next += 1
-        return snapshot.copy()
+        return snapshot
 
 
 @contextmanager

@@ -168,7 +168,9 @@ def test_interception_is_per_thread_and_restores_inherited_attributes():
 
 def test_numpys_own_creator_calls_are_untouched_during_a_capture():
     def fn(x):
-        return x * np.percentile(np.abs(x), 50) + np.pad(x, ((0, 0), (1, 1)))[:, 1:-1]
+        # np.median and np.pad call NumPy's creators internally (cupy.median captures as written);
+        # np.percentile would upload its q, as cupy.percentile does.
+        return x * np.median(np.abs(x)) + np.pad(x, ((0, 0), (1, 1)))[:, 1:-1]
 
     f = cg.jit(fn, config=host())
     for seed in range(3):
@@ -197,3 +199,46 @@ def test_describe_lists_the_baked_uploads():
     f(data(0))
     text = describe(f)
     assert "host uploads baked into graphs as constants:" in text and "24 bytes  numpy.asarray of <f8[3]" in text
+
+
+# -- percentile/quantile: CuPy uploads ``q`` (cupy.asarray(q)), a scalar too -------------------------
+
+
+def p90(x):
+    return np.percentile(x, 90, axis=1)  # q-line
+
+
+def test_percentile_uploads_its_q_and_falls_back_by_default_naming_the_line():
+    f = cg.jit(p90, config=host())
+    for seed in range(3):
+        np.testing.assert_array_equal(f(data(seed)), p90(data(seed)))
+    assert f.registry.num_graphs() == 0 and f.stats().fallbacks_by_reason == {"host_upload": 3}
+    detail = f.stats().detail("host_upload")
+    assert "numpy.percentile of <f8[] (8 bytes)" in detail and "# q-line" in detail
+
+
+@pytest.mark.parametrize("mode", ["auto", "constant"])
+def test_percentile_and_quantile_bake_q_and_match_eager(mode):
+    def both(x):
+        return np.percentile(x, 90, axis=1) + np.quantile(x, [0.25, 0.75], axis=1).sum(axis=0)
+
+    f = cg.jit(both, config=host(host_uploads=mode))
+    for seed in range(4):
+        np.testing.assert_array_equal(f(data(seed)), both(data(seed)))
+    stats = f.stats()
+    assert f.registry.num_graphs() == 1 and stats.fallbacks == 0 and stats.replays == 4
+    assert sorted(nbytes for nbytes in stats.baked_uploads.values()) == [8, 16]
+
+
+def test_constant_freezes_q_at_capture_like_a_graph_would():
+    qs = [10.0, 50.0]
+
+    def fn(x):
+        return np.percentile(x, qs, axis=1)
+
+    f = cg.jit(fn, config=host(host_uploads="constant"))
+    x = data(7)
+    first = f(x)
+    qs[0] = 95.0  # host data changed after the capture
+    np.testing.assert_array_equal(f(x), first)  # the graph still uses the capture's q
+    assert not np.array_equal(fn(x), first)
