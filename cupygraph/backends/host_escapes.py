@@ -2,6 +2,8 @@
 
 * NumPy's legacy ``np.random.*`` functions (the global ``RandomState``): their CuPy counterparts,
   ``cupy.random.*``, call cuRAND's host API, which CuPy cannot capture.
+* SciPy sparse products (``csr @ x``, ``csr.dot(x)``; when SciPy is imported): their GPU
+  counterparts in ``cupyx.scipy.sparse`` run cuSPARSE, which CuPy cannot capture.
 
 While a capture run is active in any thread, those names in the ``numpy.random``
 namespace are wrappers that refuse in a capturing thread and pass through everywhere else; the
@@ -20,7 +22,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -55,9 +56,40 @@ def _refusing_draw(name: str, original: Callable[..., Any]) -> Callable[..., Any
     return draw
 
 
+_SPARSE_HINT = ("a SciPy sparse product, whose GPU counterpart (cupyx.scipy.sparse) runs cuSPARSE, which CuPy "
+                "cannot capture; use cupygraph.linalg.spmm(csr, dense), which captures")
+
+
+def _called_from_user_past_scipy() -> bool:
+    """Whether the first frame outside SciPy (above the wrapper) is the user's: cupygraph's own host
+    spmm multiplies sparse matrices too, and must not be refused."""
+    frame = sys._getframe(2)
+    while frame is not None and str(frame.f_globals.get("__name__", "")).split(".", 1)[0] == "scipy":
+        frame = frame.f_back
+    return frame is not None and not is_library_frame(frame)
+
+
+def _refusing_sparse_product(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def product(*args: Any, **kwargs: Any) -> Any:
+        if capture_run_active() and _called_from_user_past_scipy():
+            _refuse(FallbackReason.LIBRARY_CALL, _SPARSE_HINT)
+        return original(*args, **kwargs)
+
+    return product
+
+
+def _sparse_targets() -> list[tuple[Any, str]]:
+    """SciPy's sparse product entry points, when SciPy is in use (never imported here)."""
+    base = sys.modules.get("scipy.sparse._base")
+    owner = getattr(base, "_spbase", None)
+    return [(owner, name) for name in ("_matmul_dispatch", "_rmatmul_dispatch") if owner is not None
+            and name in vars(owner)]
+
+
 _lock = threading.Lock()
 _runs = 0
-_installed: list[tuple[ModuleType, str, Any, Any]] = []
+_installed: list[tuple[Any, str, Any, Any]] = []
 """(module, name, original, wrapper) of every name replaced while capture runs are active."""
 
 
@@ -67,6 +99,11 @@ def _install() -> None:
         wrapper = _refusing_draw(name, original)
         setattr(module, name, wrapper)
         _installed.append((module, name, original, wrapper))
+    for owner, name in _sparse_targets():
+        original = vars(owner)[name]
+        wrapper = _refusing_sparse_product(name, original)
+        setattr(owner, name, wrapper)
+        _installed.append((owner, name, original, wrapper))
 
 
 def _uninstall() -> None:

@@ -114,3 +114,24 @@ def test_a_python_value_of_the_data_is_still_refused_next_to_a_stored_one():
     np.testing.assert_array_equal(f(data(10)), fn(data(10)))
     assert f.stats().fallbacks_by_reason == {"device_to_host_read": 1}
     assert "float() of an array" in f.stats().detail("device_to_host_read")
+
+
+def test_a_scipy_sparse_product_is_refused_and_spmm_captures():
+    sparse = pytest.importorskip("scipy.sparse")
+    a = sparse.random(5, 4, density=0.5, format="csr", random_state=1)
+
+    def product(x):
+        return (a @ x.T).T  # the GPU's cupyx.scipy.sparse product runs cuSPARSE: refused under capture
+
+    def replacement(x):
+        return cg.linalg.spmm(a, x.T).T
+
+    f, g = cg.jit(product, config=HOST), cg.jit(replacement, config=HOST)
+    with pytest.warns(cg.ForeignMemoryWarning, match="closure variable 'a'"):  # the graph reads a's arrays
+        for seed in (1, 2, 3):
+            np.testing.assert_array_equal(f(data(seed)), product(data(seed)))
+            np.testing.assert_allclose(g(data(seed)), product(data(seed)))
+    assert f.registry.num_graphs() == 0 and f.stats().fallbacks_by_reason == {"library_call": 3}
+    assert "cupygraph.linalg.spmm" in f.stats().detail("library_call")
+    assert g.registry.num_graphs() == 1 and g.stats().fallbacks == 0
+    assert (a @ np.ones((4, 2))).shape == (5, 2)  # outside a capture nothing is refused
