@@ -22,7 +22,8 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from types import FrameType
+from typing import Any, Optional
 
 import numpy as np
 
@@ -63,7 +64,7 @@ _SPARSE_HINT = ("a SciPy sparse product, whose GPU counterpart (cupyx.scipy.spar
 def _called_from_user_past_scipy() -> bool:
     """Whether the first frame outside SciPy (above the wrapper) is the user's: cupygraph's own host
     spmm multiplies sparse matrices too, and must not be refused."""
-    frame = sys._getframe(2)
+    frame: Optional[FrameType] = sys._getframe(2)
     while frame is not None and str(frame.f_globals.get("__name__", "")).split(".", 1)[0] == "scipy":
         frame = frame.f_back
     return frame is not None and not is_library_frame(frame)
