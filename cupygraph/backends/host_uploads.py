@@ -19,6 +19,7 @@ place in the code, so such a call is simply never baked.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
@@ -40,8 +41,26 @@ _QUANTILES = ("percentile", "quantile", "nanpercentile", "nanquantile")
 """CuPy's versions upload ``q`` (``cupy.asarray(q)``, a scalar too): the reference treats ``q`` as an upload."""
 
 
+_NOT_UPLOADING = ("default_rng",)
+"""Library calls whose C code calls NumPy's creators from the user's frame (a seed made into an
+array): not uploads; ``cupy.random.default_rng`` keeps its state on the device and captures."""
+
+
 def _targets() -> list[tuple[Any, str, str]]:
-    return [(np, name, f"numpy.{name}") for name in _CREATORS + _QUANTILES]
+    return ([(np, name, f"numpy.{name}") for name in _CREATORS + _QUANTILES]
+            + [(np.random, name, f"numpy.random.{name}") for name in _NOT_UPLOADING])
+
+
+_inside = threading.local()
+
+
+def _inside_library(original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run a ``_NOT_UPLOADING`` call with the creators it makes marked as the library's."""
+    _inside.depth = getattr(_inside, "depth", 0) + 1
+    try:
+        return original(*args, **kwargs)
+    finally:
+        _inside.depth -= 1
 
 
 def _quantile_q(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[np.ndarray]:
@@ -69,7 +88,7 @@ def _holds_capture_array(obj: Any) -> bool:
 
 def _called_by_user() -> bool:
     # Frames: this <- handler <- Interception's replacement <- the caller.
-    return not is_library_frame(sys._getframe(3))
+    return not getattr(_inside, "depth", 0) and not is_library_frame(sys._getframe(3))
 
 
 def _upload(original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[np.ndarray]:
@@ -91,6 +110,8 @@ class _Recorder:
         self.snapshots: list[np.ndarray] = []
 
     def __call__(self, label: str, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if label.startswith("numpy.random."):
+            return _inside_library(original, args, kwargs)
         if not _called_by_user():  # NumPy's and cupygraph's own calls: never uploads, never changed
             return original(*args, **kwargs)
         if label.rsplit(".", 1)[1] in _QUANTILES:
@@ -138,6 +159,8 @@ class _Replayer:
         self.snapshots, self.next = snapshots, 0
 
     def __call__(self, label: str, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if label.startswith("numpy.random."):
+            return _inside_library(original, args, kwargs)
         if label.rsplit(".", 1)[1] in _QUANTILES:
             q = _quantile_q(args, kwargs) if _called_by_user() else None
             if q is None:

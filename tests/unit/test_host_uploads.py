@@ -242,3 +242,16 @@ def test_constant_freezes_q_at_capture_like_a_graph_would():
     qs[0] = 95.0  # host data changed after the capture
     np.testing.assert_array_equal(f(x), first)  # the graph still uses the capture's q
     assert not np.array_equal(fn(x), first)
+
+
+def test_a_generator_made_inside_the_function_is_no_upload():
+    def noisy(x):
+        # NumPy's C code turns the seed into an array from this frame; cupy.random.default_rng keeps
+        # its state on the device and captures, so the reference must not call it an upload.
+        return x + np.random.default_rng(7).standard_normal(3)
+
+    f = cg.jit(noisy, config=host())
+    for seed in range(3):
+        np.testing.assert_array_equal(f(data(seed)), noisy(data(seed)))
+    assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0 and f.stats().baked_uploads == {}
+    assert np.random.default_rng(7).standard_normal(3).shape == (3,)  # restored after the capture
