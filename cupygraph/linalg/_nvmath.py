@@ -1,12 +1,19 @@
-"""nvmath-python's library bindings, imported on first use (importing nvmath takes 0.35-0.74 s)."""
+"""nvmath-python's library bindings, imported on first use (importing nvmath takes 0.35-0.74 s), and
+the per-thread library handles cupygraph.linalg's cuSOLVER and cuSPARSE paths share."""
 
 from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Callable
 from typing import Any
 
-from ..errors import BackendUnavailableError
+import cupy
+
+from ..backends.capturing import stream_is_capturing
+from ..backends.holding import hold, holding_active
+from ..errors import BackendUnavailableError, CaptureError
+from ..reasons import FallbackReason
 
 
 class LazyBinding:
@@ -28,3 +35,34 @@ class LazyBinding:
                         f"{self.needed_by} nvmath-python (pip install nvmath-python): {type(err).__name__}: {err}"
                     ) from err
             return self._module
+
+
+class ThreadHandles:
+    """One library handle per thread and device, bound to the current stream when taken.
+
+    A handle is made outside captures only (making one allocates); the recording being captured
+    holds the handles it used (``backends/holding.py``), so a graph never outlives its handle.
+    """
+
+    def __init__(self, make: Callable[[int], Any], library: str, needed_by: str):
+        """``make(device_id)`` gives an object with ``lib``, ``ptr`` and ``stream_ptr`` (-1 at first)."""
+        self._make, self._library, self._needed_by = make, library, needed_by
+        self._local = threading.local()
+
+    def get(self, device_id: int) -> Any:
+        handles: dict[int, Any] = self._local.__dict__.setdefault("handles", {})
+        stream = cupy.cuda.get_current_stream()
+        found = handles.get(device_id)
+        if found is None:
+            if stream_is_capturing(stream):
+                raise CaptureError(
+                    f"{FallbackReason.LIBRARY_CALL.text}: {self._needed_by} has no {self._library} handle in this "
+                    "thread yet, and making one during a capture would allocate; run the function once before "
+                    "capturing (jit's num_warmups >= 1)")
+            found = handles[device_id] = self._make(device_id)
+        if found.stream_ptr != int(stream.ptr):
+            found.lib.set_stream(found.ptr, int(stream.ptr))
+            found.stream_ptr = int(stream.ptr)
+        if holding_active():
+            hold(found)
+        return found

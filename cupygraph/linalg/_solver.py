@@ -20,17 +20,15 @@ float32 and float64 (``s``/``d`` routines); other dtypes are refused with a mess
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import cupy
 import numpy
 
 from ..backends.capturing import stream_is_capturing
-from ..backends.holding import hold, holding_active
 from ..errors import CaptureError, CupyGraphError
 from ..reasons import FallbackReason
-from ._nvmath import LazyBinding
+from ._nvmath import LazyBinding, ThreadHandles
 
 LOWER, UPPER = 0, 1  # cublasFillMode_t
 OP_N = 0
@@ -42,7 +40,6 @@ class SolverError(CupyGraphError, RuntimeError):
     """A cuSOLVER call returned an error status (bad arguments, not a numerical failure)."""
 
 
-_local = threading.local()
 _library = LazyBinding("cusolverDn", "cupygraph.linalg's cuSOLVER functions need")
 
 
@@ -65,23 +62,12 @@ class _Handle:
 
 
 
+_handles = ThreadHandles(lambda device_id: _Handle(_library(), device_id), "cuSOLVER", "cupygraph.linalg")
+
+
 def handle(device_id: int) -> _Handle:
     """This thread's handle on ``device_id``, bound to the current stream."""
-    handles: dict[int, _Handle] = _local.__dict__.setdefault("handles", {})
-    stream = cupy.cuda.get_current_stream()
-    found = handles.get(device_id)
-    if found is None:
-        if stream_is_capturing(stream):
-            raise CaptureError(
-                f"{FallbackReason.LIBRARY_CALL.text}: cupygraph.linalg has no cuSOLVER handle in this thread yet, "
-                "and making one during a capture would allocate; run the function once before capturing "
-                "(jit's num_warmups >= 1)")
-        found = handles[device_id] = _Handle(_library(), device_id)
-    if found.stream_ptr != int(stream.ptr):
-        found.lib.set_stream(found.ptr, int(stream.ptr))
-        found.stream_ptr = int(stream.ptr)
-    if holding_active():
-        hold(found)
+    found: _Handle = _handles.get(device_id)
     return found
 
 

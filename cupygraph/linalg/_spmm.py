@@ -10,21 +10,15 @@ handle is made outside any capture (the warm-up makes it) and a recording holds 
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import cupy
 import numpy
 
-from ..backends.capturing import stream_is_capturing
-from ..backends.holding import hold, holding_active
-from ..errors import CaptureError
-from ..reasons import FallbackReason
-from ._nvmath import LazyBinding
+from ._nvmath import LazyBinding, ThreadHandles
 
 _VALUE_TYPE = {"f": 0, "d": 1}  # CUDA_R_32F, CUDA_R_64F
 _INDEX_32I, _BASE_ZERO, _ORDER_ROW, _OP_N, _ALG_DEFAULT = 2, 0, 2, 0, 0
-_local = threading.local()
 _library = LazyBinding("cusparse", "cupygraph.linalg.spmm needs")
 
 
@@ -34,22 +28,8 @@ class _Handle:
         self.lib, self.ptr, self.stream_ptr = lib, int(lib.create()), -1
 
 
-def _handle(device_id: int) -> _Handle:
-    handles: dict[int, _Handle] = _local.__dict__.setdefault("handles", {})
-    stream = cupy.cuda.get_current_stream()
-    found = handles.get(device_id)
-    if found is None:
-        if stream_is_capturing(stream):
-            raise CaptureError(
-                f"{FallbackReason.LIBRARY_CALL.text}: cupygraph.linalg.spmm has no cuSPARSE handle in this thread yet, "
-                "and making one during a capture would allocate; run the function once before capturing")
-        found = handles[device_id] = _Handle(_library())
-    if found.stream_ptr != int(stream.ptr):
-        found.lib.set_stream(found.ptr, int(stream.ptr))
-        found.stream_ptr = int(stream.ptr)
-    if holding_active():
-        hold(found)
-    return found
+_handles = ThreadHandles(lambda device_id: _Handle(_library()), "cuSPARSE", "cupygraph.linalg.spmm")
+_handle = _handles.get
 
 
 def spmm(a: Any, b: Any) -> Any:
