@@ -69,3 +69,15 @@ def check_replay_follows_new_data(graphed: Any, fn: Any, before: tuple, after: t
     assert graphed.stats().replays == replays + 1, "the second call did not replay"
     assert same(got, fn(*after)), "the replay differs from eager on the new data"
     assert not same(got, first), "the new data gave the first call's result: the check could not fail"
+
+
+def poison_static_buffers(graphed: Any, xp: Any) -> None:
+    """NaN into every floating static input and output of ``graphed``'s graphs (``xp``: numpy or
+    cupy); the padding rows are rewritten on the next call. A zero-copy node left pointing at a
+    static buffer then shows as NaN."""
+    for entry in graphed.registry.entries():
+        leaves, _ = flatten(entry.recording.outputs, lambda v: isinstance(v, xp.ndarray))
+        for buf in [*entry.static_inputs, *entry.whole_inputs, *leaves]:
+            if isinstance(buf, xp.ndarray) and buf.dtype.kind == "f":
+                buf.fill(np.nan)
+        entry._arena.state = None

@@ -16,6 +16,7 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is n
 
 from cupygraph.kernels import get_kernel  # noqa: E402
 from cupygraph.pytree import flatten  # noqa: E402
+from tests.replay_helpers import poison_static_buffers  # noqa: E402
 
 COLS = 64  # 256 bytes a float32 row: contiguous row slices stay 256-byte aligned
 
@@ -30,14 +31,9 @@ def rand(rng, rows, cols=COLS):
     return cupy.asarray(rng.standard_normal((rows, cols)).astype(np.float32))
 
 
+
 def poison(graphed) -> None:
-    """NaN into every static input and output of every graph of ``graphed``; padding rewritten next call."""
-    for entry in graphed.registry.entries():
-        leaves, _ = flatten(entry.cudagraph.outputs, lambda v: isinstance(v, cupy.ndarray))
-        for buf in [*entry.static_inputs, *entry.whole_inputs, *leaves]:
-            if isinstance(buf, cupy.ndarray) and buf.dtype.kind == "f":
-                buf.fill(np.nan)
-        entry._arena.state = None
+    poison_static_buffers(graphed, cupy)
 
 
 def same(got, want) -> None:

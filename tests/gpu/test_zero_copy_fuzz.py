@@ -15,6 +15,7 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is n
 
 from cupygraph.kernels import get_kernel  # noqa: E402
 from cupygraph.pytree import flatten  # noqa: E402
+from tests.replay_helpers import poison_static_buffers  # noqa: E402
 
 COLS = 64
 PIPELINES = 40
@@ -81,13 +82,9 @@ def copies_keeping_aliases(args: list) -> list:
     return [seen.setdefault(id(a), a.copy()) for a in args]
 
 
+
 def poison(graphed) -> None:
-    for entry in graphed.registry.entries():
-        leaves, _ = flatten(entry.cudagraph.outputs, lambda v: isinstance(v, cupy.ndarray))
-        for buf in [*entry.static_inputs, *entry.whole_inputs, *leaves]:
-            if isinstance(buf, cupy.ndarray) and buf.dtype.kind == "f":
-                buf.fill(np.nan)
-        entry._arena.state = None
+    poison_static_buffers(graphed, cupy)
 
 
 def test_random_pipelines_equal_eager():
