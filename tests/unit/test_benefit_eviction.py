@@ -16,7 +16,7 @@ from cupygraph.cache.eviction import HighestBenefit, eviction_policy
 from cupygraph.cache.registry import CUDAGraphRegistry
 from cupygraph.cache.timing import KeyTiming
 from cupygraph.errors import ConfigError
-from tests.repo_files import load_tool
+from repo_files import load_tool
 
 HOST = dict(backend="host", capture_sizes=[2, 4, 8])
 

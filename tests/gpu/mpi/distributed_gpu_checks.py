@@ -18,7 +18,7 @@ import cupygraph as cg
 from cupygraph import distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from tests.repo_files import load_example
+from repo_files import load_example
 
 
 def host_rows(seed: int, rows: int, cols: int = 64) -> np.ndarray:
