@@ -14,9 +14,10 @@ import cupygraph as cg
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 
+from replay_helpers import poison_static_buffers  # noqa: E402
+
 from cupygraph.kernels import get_kernel  # noqa: E402
 from cupygraph.pytree import flatten  # noqa: E402
-from replay_helpers import poison_static_buffers  # noqa: E402
 
 COLS = 64  # 256 bytes a float32 row: contiguous row slices stay 256-byte aligned
 

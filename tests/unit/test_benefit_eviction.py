@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from repo_files import load_tool
 
 import cupygraph as cg
 from cupygraph.api.jit import GraphedFunction
@@ -16,7 +17,6 @@ from cupygraph.cache.eviction import HighestBenefit, eviction_policy
 from cupygraph.cache.registry import CUDAGraphRegistry
 from cupygraph.cache.timing import KeyTiming
 from cupygraph.errors import ConfigError
-from repo_files import load_tool
 
 HOST = dict(backend="host", capture_sizes=[2, 4, 8])
 
