@@ -116,7 +116,8 @@ class CUDAGraphConfig(BaseModel):
     )
     eviction: Literal["lru", "lfu", "benefit"] = Field(
         "lru", description="Which graph to evict first: least recently used (lru), least frequently used (lfu), or "
-        "benefit: the smallest expected saving per byte, from measured eager, replay and capture times.",
+        "benefit: the smallest expected saving (per byte under memory_budget), from measured eager, replay "
+        "(replay_timing_every or time_replays) and capture times.",
     )
     min_replays_to_keep: StrictInt = Field(
         0, ge=0,
