@@ -75,8 +75,9 @@ class HighestBenefit(EvictionPolicy):
     captured again (warm-up, recording, instantiation), in a cache under pressure once per
     eviction. Under a memory budget (``per_byte``) the value is divided by the bytes the graph
     holds, so one large graph does not crowd out several small ones worth more together.
-    Unmeasured times count as no saving (no warm-up ran) or the host launch time (replays not
-    sampled on the device).
+    The saving counts only where both times were measured: the eager time (a warm-up ran) and the
+    replay time (sampled on the device with ``replay_timing_every``, or the host launch time under
+    ``time_replays``); otherwise only the re-capture cost ranks the graph.
     """
 
     name = "benefit"
@@ -94,9 +95,10 @@ class HighestBenefit(EvictionPolicy):
         capture = timing.capture_s if timing is not None else float(entry.capture_time)
         eager = timing.eager_s() if timing is not None else None
         replay = timing.replay_s() if timing is not None else None
-        if replay is None:
-            replay = entry.total_replay_s / entry.replay_count if entry.replay_count else 0.0
-        saving = max(0.0, eager - replay) if eager is not None else 0.0
+        if replay is None and entry.total_replay_s:  # host launch times, kept only under time_replays
+            replay = entry.total_replay_s / entry.replay_count
+        # A saving needs both times measured: an unmeasured replay is not taken as free.
+        saving = max(0.0, eager - replay) if eager is not None and replay is not None else 0.0
         return float(calls * (saving + capture))
 
     def rank(self, entry: Any) -> Any:

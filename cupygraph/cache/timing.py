@@ -4,8 +4,8 @@
 run before capture (timed on the device by the backend, ``Recording.warmup_sample``), the
 capture time is the host time of warm-ups, capture, instantiation and audit (what evicting the
 graph costs when the key comes back), and the replay time is sampled on the device every Nth
-replay when ``replay_timing_every`` is set, else it is the host time of the launch call (the
-entry times every launch on the host anyway). The eviction policy ``benefit`` reads it.
+replay when ``replay_timing_every`` is set (else the policy falls back on the host launch time,
+which entries keep only under ``time_replays``). The eviction policy ``benefit`` reads it.
 """
 
 from __future__ import annotations

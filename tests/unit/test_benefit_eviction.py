@@ -91,7 +91,8 @@ def test_a_sample_still_in_flight_is_never_waited_for_and_the_next_one_is_skippe
 
 def fake(replays, age, eager, replay, capture, nbytes=1000, now=100.0):
     timing = KeyTiming(capture, SimpleNamespace(seconds=lambda: eager))
-    timing.replay_total_s, timing.replay_samples = replay, 1
+    if replay is not None:
+        timing.replay_total_s, timing.replay_samples = replay, 1
     return SimpleNamespace(replay_count=replays, captured_at=now - age, last_used=now, nbytes=nbytes,
                            capture_time=capture, total_replay_s=0.0, timing=timing)
 
@@ -102,6 +103,9 @@ def test_benefit_values_saving_times_rate_plus_recapture_cost():
     assert policy.value(entry) == pytest.approx(30 / 3 * (2e-3 + 5e-3))
     no_warmup = fake(replays=30, age=2.0, eager=None, replay=1e-3, capture=5e-3)
     assert policy.value(no_warmup) == pytest.approx(10 * 5e-3)
+    # Replays neither sampled nor timed (the defaults): no saving is assumed, replays are not free.
+    unmeasured = fake(replays=30, age=2.0, eager=3e-3, replay=None, capture=5e-3)
+    assert policy.value(unmeasured) == pytest.approx(10 * 5e-3)
 
 
 def test_benefit_evicts_the_least_valuable_and_per_byte_under_a_memory_budget():
