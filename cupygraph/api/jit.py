@@ -1,8 +1,7 @@
 """``cupygraph.jit``: the JAX-style front door that captures per batch shape and replays.
 
-The hot path is ``GraphedFunction.__call__`` with a known plan: find the plan, copy in, launch,
-copy out. Everything else (classifying arguments, asking the dispatcher and the graph cache,
-capturing) happens once per new call signature, in the slow path.
+The hot path is ``GraphedFunction.__call__`` with a known plan: find the plan, ``entry.run``.
+Classifying arguments, asking the dispatcher and the cache, capturing: once per new signature.
 """
 
 from __future__ import annotations
@@ -159,20 +158,20 @@ class GraphedFunction:
                 leading = plan.leading
                 batched, whole = ((args[:leading], ()) if leading
                                   else ([args[i] for i in plan.batched], [args[i] for i in plan.whole]))
+                why = None
                 with self._family_lock:
-                    # Checked under the lock: another thread's capture may have evicted the entry, or
-                    # pointed it at other constant arrays.
-                    entry = plan.entry
+                    entry = plan.entry  # under the lock: a capture may have evicted or rebound it
                     if entry.alive and entry.constants_token is plan.constants_token:
-                        try:  # free unless raised (only a re-executing host replay can)
-                            out = entry.run(batched, batched[0].shape[0], whole)
-                        except ReplayMismatch as err:
-                            return self._replay_failed(plan, err, args, kwargs)
-                        except AliasedWrite as err:
-                            return self._run_eagerly(args, kwargs, Eager(FallbackReason.ALIASED_WRITE, str(err)))
-                        self._stats.count_hit(plan.mode_name)
-                        plan.hits += 1
-                        return out
+                        try:  # free unless raised (a re-executing host replay, overlapping arguments)
+                            out = entry.run(batched, plan.rows, whole)
+                        except (ReplayMismatch, AliasedWrite) as err:
+                            why = self._why_not_replayed(plan, err)
+                        else:
+                            self._stats.count_hit(plan.mode_name)
+                            plan.hits += 1
+                            return out
+                if why is not None:  # the function runs outside the lock: the family's others go on
+                    return self._run_eagerly(args, kwargs, why)
         return self._call_slow(args, kwargs, not kwargs)
 
     # -- everything else ---------------------------------------------------------------------------
@@ -208,7 +207,8 @@ class GraphedFunction:
             return verdict, False
         if isinstance(verdict, CaptureNow):
             rebound = rebind_constants(self.registry, key, args, self.constant_argnums, name=self.__name__)
-            if rebound is not None:
+            if rebound is not None:  # a later re-capture compares with the constants bound now
+                self._constants_seen[key.without_constants()] = key.signature.constants()
                 return Plan(rebound, mode.name, batched, whole), False
             self._rules.check_padding(args, self.config.pad_value)
             self._explain_capture(key)
@@ -227,8 +227,7 @@ class GraphedFunction:
         consts = key.signature.constants()
         if not consts:
             return
-        rest = (key.descriptor, key.mode, key.signature.without_constants())
-        previous = self._constants_seen.get(rest)
+        previous = self._constants_seen.get(rest := key.without_constants())
         if previous is not None and previous != consts:
             if self.config.on_capture_error == "raise":
                 raise InputMismatchError(
@@ -269,28 +268,32 @@ class GraphedFunction:
                         out = registry.run_tracking_views(plan.entry, batched, rows, whole, name=self.__name__)
                     else:
                         out = plan.entry.run(batched, rows, whole)
-                except ReplayMismatch as err:
-                    return self._replay_failed(plan, err, args, kwargs)
-                except AliasedWrite as err:
-                    return self._run_eagerly(args, kwargs, Eager(FallbackReason.ALIASED_WRITE, str(err)))
-                if captured:
-                    self._stats.record_first_replay(plan.mode_name)
+                except (ReplayMismatch, AliasedWrite) as err:
+                    why = self._why_not_replayed(plan, err)  # run eagerly below, outside the lock
                 else:
-                    self._stats.record_hit(plan.mode_name)
-                # Debug mode checks every call, so it never takes the fast path.
-                if cacheable and batched and not debug:
-                    plan.rows = rows
-                    self._plans.remember(args, plan)
-                self._template = remember_call(args, kwargs, plan.batched + plan.whole)
-                return out
-        return self._run_eagerly(args, kwargs, plan)
+                    if captured:
+                        self._stats.record_first_replay(plan.mode_name)
+                    else:
+                        self._stats.record_hit(plan.mode_name)
+                    # Debug mode checks every call, so it never takes the fast path.
+                    if cacheable and batched and not debug:
+                        plan.rows = rows
+                        self._plans.remember(args, plan)
+                    self._template = remember_call(args, kwargs, plan.batched + plan.whole)
+                    return out
+            else:
+                why = plan
+        return self._run_eagerly(args, kwargs, why)
 
     def _run_eagerly(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager) -> Any:
         return run_eagerly(self._fn, args, kwargs, why, name=self.__name__, stats=self._stats,
                            raises=self.registry.raises)
 
-    def _replay_failed(self, plan: Plan, err: ReplayMismatch, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        return self._run_eagerly(args, kwargs, self.registry.replay_failed(plan.entry, err, name=self.__name__))
+    def _why_not_replayed(self, plan: Plan, err: Exception) -> Eager:
+        """Why a call that found its graph runs eagerly (under the family lock; a mismatch drops it)."""
+        if isinstance(err, ReplayMismatch):
+            return self.registry.replay_failed(plan.entry, err, name=self.__name__)
+        return Eager(FallbackReason.ALIASED_WRITE, str(err))
 
     def _check_arguments_fresh(self, args: tuple[Any, ...]) -> None:
         """Debug mode: an argument that is a view output rewritten since it was returned is an error."""

@@ -116,3 +116,7 @@ class GraphKey:
     descriptor: BatchDescriptor
     mode: CUDAGraphMode = CUDAGraphMode.FULL
     signature: Signature = NO_SIGNATURE
+
+    def without_constants(self) -> tuple[BatchDescriptor, CUDAGraphMode, Signature]:
+        """The key with its constant arguments left out: what keys differing only in weights share."""
+        return (self.descriptor, self.mode, self.signature.without_constants())

@@ -301,7 +301,8 @@ class GraphStore:
                 f"{FallbackReason.OVER_BUDGET.text}: the graph for {entry.key.descriptor} needs {entry.nbytes} "
                 f"bytes, above memory_budget={budget} bytes on its own"
             )
-        with self._lock:
+        # The family lock first, as everywhere (eviction releases graphs under it): never the other order.
+        with self._family_lock, self._lock:
             self._entries[entry.key] = entry
             limit = self.config.max_cached_graphs
             while limit is not None and len(self._entries) > limit:
@@ -340,35 +341,37 @@ class GraphStore:
     def clear(self) -> None:
         """Drop every graph, forget failed keys and return the pool's memory (statistics are kept;
         each dropped graph counts as an eviction by ``clear()``)."""
-        with self._lock:
-            self._failed.clear()
-            entries = list(self._entries.values())
+        with self._family_lock:  # no replay of the family is enqueuing while its graphs are released
+            with self._lock:
+                self._failed.clear()
+                entries = list(self._entries.values())
+                for entry in entries:
+                    self._seen[entry.key] += entry.replay_count
+                    self._stats.record_eviction(EvictionReason.CLEARED)
+                self._entries.clear()
+                self._arenas.clear()
+                self._generation += 1
+                self._view_epoch.bump()
             for entry in entries:
-                self._seen[entry.key] += entry.replay_count
-                self._stats.record_eviction(EvictionReason.CLEARED)
-            self._entries.clear()
-            self._arenas.clear()
-            self._generation += 1
-            self._view_epoch.bump()
-        for entry in entries:
-            entry.release()
-        self.backend.release_memory()
+                entry.release()
+            self.backend.release_memory()
 
     def _remove(self, key: GraphKey, reason: EvictionReason, detail: Optional[str] = None) -> bool:
         """Drop the entry for ``key``, counted as an eviction (stats stay whole: captures -
         evictions == graphs held)."""
-        with self._lock:
-            entry = self._entries.pop(key, None)
-            if entry is None:
-                return False
-            self._stats.record_eviction(reason, detail)
-            self._generation += 1
-            self._view_epoch.bump()
-            self._seen[key] += entry.replay_count  # keep its history for get_hot_shapes
-        entry.release()
-        self._drop_unused_arena(key.signature)
-        self._release_if_empty()
-        return True
+        with self._family_lock:  # no replay of the family is enqueuing while the graph is released
+            with self._lock:
+                entry = self._entries.pop(key, None)
+                if entry is None:
+                    return False
+                self._stats.record_eviction(reason, detail)
+                self._generation += 1
+                self._view_epoch.bump()
+                self._seen[key] += entry.replay_count  # keep its history for get_hot_shapes
+            entry.release()
+            self._drop_unused_arena(key.signature)
+            self._release_if_empty()
+            return True
 
     def _drop_unused_arena(self, signature: Signature) -> None:
         with self._lock:
