@@ -215,39 +215,43 @@ class CupyBackend(Backend):
         with _capture_lock(self.device_id), cupy.cuda.Device(self.device_id):
             # The capture stream must see everything the caller enqueued (the static inputs' copies).
             stream.wait_event(caller.record())
-            before = self._blocks.nbytes
-            held: list[Any] = []
-            # The function's own cuFFT plan cache: its plans get their work areas from this pool
-            # and live as long as the recording, whatever happens to CuPy's cache.
-            # cuBLAS workspaces/handles and RNG states used by the graph join ``held`` (holding.py).
-            with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held), \
-                    collecting_held(held), collecting_bodies() as bodies, intercepted_uploads() as uploads:
-                sample = None
-                for _ in range(num_warmups):
-                    sample = EventSample()  # the last run's: the first may compile kernels, make plans
-                    fn(*args, **kwargs)
-                    sample.stop()
-                extents: list[tuple[int, int]] = []
-                with cupy.cuda.using_allocator(make_extent_recorder(self.pool.malloc, extents)):
-                    steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
-                pdl_summary = apply_pdl(steps, bodies, pdl, self.device_id, getattr(fn, "__name__", "graph"))
-            # After PDL (which may re-instantiate a step): the analysis reads the final executables.
-            bindings = analyze_safely(steps, args, flatten(outputs, self.is_array)[0], extents, held, self.owns,
-                                      self.device_id)
-            for step in steps:
-                if not isinstance(step, EagerStep):
-                    step.upload(stream)  # so the first replay costs what the others do
-            caller.wait_event(stream.record())
-            self._last_stream = caller
-            outputs = self._detach(outputs)
-            recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held)
-            recording.warmup_sample = sample
-            recording.pdl = pdl_summary
-            recording.baked_uploads = tuple(uploads.baked)  # host uploads as constants (cupy_uploads)
-            recording.bindings = bindings
-            graphs = [step.graph for step in steps if not isinstance(step, EagerStep)]
-            audit_capture(self, recording, graphs + [int(body) for body in bodies], fn, args, kwargs)
-            return recording
+            try:
+                before = self._blocks.nbytes
+                held: list[Any] = []
+                # The function's own cuFFT plan cache: its plans get their work areas from this pool
+                # and live as long as the recording, whatever happens to CuPy's cache.
+                # cuBLAS workspaces/handles and RNG states used by the graph join ``held`` (holding.py).
+                with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held), \
+                        collecting_held(held), collecting_bodies() as bodies, intercepted_uploads() as uploads:
+                    sample = None
+                    for _ in range(num_warmups):
+                        sample = EventSample()  # the last run's: the first may compile kernels, make plans
+                        fn(*args, **kwargs)
+                        sample.stop()
+                    extents: list[tuple[int, int]] = []
+                    with cupy.cuda.using_allocator(make_extent_recorder(self.pool.malloc, extents)):
+                        steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
+                    pdl_summary = apply_pdl(steps, bodies, pdl, self.device_id, getattr(fn, "__name__", "graph"))
+                # After PDL (which may re-instantiate a step): the analysis reads the final executables.
+                bindings = analyze_safely(steps, args, flatten(outputs, self.is_array)[0], extents, held,
+                                          self.device_id)
+                for step in steps:
+                    if not isinstance(step, EagerStep):
+                        step.upload(stream)  # so the first replay costs what the others do
+                self._last_stream = caller
+                outputs = self._detach(outputs)
+                recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held)
+                recording.warmup_sample = sample
+                recording.pdl = pdl_summary
+                recording.baked_uploads = tuple(uploads.baked)  # host uploads as constants (cupy_uploads)
+                recording.bindings = bindings
+                graphs = [step.graph for step in steps if not isinstance(step, EagerStep)]
+                audit_capture(self, recording, graphs + [int(body) for body in bodies], fn, args, kwargs)
+                return recording
+            finally:
+                # The caller's next work waits for the capture stream's, whether the capture worked or
+                # not: a failed capture's warm-ups may still be writing into arrays the eager call reads.
+                caller.wait_event(stream.record())
 
     def _detach(self, outputs: Any) -> Any:
         """The outputs as views that do not hold their pool blocks.

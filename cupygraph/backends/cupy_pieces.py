@@ -10,6 +10,7 @@ import cupy
 
 from ..errors import CaptureError
 from ..pytree import flatten
+from .base import ReplayMismatch
 
 _runtime = cupy.cuda.runtime
 # Device-to-device: the driver need not look up where the pointers live (memcpyDefault costs a
@@ -38,7 +39,7 @@ class EagerStep:
             if new is static:
                 continue
             if not isinstance(new, cupy.ndarray) or new.shape != static.shape or new.dtype != static.dtype:
-                raise CaptureError(
+                raise ReplayMismatch(  # the front doors drop the graph and run the call eagerly, as on the host
                     f"graph_break op {getattr(self.fn, '__name__', self.fn)} returned {_shape_of(new)} for result "
                     f"{i} on replay but {_shape_of(static)} at capture; its results must keep shape and dtype"
                 )

@@ -246,13 +246,13 @@ def _overlaps(region: _Region, others: Sequence[_Region]) -> bool:
 
 
 def analyze(steps: Sequence[Any], args: Sequence[Any], leaves: Sequence[Any], extents: Sequence[tuple[int, int]],
-            held: Sequence[Any], owns: Any, device_id: int) -> Optional[CupyBindings]:
+            held: Sequence[Any], device_id: int) -> Optional[CupyBindings]:
     """The rebinding facts of a finished capture (its steps final, before they are uploaded).
 
-    ``args``: the arrays the function was called with (static buffers are those in the family's
-    pool: ``owns``); ``leaves``: its output leaves, before they are detached from their pool
-    blocks; ``extents``: (address, bytes) of every allocation made while recording. In PIECEWISE
-    every piece is read; a buffer an eager step between them touches is copied.
+    ``args``: the arrays the function was called with (static buffers and constants); ``leaves``:
+    its output leaves, before they are detached from their pool blocks; ``extents``: (address,
+    bytes) of every allocation made while recording. In PIECEWISE every piece is read; a buffer an
+    eager step between them touches is copied.
     """
     # Static buffers (in the family's pool) and constants (read by address, in the caller's memory).
     arrays = [a for a in args if isinstance(a, cupy.ndarray) and a.nbytes]
@@ -304,13 +304,13 @@ def analyze(steps: Sequence[Any], args: Sequence[Any], leaves: Sequence[Any], ex
 
 
 def analyze_safely(steps: Sequence[Any], args: Sequence[Any], leaves: Sequence[Any],
-                   extents: Sequence[tuple[int, int]], held: Sequence[Any], owns: Any,
+                   extents: Sequence[tuple[int, int]], held: Sequence[Any],
                    device_id: int) -> Optional[CupyBindings]:
     """``analyze``, or None (every argument copied) when it fails: it must never cost the capture."""
     if not steps:
         return None
     try:
-        return analyze(steps, args, leaves, extents, held, owns, device_id)
+        return analyze(steps, args, leaves, extents, held, device_id)
     except Exception as err:
         logger.debug("cupygraph: no zero-copy binding for this graph: %s: %s", type(err).__name__, err)
         return None

@@ -33,16 +33,14 @@ import numpy
 from ..frames import location_in_stack
 from .capturing import stream_is_capturing
 from .holding import hold
-from .uploads import Interception, UploadLedger, new_ledger
+from .uploads import CREATORS, UNSUPPORTED_KINDS, Interception, UploadLedger, new_ledger
 
 __all__ = ["intercepted_uploads"]
 
-_CREATORS = ("asarray", "array", "asanyarray", "ascontiguousarray", "asfortranarray")
-_UNSUPPORTED_KINDS = frozenset("OUSVMm")
 
 
 def _targets() -> list[tuple[Any, str, str]]:
-    return [(cupy, name, f"cupy.{name}") for name in _CREATORS] + [(cupy.ndarray, "set", "cupy.ndarray.set")]
+    return [(cupy, name, f"cupy.{name}") for name in CREATORS] + [(cupy.ndarray, "set", "cupy.ndarray.set")]
 
 
 _interception = Interception(_targets)
@@ -81,7 +79,7 @@ def _host_array(label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Op
         host = numpy.array(obj, dtype=dtype, ndmin=ndmin)
     except Exception:  # CuPy raises its own error for it
         return None
-    if host.ndim == 0 or host.dtype.kind in _UNSUPPORTED_KINDS:
+    if host.ndim == 0 or host.dtype.kind in UNSUPPORTED_KINDS:
         return None
     order = _argument(args, kwargs, 3 if label == "cupy.array" else 2, "order")
     fortran = label == "cupy.asfortranarray" or order in ("F", "f") or (

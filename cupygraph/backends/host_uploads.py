@@ -29,12 +29,10 @@ import numpy as np
 from ..frames import is_library_frame, location_in_stack
 from .base import ReplayMismatch
 from .host_guard import CaptureArray, capture_run_active, guarded
-from .uploads import Interception, UploadLedger, new_ledger
+from .uploads import CREATORS, UNSUPPORTED_KINDS, Interception, UploadLedger, new_ledger
 
 __all__ = ["intercepted_uploads", "replaying"]
 
-_CREATORS = ("asarray", "array", "asanyarray", "ascontiguousarray", "asfortranarray")
-_UNSUPPORTED_KINDS = frozenset("OUSVMm")
 
 
 _QUANTILES = ("percentile", "quantile", "nanpercentile", "nanquantile")
@@ -47,7 +45,7 @@ array): not uploads; ``cupy.random.default_rng`` keeps its state on the device a
 
 
 def _targets() -> list[tuple[Any, str, str]]:
-    return ([(np, name, f"numpy.{name}") for name in _CREATORS + _QUANTILES]
+    return ([(np, name, f"numpy.{name}") for name in CREATORS + _QUANTILES]
             + [(np.random, name, f"numpy.random.{name}") for name in _NOT_UPLOADING])
 
 
@@ -99,7 +97,7 @@ def _upload(original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Opt
     result = original(*args, **kwargs)
     if isinstance(result, CaptureArray):  # np.array(capture_array, subok=True): the function's own data
         return None
-    if not isinstance(result, np.ndarray) or result.ndim == 0 or result.dtype.kind in _UNSUPPORTED_KINDS:
+    if not isinstance(result, np.ndarray) or result.ndim == 0 or result.dtype.kind in UNSUPPORTED_KINDS:
         return None
     return result.view(np.ndarray)
 

@@ -5,9 +5,8 @@ After the capture (``CupyBackend.capture`` calls ``apply_pdl`` right after recor
 graph of the recording and every conditional body is described with cuda-bindings (node kinds,
 kernels' functions, edges), ``pdl_plan.plan_edges`` picks the edges to convert, they are replaced
 with programmatic edges (type 1 from port 1), and each graph is instantiated again. The new
-executable replaces CuPy's inside its ``Graph`` object, so ``launch``/``upload``/
-``debug_dot_str`` are CuPy's own and a launch costs what it did; where that cannot be verified,
-a small wrapper with the same methods takes the graph's place in the recording's steps.
+graph's place in the recording's steps is taken by a small wrapper (``PdlGraph``) that launches
+the new executable and keeps CuPy's ``Graph`` for its un-instantiated graph and DOT output.
 
 Whatever fails here — no cuda-bindings, a GPU before sm_90, a driver that refuses the edges — the
 recording keeps CuPy's executable with plain edges, and the reason is logged (debug) and kept in
@@ -24,23 +23,19 @@ from ..kernels.pdl import known_module
 from .cupy_audit import _driver, _ok
 from .pdl_plan import Edge, EdgePlan, GraphDescription, Node, PdlSummary, plan_edges
 
-__all__ = ["apply_pdl", "exec_handle"]
+__all__ = ["apply_pdl"]
 
 logger = logging.getLogger("cupygraph")
 
 _MIN_ARCH = 90  # griddepcontrol needs sm_90 (Hopper)
 
 
-def exec_handle(step: Any) -> int:
-    """The executable graph (CUgraphExec) a graph step launches, after any PDL rewrite."""
-    return int(step.graphExec)
-
 
 def apply_pdl(steps: list[Any], bodies: Sequence[Any], setting: str, device_id: int, label: str) -> PdlSummary:
     """Make the kernel->kernel edges of ``steps``' graphs (and ``bodies``) programmatic where safe.
 
-    ``steps`` holds CuPy ``Graph`` objects (and eager steps, left alone); a graph whose executable
-    cannot be swapped in place is replaced in the list by a wrapper with the same methods.
+    ``steps`` holds CuPy ``Graph`` objects (and eager steps, left alone); a graph whose edges were
+    rewritten is replaced in the list by a ``PdlGraph`` with the same methods.
     """
     summary = PdlSummary()
     graphs = [step for step in steps if hasattr(step, "graphExec")]
@@ -60,8 +55,7 @@ def apply_pdl(steps: list[Any], bodies: Sequence[Any], setting: str, device_id: 
         else:
             _Rewriter(drv, device_id, summary).run(steps, graphs, bodies)
     except Exception as err:  # never cost the capture: keep CuPy's executables
-        summary.converted = 0
-        summary.off_reason = f"rewrite failed ({type(err).__name__}: {err})"
+        summary = PdlSummary(off_reason=f"rewrite failed ({type(err).__name__}: {err})")
     _log(label, summary)
     return summary
 

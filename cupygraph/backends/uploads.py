@@ -37,9 +37,14 @@ from ..errors import CaptureError
 from ..hints import HOST_UPLOAD_HINT
 from ..reasons import FallbackReason
 
-__all__ = ["MODES", "BakedUpload", "Interception", "UploadLedger", "new_ledger", "upload_policy"]
+__all__ = ["CREATORS", "MODES", "UNSUPPORTED_KINDS", "BakedUpload", "Interception", "UploadLedger", "new_ledger",
+           "upload_policy"]
 
 MODES = ("fallback", "constant", "auto")
+CREATORS = ("asarray", "array", "asanyarray", "ascontiguousarray", "asfortranarray")
+"""The array creators intercepted during a capture, in ``cupy`` (GPU) and ``numpy`` (the host mirror)."""
+UNSUPPORTED_KINDS = frozenset("OUSVMm")
+"""dtype kinds never baked as constants (objects, strings, datetimes)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,9 +115,13 @@ class UploadLedger:
             raise self._refused(what, f"{HOST_UPLOAD_HINT}; the default \"fallback\" never freezes host data")
         seen = self.warmup.get(place, [])
         runs = max(self.num_warmups, 0)
-        if runs == 0 or not seen or len(seen) % runs:
-            raise self._refused(what, "host uploads become constants only when every warm-up run made the same uploads "
-                                 "as the capture: run at least one warm-up (num_warmups >= 1)")
+        if runs == 0:
+            raise self._refused(what, "host uploads become constants only when every warm-up run made the same "
+                                "uploads as the capture: run at least one warm-up (num_warmups >= 1)")
+        if not seen or len(seen) % runs:
+            raise self._refused(what, f"the {runs} warm-up run(s) made {len(seen)} upload(s) here, not the same number "
+                                "each: the function takes another path when capturing; set host_uploads=\"constant\" "
+                                "to freeze the capture's bytes, or move the upload out of the function")
         per_run = len(seen) // runs
         if index >= per_run:
             raise self._refused(what, "the warm-up runs made fewer uploads here than the capture")
@@ -201,9 +210,6 @@ class Interception:
                 self._scopes -= 1
                 if self._scopes == 0:
                     self._restore()
-
-    def installed(self) -> bool:
-        return bool(self._saved)
 
     def _install(self) -> None:
         for owner, name, label in self._targets():

@@ -80,9 +80,6 @@ def record(
                     pdl=config.pdl,
                 )
             seconds = time.perf_counter() - start
-        for upload in staging.recording.baked_uploads:
-            logger.debug("%s() for %s: host upload baked into the graph as a constant: %s", request.name,
-                         key.descriptor, upload.describe())
         check_outputs(staging.recording.outputs, backend.is_array)
         written = staging.written()
         if written:

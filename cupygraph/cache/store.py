@@ -284,6 +284,8 @@ class GraphStore:
         for upload in entry.recording.baked_uploads:
             self._stats.record_baked_upload(f"{upload.call} of {upload.dtype}{list(upload.shape)}{upload.where}",
                                             upload.nbytes)
+            logger.debug("%s() for %s: host upload baked into the graph as a constant: %s", request.name,
+                         key.descriptor, upload.describe())
         logger.debug("captured %s in %.2f ms (%d bytes)", key, 1e3 * entry.capture_time, entry.nbytes)
         return entry
 
