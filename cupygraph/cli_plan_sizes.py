@@ -57,7 +57,9 @@ def _cmd_plan_sizes(args: argparse.Namespace) -> int:
     config = load_config(args.config) if args.config is not None else CUDAGraphConfig()
     current = config.cudagraph_capture_sizes
     if not current:
-        raise CupyGraphError("the config captures nothing (mode NONE): there are no sizes to plan")
+        source = args.config if args.config is not None else "the default config"
+        raise CupyGraphError(f"{source} captures nothing (mode NONE): there are no sizes to plan; give --config a "
+                             "config with a graph mode")
     try:
         plan = plan_capture_sizes(_traffic_of(args), current=current, max_graphs=args.max_graphs,
                                   memory_limit=args.memory_limit, bytes_per_graph=args.bytes_per_graph,

@@ -104,16 +104,18 @@ def graphs_allowed(max_graphs: Optional[int], memory_limit: Optional[int], bytes
     """The limit on the number of sizes: ``max_graphs``, or what ``memory_limit`` pays for."""
     if memory_limit is not None:
         if not bytes_per_graph or bytes_per_graph <= 0:
-            raise ValueError("memory_limit needs bytes_per_graph (the bytes one graph holds), a positive number")
+            raise ValueError("memory_limit (--memory-limit) needs bytes_per_graph (--bytes-per-graph): the bytes one "
+                             "graph holds, a positive number")
         by_memory = int(memory_limit) // int(bytes_per_graph)
         if by_memory < 1:
-            raise ValueError(f"memory_limit={memory_limit} bytes does not hold one graph of {bytes_per_graph} bytes")
+            raise ValueError(f"memory_limit (--memory-limit) = {memory_limit} bytes does not hold one graph of "
+                             f"{bytes_per_graph} bytes (--bytes-per-graph)")
         return by_memory if max_graphs is None else min(by_memory, max_graphs)
     if max_graphs is None:
-        raise ValueError("give max_graphs or memory_limit (with bytes_per_graph): without a limit every seen size "
-                         "would be captured")
+        raise ValueError("give max_graphs (--max-graphs) or memory_limit (--memory-limit, with --bytes-per-graph): "
+                         "without a limit every seen size would be captured")
     if max_graphs < 1:
-        raise ValueError(f"max_graphs must be at least 1, got {max_graphs}")
+        raise ValueError(f"max_graphs (--max-graphs) must be at least 1, got {max_graphs}")
     return int(max_graphs)
 
 
@@ -159,8 +161,6 @@ def optimal_sizes(points: Sequence[tuple[int, int]], largest: int, limit: int) -
             step[j] = totals[i] + value[j] * rows[j] - mass[j]
             choices[k, j] = i
         best = step
-        if k == limit:
-            break
     chosen, j, k = [], m, limit
     while j > 0:
         chosen.append(candidates[j - 1])

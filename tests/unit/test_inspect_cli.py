@@ -48,7 +48,8 @@ def test_cli_inspect_dot_and_bench_config(capsys, tmp_path):
     assert "hit rate" in capsys.readouterr().out
     assert main(["dot", "--backend", "host", "--calls", "5", "-o", str(tmp_path / "g.dot")]) == 0
     assert (tmp_path / "g.dot").read_text().startswith("digraph")
-    assert main(["bench-config", "configs/small.yaml", "--backend", "host", "--calls", "10", "--reps", "2"]) == 0
+    small = str(Path(__file__).resolve().parents[2] / "configs/small.yaml")  # whatever the working directory
+    assert main(["bench-config", small, "--backend", "host", "--calls", "10", "--reps", "2"]) == 0
     out = capsys.readouterr().out
     assert "padded" in out and "speedup" in out
 

@@ -84,7 +84,7 @@ def test_limits_by_memory_and_bad_limits_name_the_problem():
     assert len(plan.sizes) == 3
     with pytest.raises(ValueError, match="bytes_per_graph"):
         plan_capture_sizes({1: 1}, current=[4], memory_limit=3000)
-    with pytest.raises(ValueError, match="max_graphs or memory_limit"):
+    with pytest.raises(ValueError, match="max_graphs \\(--max-graphs\\) or memory_limit"):
         plan_capture_sizes({1: 1}, current=[4])
     with pytest.raises(ValueError, match="no calls"):
         plan_capture_sizes({}, current=[4], max_graphs=2)
@@ -149,7 +149,7 @@ def test_the_command_plans_from_a_scripts_functions(tmp_path, capsys):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["plan-sizes", "--max-graphs", "2"], "--histogram FILE or --script FILE"),
-    (["plan-sizes", "--histogram", "h.json"], "give max_graphs or memory_limit"),
+    (["plan-sizes", "--histogram", "h.json"], "give max_graphs (--max-graphs) or memory_limit"),
 ])
 def test_the_command_explains_what_is_missing(tmp_path, monkeypatch, capsys, argv, message):
     monkeypatch.chdir(tmp_path)
