@@ -33,7 +33,6 @@ __all__ = ["BufferFacts", "CopyReason", "argument_label", "copy_reason", "log_co
 class CopyReason(str, enum.Enum):
     """Why an argument (or output) is copied instead of bound to the caller's array."""
 
-    SETTING = "setting"
     PADDED = "padded"
     SHAPE = "shape"
     DTYPE = "dtype"
@@ -50,7 +49,6 @@ class CopyReason(str, enum.Enum):
     OUTPUT_ALIAS = "output_alias"
     NOT_OWNED = "not_owned"
     SHARED_ALLOCATION = "shared_allocation"
-    VIEW_MODE = "view_mode"
     NO_DRIVER = "no_driver"
 
     @property
@@ -59,7 +57,6 @@ class CopyReason(str, enum.Enum):
 
 
 _TEXTS = {
-    CopyReason.SETTING: 'input_binding is "copy"',
     CopyReason.PADDED: "a padded batch: the graph reads more rows than the caller's array has",
     CopyReason.SHAPE: "its shape differs from the one the graph was captured with",
     CopyReason.DTYPE: "its dtype differs from the one the graph was captured with",
@@ -80,7 +77,6 @@ _TEXTS = {
     CopyReason.OUTPUT_ALIAS: "an output of the function is a view of it",
     CopyReason.NOT_OWNED: "the output is not memory the capture allocated (an argument, a global)",
     CopyReason.SHARED_ALLOCATION: "another output shares its allocation",
-    CopyReason.VIEW_MODE: 'output_mode is "view": outputs are the static buffers themselves',
     CopyReason.NO_DRIVER: "the CUDA driver's graph-update entry point or cuda-bindings is not available",
 }
 

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import cupy
 
-from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, prepare_counts
+from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label, prepare_counts
 from .cupy_rebind import ALIGNMENT, CupyBindings, KernelNode, set_params_function
 
 logger = logging.getLogger("cupygraph")
@@ -93,7 +93,7 @@ class CupyBinder:
         if bind_outputs:
             for i, (leaf, facts) in enumerate(zip(leaves, bindings.outputs)):
                 if facts is not None and facts.reason is None:
-                    self._outputs.append(_Slot(f"output {i}", leaf, facts))
+                    self._outputs.append(_Slot(output_label(i), leaf, facts))
             self._out_index = [i for i, facts in enumerate(bindings.outputs)
                                if facts is not None and facts.reason is None]
         self.binds_outputs = bool(self._outputs)

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, prepare_counts
+from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label, prepare_counts
 
 logger = logging.getLogger("cupygraph")
 
@@ -88,8 +88,9 @@ class HostBinder:
         self._constants = {position: SimpleNamespace(shape=array.shape, dtype=array.dtype, strides=array.strides)
                            for position, array in constants
                            if inputs.get(id(array)) is not None and inputs[id(array)].reason is None}
-        prepare_counts(self._rebinds, self._copies, [s[0] for s in self._slots] +
-                       [f"output {i}" for i in self._out_index] + [argument_label(p) for p in self._constants])
+        self._out_labels = [output_label(i) for i in self._out_index]
+        prepare_counts(self._rebinds, self._copies, [s[0] for s in self._slots] + self._out_labels +
+                       [argument_label(p) for p in self._constants])
 
     @property
     def eligible(self) -> bool:
@@ -135,8 +136,8 @@ class HostBinder:
         return copied
 
     def fresh_outputs(self, stream: Any) -> list[Any]:
-        for i in self._out_index:
-            self._rebinds[f"output {i}"] += 1
+        for label in self._out_labels:
+            self._rebinds[label] += 1
         return [np.empty(leaf.shape, leaf.dtype) for leaf in self._leaves]
 
     def finish(self, fresh: Optional[Sequence[Any]]) -> None:
