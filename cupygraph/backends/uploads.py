@@ -191,7 +191,7 @@ class Interception:
         self._targets = targets
         self._lock = threading.Lock()
         self._scopes = 0
-        self._saved: list[tuple[Any, str, bool, Any]] = []
+        self._saved: list[tuple[Any, str, bool, Any, Any]] = []
         self._local = threading.local()
 
     @contextmanager
@@ -214,11 +214,14 @@ class Interception:
     def _install(self) -> None:
         for owner, name, label in self._targets():
             own = vars(owner)
-            self._saved.append((owner, name, name in own, own.get(name)))
-            setattr(owner, name, self._replacement(getattr(owner, name), label))
+            replacement = self._replacement(getattr(owner, name), label)
+            self._saved.append((owner, name, name in own, own.get(name), replacement))
+            setattr(owner, name, replacement)
 
     def _restore(self) -> None:
-        for owner, name, had, value in reversed(self._saved):
+        for owner, name, had, value, replacement in reversed(self._saved):
+            if vars(owner).get(name) is not replacement:  # replaced again by someone else since: theirs now
+                continue
             if had:
                 setattr(owner, name, value)
             else:  # inherited (``cupy.ndarray.set`` lives on its Cython base): uncover it again

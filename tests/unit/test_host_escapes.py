@@ -135,3 +135,17 @@ def test_a_scipy_sparse_product_is_refused_and_spmm_captures():
     assert "cupygraph.linalg.spmm" in f.stats().detail("library_call")
     assert g.registry.num_graphs() == 1 and g.stats().fallbacks == 0
     assert (a @ np.ones((4, 2))).shape == (5, 2)  # outside a capture nothing is refused
+
+
+def test_a_scipy_dense_solver_is_refused_as_its_cupyx_counterpart_is():
+    linalg = pytest.importorskip("scipy.linalg")
+
+    def solved(x):
+        return linalg.solve(np.eye(4) * 2.0, x.T).T  # cupyx.scipy.linalg.solve runs cuSOLVER: refused
+
+    f = cg.jit(solved, config=HOST)
+    for seed in (1, 2):
+        np.testing.assert_array_equal(f(data(seed)), solved(data(seed)))
+    assert f.registry.num_graphs() == 0 and f.stats().fallbacks_by_reason == {"library_call": 2}
+    assert "scipy.linalg.solve" in f.stats().detail("library_call")
+    assert linalg.solve(np.eye(2), np.ones(2)).shape == (2,)  # outside a capture nothing is refused
