@@ -285,13 +285,13 @@ class CUDAGraphEntry:
 
     def _run_bound(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
         """``run`` with zero-copy: arguments and outputs bound to the caller's arrays where allowed."""
-        if self._write_back is not None:
-            self._check_not_aliased(inputs, whole)
         binder = self._binder
         if rows != self.padded:  # the graph reads the padded static buffers: copy as ever
             if binder.away:
                 binder.home()
-            return self._run_copied(inputs, rows, whole)
+            return self._run_copied(inputs, rows, whole)  # (checks overlaps itself when it writes back)
+        if self._write_back is not None:
+            self._check_not_aliased(inputs, whole)
         stream = self.backend.order_after_last_use()
         copied = binder.prepare(inputs, whole, self._copy_rows, stream)
         if copied:
