@@ -84,8 +84,10 @@ def main() -> None:
         host = statistics.median(h for h, _ in rows)
         gpu = statistics.median(g for _, g in rows)
         stats = functions[name].stats()
+        binders = [e.binding for e in functions[name].registry.entries() if e.binding is not None]
+        banks = [(b.banks, b.node_updates) for b in binders]
         print(f"{name:>13}: host {host:8.2f} us/call, gpu {gpu:8.2f} us/call, "
-              f"rebinds {dict(stats.rebinds_by_argument)}")
+              f"rebinds {dict(stats.rebinds_by_argument)}, (executables, node updates) {banks}")
 
 
 if __name__ == "__main__":

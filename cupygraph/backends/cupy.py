@@ -92,7 +92,7 @@ class CupyRecording(Recording):
             return None
         from .cupy_binder import CupyBinder
 
-        return CupyBinder(self.bindings, static, labels, leaves, bind_outputs, counts, name, constants)
+        return CupyBinder(self.bindings, static, labels, leaves, bind_outputs, counts, name, constants, self)
 
     def _launch_steps(self) -> None:
         for step in self.steps:

@@ -1,9 +1,10 @@
 """The per-call half of zero-copy on the GPU: bind or copy each argument, re-point the nodes.
 
 ``cupy_rebind.analyze`` found, once per capture, which parameter words of which kernel nodes hold
-each buffer's address. A call rewrites those words and sets the changed nodes on the executable,
-only when the address differs from the one it already holds. The caller holds the family lock
-around ``CupyBinder.prepare`` and the launch that follows.
+each buffer's address. A call gathers the address every slot (argument, output, constant) should
+hold, launches the executable (``cupy_banks``) that already holds them all, or else rewrites the
+words and sets the changed nodes on the executable launched longest ago. The caller holds the
+family lock around ``CupyBinder.prepare`` / ``fresh_outputs`` and the launch that follows.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Optional
 import cupy
 
 from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label, prepare_counts
+from .cupy_banks import MAX_BANKS, Bank, another_bank, first_bank
 from .cupy_rebind import ALIGNMENT, CupyBindings, KernelNode, set_params_function
 
 logger = logging.getLogger("cupygraph")
@@ -42,8 +44,8 @@ def _references(item: list[Any]) -> tuple[int, int, int, int]:
 class _Slot:
     """One buffer the binder may re-point: its home (the static buffer) and the words that hold it."""
 
-    __slots__ = ("buf", "cells", "current", "eligible", "home", "label", "logged", "nodes", "reason", "recycle",
-                 "ring", "shape_dtype")
+    __slots__ = ("buf", "cells", "eligible", "home", "label", "logged", "nodes", "reason", "recycle", "ring",
+                 "shape_dtype", "written")
 
     def __init__(self, label: str, buf: Any, facts: Optional[BufferFacts]):
         self.label, self.buf = label, buf
@@ -52,7 +54,8 @@ class _Slot:
         patches = facts.patches if facts is not None and self.eligible else []
         self.cells = [(node.cell(at), delta) for node, at, delta in patches]
         self.nodes = tuple(dict.fromkeys(node for node, _, _ in patches))
-        self.home = self.current = int(buf.data.ptr) if buf is not None else 0
+        self.home = self.written = int(buf.data.ptr) if buf is not None else 0
+        """The captured address, and the one the parameter blocks hold now (which bank it reached is the bank's)."""
         self.logged = False
         self.shape_dtype = (buf.shape, buf.dtype) if buf is not None else None
         self.ring: list[list[Any]] = []
@@ -62,7 +65,7 @@ class _Slot:
     def point(self, address: int) -> None:
         for cell, delta in self.cells:
             cell.value = address + delta
-        self.current = address
+        self.written = address
 
 
 class _Layout:
@@ -81,7 +84,7 @@ class CupyBinder:
 
     def __init__(self, bindings: CupyBindings, static: Sequence[Any], labels: Sequence[str],
                  leaves: Sequence[Any], bind_outputs: bool, counts: tuple[Counter[str], Counter[str]], name: str,
-                 constants: Sequence[tuple[int, Any]] = ()):
+                 constants: Sequence[tuple[int, Any]] = (), recording: Any = None):
         self._keep: Any = bindings.steps  # the executables live as long as their graph objects
         self._device = bindings.device_id
         self._set = set_params_function()
@@ -104,11 +107,20 @@ class CupyBinder:
                 slot = _Slot(argument_label(position), array, facts)
                 slot.buf = _Layout(array)  # never keep the caller's weights alive
                 self._constants[position] = slot
+        self._slots = [*self._inputs, *self._outputs, *self._constants.values()]
+        self._home = [slot.home for slot in self._slots]
+        self._want = list(self._home)
+        """This call's address per slot: inputs, then outputs, then constants (which keep theirs)."""
+        self._recording = recording
+        self._active: Bank = first_bank(self._keep, recording.launch if recording is not None else _no_launch,
+                                        list(self._home))
+        self._banks = [self._active]
+        self.node_updates = 0
+        """Kernel nodes set on an executable so far (tests: a steady caller pattern stops adding any)."""
         self.away = False
         """Whether some node points away from its static buffer (a padded call must point it home)."""
         self._rebinds, self._copies = counts
-        prepare_counts(self._rebinds, self._copies,
-                       [s.label for s in [*self._inputs, *self._outputs, *self._constants.values()]])
+        prepare_counts(self._rebinds, self._copies, [s.label for s in self._slots])
         for slot in self._inputs:
             if slot.reason is not None:
                 log_copied(name, slot.label, slot.reason)
@@ -116,6 +128,11 @@ class CupyBinder:
     @property
     def eligible(self) -> bool:
         return any(s.eligible for s in self._inputs) or bool(self._outputs) or bool(self._constants)
+
+    @property
+    def banks(self) -> int:
+        """How many executables of the graph take turns (``cupy_banks``)."""
+        return len(self._banks)
 
     def bind_constants(self, arrays: Sequence[tuple[int, Any]]) -> bool:
         """Point the graph at new constant arrays (position, array) of the captured layouts: all of
@@ -129,36 +146,33 @@ class CupyBinder:
             if copy_reason(slot.buf, array, captured_address=slot.home, given_address=ptr, alignment=ALIGNMENT):
                 return False
             chosen.append((slot, ptr))
-        dirty: list[KernelNode] = []
+        want = self._want
+        want[:] = self._active.current  # the last call's addresses, the constants' new ones
         for slot, ptr in chosen:
-            if ptr != slot.current:
-                slot.point(ptr)
-                dirty.extend(slot.nodes)
+            want[self._slots.index(slot)] = ptr
             self._rebinds[slot.label] += 1
-        if dirty:
-            self._apply(dirty)
+        self._commit()
         return True
 
     def prepare(self, inputs: Sequence[Any], whole: Sequence[Any], copy: Any, stream: Any) -> int:
-        """Bind or copy (``copy(buf, src, stream)``) every argument; return a bit per copied one."""
+        """Bind or copy (``copy(buf, src, stream)``) every argument; return a bit per copied one.
+        Without bound outputs the executable is chosen here, else in ``fresh_outputs``."""
         copied = 0
-        dirty: list[KernelNode] = []
+        want = self._want
         rebinds, copies, device = self._rebinds, self._copies, self._device
+        i = 0
         for bit, slot, src in zip(self._bits, self._inputs, [*inputs, *whole] if whole else inputs):
             if slot.eligible and src._c_contiguous:
                 memory = src.data
                 ptr = memory.ptr
                 # copy_reason's rules, of which the plan already checked shape and dtype.
                 if not ptr & (ALIGNMENT - 1) and memory.device_id == device:
-                    if ptr != slot.current:
-                        slot.point(ptr)
-                        dirty.extend(slot.nodes)
-                        self.away = True
+                    want[i] = ptr
                     rebinds[slot.label] += 1
+                    i += 1
                     continue
-            if slot.current != slot.home:
-                slot.point(slot.home)
-                dirty.extend(slot.nodes)
+            want[i] = slot.home
+            i += 1
             copy(slot.buf, src, stream)
             copies[slot.label] += 1
             copied |= bit
@@ -166,8 +180,8 @@ class CupyBinder:
                 slot.logged = True
                 reason = slot.reason or _call_reason(slot.buf, src, device)
                 log_copied(self._name, slot.label, reason)
-        if dirty:
-            self._apply(dirty)
+        if not self._outputs:
+            self._commit()
         return copied
 
     def fresh_outputs(self, stream: Any) -> list[Any]:
@@ -178,7 +192,8 @@ class CupyBinder:
         stream), without the cost of allocating, and with no node to re-point.
         """
         fresh = []
-        dirty: list[KernelNode] = []
+        want = self._want
+        i = len(self._inputs)
         rebinds = self._rebinds
         for slot in self._outputs:
             array = None
@@ -196,15 +211,11 @@ class CupyBinder:
                     array = item[0]
             else:
                 array = cupy.ndarray(*slot.shape_dtype)  # type: ignore[misc]
-            ptr = array.data.ptr
-            if ptr != slot.current:
-                slot.point(ptr)
-                dirty.extend(slot.nodes)
+            want[i] = array.data.ptr
+            i += 1
             rebinds[slot.label] += 1
             fresh.append(array)
-        self.away = True
-        if dirty:
-            self._apply(dirty)
+        self._commit()
         return fresh
 
     @property
@@ -213,28 +224,64 @@ class CupyBinder:
 
     def home(self) -> None:
         """Point every node back at the static buffers (before a call that copies them all)."""
-        dirty: list[KernelNode] = []
-        for slot in self._inputs + self._outputs:
-            if slot.current != slot.home:
-                slot.point(slot.home)
-                dirty.extend(slot.nodes)
-        if dirty:
-            self._apply(dirty)
+        n = len(self._inputs) + len(self._outputs)
+        self._want[:n] = self._home[:n]
+        self._commit()
         self.away = False
 
-    def _apply(self, dirty: list[KernelNode]) -> None:
+    def _commit(self) -> None:
+        """Make the executable that holds ``_want`` the one the recording launches."""
+        want = self._want
+        active = self._active
+        self.away = True
+        if active.current == want:
+            active.fresh = False
+            return
+        for bank in self._banks:
+            if bank.current == want:
+                self._switch(bank)
+                return
+        target = active
+        if not active.fresh:
+            if len(self._banks) < MAX_BANKS:
+                made = another_bank(self._keep, list(self._home))
+                if made is not None:
+                    self._banks.append(made)
+                    target = made
+            else:  # with two banks: the one not launched last
+                target = self._banks[0] if self._banks[1] is active else self._banks[1]
+        dirty: list[KernelNode] = []
+        for slot, address, held in zip(self._slots, want, target.current):
+            if slot.written != address:
+                slot.point(address)  # every word of every node set below must hold this call's address
+            if address != held:
+                dirty.extend(slot.nodes)
+        self._apply(target, dirty)
+        target.current = list(want)
+        self._switch(target)
+
+    def _switch(self, bank: Bank) -> None:
+        bank.fresh = False
+        if bank is not self._active:
+            self._active = bank
+            if self._recording is not None:
+                self._recording.launch = bank.launch
+
+    def _apply(self, bank: Bank, dirty: list[KernelNode]) -> None:
         nodes = dict.fromkeys(dirty) if len(dirty) > 1 else dirty
-        setter = self._set
+        setter, executables = self._set, bank.executables
         for node in nodes:
-            status = setter(node.executable, node.handle, node.ref)
+            executable = executables[node.executable.value or 0]
+            status = setter(executable, node.handle, node.ref)
             if status:
                 # A thread whose first CUDA call this is has no current context yet: give it the
                 # device's primary context (the runtime does so on its first call), then retry.
                 cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
-                status = setter(node.executable, node.handle, node.ref)
+                status = setter(executable, node.handle, node.ref)
                 if status:
                     raise RuntimeError(f"cuGraphExecKernelNodeSetParams failed with CUDA error {status}; "
                                        "set input_binding='copy' to avoid re-pointing graph nodes")
+            self.node_updates += 1
 
     def finish(self, fresh: Optional[Sequence[Any]]) -> None:
         """Nothing to do: the graph wrote the fresh outputs itself."""
@@ -242,9 +289,19 @@ class CupyBinder:
     def release(self) -> None:
         for slot in self._outputs:
             slot.ring = []
+        if self._recording is not None and self._banks:
+            self._recording.launch = self._banks[0].launch
+        for bank in self._banks[1:]:
+            bank.destroy()
+        self._banks = []
+        self._recording = None
         self._constants = {}
         self._keep = None
-        self._inputs, self._outputs = [], []
+        self._inputs, self._outputs, self._slots = [], [], []
+
+
+def _no_launch() -> None:
+    raise RuntimeError("this binder was made without its recording: it cannot launch")
 
 
 def _call_reason(buf: Any, src: Any, device: int) -> CopyReason:

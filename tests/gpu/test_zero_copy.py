@@ -319,3 +319,41 @@ def test_new_weights_are_rebound_not_recaptured():
     x = rand(rng, 8)
     same(g(x, unaligned), f(x, unaligned))
     assert g.stats().captures == 3  # 4 bytes off alignment: captured again, never bound
+
+
+def test_alternating_addresses_take_turns_on_two_executables():
+    """``y = f(x)`` in a loop keeps one result while the next is made, so the output's address
+    alternates; so do two inputs used in turn. A second executable takes the other address: after
+    the first few calls no node is re-pointed, and every result is the eager one, at every padding
+    and every return to a static buffer in between."""
+    cupy.cuda.Device(0).use()
+    rng = np.random.default_rng(13)
+    f = affine_pair()
+    g = jit(f, capture_sizes=[8])
+    xs = [rand(rng, 8) for _ in range(2)]
+    ys = [rand(rng, 8) for _ in range(2)]
+    out = None
+    for i in range(6):
+        poison(g)
+        out = g(xs[i % 2], ys[i % 2])
+        same(out, f(xs[i % 2], ys[i % 2]))
+    (entry,) = list(g.registry.entries())
+    binder = entry.binding
+    assert binder.banks == 2
+    settled = binder.node_updates
+    assert settled > 0  # the second executable was pointed at the caller's arrays once
+    for i in range(20):
+        poison(g)
+        out = g(xs[i % 2], ys[i % 2])
+        same(out, f(xs[i % 2], ys[i % 2]))
+    assert binder.node_updates == settled  # each executable already held its call's addresses
+    x5, y5 = rand(rng, 5), rand(rng, 5)
+    poison(g)
+    same(g(x5, y5), f(x5, y5))  # padded: back on the static buffers, on whichever executable
+    for _ in range(4):
+        fresh_x, fresh_y = rand(rng, 8), rand(rng, 8)
+        poison(g)
+        out = g(fresh_x, fresh_y)
+        same(out, f(fresh_x, fresh_y))
+    del out
+    g.clear()

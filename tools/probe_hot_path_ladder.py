@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Where a zero-copy ``jit`` call's host time goes, rung by rung (issue 14's one-kernel target).
+
+Each rung adds one layer of the fast path to the one before, timed alone in its own block:
+the bare ``graph.launch()``, the recording's launch, the entry's launch, the binder's work, the
+entry's ``run`` and the whole call. Differences between rungs are what each layer costs.
+Usage on the GPU machine: ``python3 tools/probe_hot_path_ladder.py [--reps 20000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def host_us(call, reps: int, rounds: int = 7) -> float:
+    import cupy
+
+    sync = cupy.cuda.Device().synchronize
+    for _ in range(200):
+        call()
+    sync()
+    figures = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(reps):
+            call()
+        figures.append((time.perf_counter() - start) / reps * 1e6)
+        sync()
+    return statistics.median(figures)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=20000)
+    args = parser.parse_args()
+
+    import cupy
+
+    import cupygraph as cg
+    from tools.bench_cupy import BareGraph
+
+    cupy.cuda.Device(0).use()
+
+    def f(x):
+        return x * np.float32(2.0)
+
+    x = cupy.asarray(np.random.default_rng(0).standard_normal((1, 256)).astype(np.float32))
+    bare = BareGraph(f, x)
+    g = cg.jit(f, config=dict(capture_sizes=[1]))
+    assert np.array_equal(cupy.asnumpy(g(x)), cupy.asnumpy(f(x)))
+    plan = g._plans.find((x,))
+    entry = plan.entry
+    binder = entry.binding
+    stream = cupy.cuda.get_current_stream()
+
+    def binder_work():
+        binder.prepare((x,), (), entry._copy_rows, stream)
+        binder.fresh_outputs(stream)
+
+    rungs = {
+        "bare graph.launch()": bare.graph.launch,
+        "recording.launch()": entry.recording.launch,
+        "entry.launch()": entry.launch,
+        "order_after_last_use()": entry.backend.order_after_last_use,
+        "binder prepare + fresh_outputs": binder_work,
+        "binder work + entry.launch()": lambda: (binder_work(), entry.launch()),
+        "entry.run(...)": lambda: entry.run((x,), 1, ()),
+        "plans.find((x,))": lambda: g._plans.find((x,)),
+        "jit call g(x)": lambda: g(x),
+        "eager f(x)": lambda: f(x),
+    }
+    print(f"{cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}; host us per call, medians of 7 blocks "
+          f"of {args.reps}; binder executables {binder.banks}, node updates {binder.node_updates}")
+    for label, call in rungs.items():
+        print(f"{label:<34} {host_us(call, args.reps):7.3f}")
+    print(f"node updates after the ladder: {binder.node_updates}")
+
+
+if __name__ == "__main__":
+    main()
