@@ -62,15 +62,24 @@ def main() -> None:
     stream = cupy.cuda.get_current_stream()
 
     def binder_work():
-        binder.prepare((x,), (), entry._copy_rows, stream)
-        binder.fresh_outputs(stream)
+        binder.bind((x,), (), entry._copy_rows, stream)
 
+    import ctypes
+
+    libcuda = ctypes.PyDLL("libcuda.so.1")
+    launch = libcuda.cuGraphLaunch
+    launch.argtypes, launch.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
+    handle, stream_ptr = ctypes.c_void_p(int(bare.graph.graphExec)), ctypes.c_void_p(stream.ptr)
+    runtime_launch = cupy.cuda.runtime.graphLaunch
     rungs = {
         "bare graph.launch()": bare.graph.launch,
+        "runtime.graphLaunch(exec, stream)": lambda: runtime_launch(bare.graph.graphExec, stream.ptr),
+        "ctypes cuGraphLaunch (GIL held)": lambda: launch(handle, stream_ptr),
+        "cupy.cuda.get_current_stream()": cupy.cuda.get_current_stream,
         "recording.launch()": entry.recording.launch,
         "entry.launch()": entry.launch,
         "order_after_last_use()": entry.backend.order_after_last_use,
-        "binder prepare + fresh_outputs": binder_work,
+        "binder.bind(...)": binder_work,
         "binder work + entry.launch()": lambda: (binder_work(), entry.launch()),
         "entry.run(...)": lambda: entry.run((x,), 1, ()),
         "plans.find((x,))": lambda: g._plans.find((x,)),

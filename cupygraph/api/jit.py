@@ -133,7 +133,8 @@ class GraphedFunction:
         # What the hot path uses, looked up once: the registry never replaces them.
         self._family_lock = self.registry.family_lock
         self._stats = self.registry.stats()
-        self._plans = PlanCache(self.backend.array_type, self.constant_argnums, self._stats.record_batch_sizes)
+        self._plans = PlanCache(self.backend.array_type, self.constant_argnums, self._stats.record_fast_hits)
+        self.registry.add_settler(self._plans.drain)  # the fast path's hits, counted on its plans
         self._generation = self.registry.generation
         self._constants_seen: dict[tuple[Any, ...], tuple[ConstArg, ...]] = {}
         self._template: Optional[Template] = None
@@ -167,8 +168,7 @@ class GraphedFunction:
                         except (ReplayMismatch, AliasedWrite) as err:
                             why = self._why_not_replayed(plan, err)
                         else:
-                            self._stats.count_hit(plan.mode_name)
-                            plan.hits += 1
+                            plan.hits += 1  # a hit, handed to the statistics when they are read
                             return out
                 if why is not None:  # the function runs outside the lock: the family's others go on
                     return self._run_eagerly(args, kwargs, why)
@@ -345,10 +345,8 @@ class GraphedFunction:
         return self._call_slow(args, kwargs, False, descriptor)
 
     def stats(self) -> CUDAGraphStats:
-        """This function's statistics (its registry's), with the fast path's batch sizes added."""
-        with self._family_lock:
-            self._plans.drain()
-        return self._stats
+        """This function's statistics (its registry's, the fast path's counts folded in)."""
+        return self.registry.stats()
 
     def devices(self) -> dict[int, GraphedFunction]:
         """The function's graph family on each device it was called on, by device id."""

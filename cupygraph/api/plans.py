@@ -21,8 +21,8 @@ class Plan:
     """How a call signature maps onto an entry: which arguments are copied in and how.
 
     ``hits`` counts the fast path's calls of this plan (all with ``rows`` real rows): one integer
-    add per call, folded into the batch-size histogram only when statistics are read or the plan
-    is dropped, so the fast path builds no keys and takes no lock for it.
+    add per call, folded into the hit counts and the batch-size histogram only when statistics are
+    read or the plan is dropped, so the fast path builds no keys and takes no lock for it.
     """
 
     __slots__ = ("batched", "constants_token", "entry", "hits", "leading", "mode_name", "rows", "whole")
@@ -38,13 +38,23 @@ class Plan:
         (the fast path then takes ``args[:leading]`` instead of building lists)."""
 
 
+class _Retired:
+    """What a dropped plan points at: an entry that is never alive."""
+
+    alive = False
+    constants_token = None
+
+
+RETIRED = _Retired()
+
+
 class PlanCache:
     """Plans by call key, valid for one set of constant arguments (the current one)."""
 
     def __init__(self, array_type: type[Any], constant_argnums: Sequence[int],
-                 tally: Callable[[int, int], None] = lambda rows, calls: None):
+                 tally: Callable[[str, int, int], None] = lambda mode, rows, calls: None):
         self._tally = tally
-        """Receives (rows, calls) of the fast path's calls when plans are drained or dropped."""
+        """Receives (mode, rows, calls) of the fast path's calls when plans are drained or dropped."""
         self._array_type = array_type
         self._const = frozenset(constant_argnums)
         self._positions = tuple(sorted(self._const))
@@ -100,14 +110,16 @@ class PlanCache:
             if current is None or not all(map(operator.is_, constants, current)):
                 # A new constant set (new weights): plans of the old set no longer apply. The set is
                 # held strongly so its identity stays meaningful; it is replaced by the next one.
-                self.drain()
-                self._plans.clear()
+                self._drop_all()
                 self._constants_now = constants
         if len(self._plans) >= PLANS_LIMIT:
-            self.drain()
-            self._plans.clear()
+            self._drop_all()
         try:
-            self._plans[self.key(args)] = plan
+            key = self.key(args)
+            old = self._plans.get(key)
+            if old is not None and old is not plan:  # replaced (its entry went): its calls counted first
+                self._retire(old)
+            self._plans[key] = plan
         except TypeError:
             pass  # an unhashable static value: this call stays on the slow path
 
@@ -115,12 +127,26 @@ class PlanCache:
         """Hand the fast path's call counts to ``tally`` and start counting again."""
         for plan in self._plans.values():
             if plan.hits:
-                self._tally(plan.rows, plan.hits)
+                self._tally(plan.mode_name, plan.rows, plan.hits)
                 plan.hits = 0
 
-    def clear(self, constants: bool = False) -> None:
-        """Forget every plan (an entry left the registry); with ``constants``, the constant set too."""
-        self.drain()
+    def _drop_all(self) -> None:
+        """Forget every plan, its calls counted first. A caller of the fast path may have found one
+        before taking the family lock: pointed at ``RETIRED``, it takes the slow path, so no call is
+        counted on a plan nobody drains any more."""
+        for plan in self._plans.values():
+            self._retire(plan)
         self._plans.clear()
+
+    def _retire(self, plan: Plan) -> None:
+        if plan.hits:
+            self._tally(plan.mode_name, plan.rows, plan.hits)
+            plan.hits = 0
+        plan.entry = RETIRED  # type: ignore[assignment]
+
+    def clear(self, constants: bool = False) -> None:
+        """Forget every plan (an entry left the registry); with ``constants``, the constant set too.
+        Called, like every change of the cache, under the family lock."""
+        self._drop_all()
         if constants:
             self._constants_now = None

@@ -139,6 +139,8 @@ class CupyBackend(Backend):
 
     def __init__(self, device: Optional[int] = None):
         self.device_id = cupy.cuda.Device(device).id
+        self.per_device = _runtime.getDeviceCount() > 1
+        """With one visible GPU every array is on it: the hot path then skips the device check."""
         self._blocks = DeviceBlocks()
         with cupy.cuda.Device(self.device_id):
             self.pool = cupy.cuda.MemoryPool(self._blocks.allocate)
@@ -149,8 +151,6 @@ class CupyBackend(Backend):
 
     def is_array(self, value: Any) -> bool:
         return isinstance(value, cupy.ndarray)
-
-    per_device = True
 
     def device_of(self, array: Any) -> int:
         # The memory pointer's device: two attribute reads, cheap enough for the hot path.

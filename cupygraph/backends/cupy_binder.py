@@ -4,7 +4,7 @@
 each buffer's address. A call gathers the address every slot (argument, output, constant) should
 hold, launches the executable (``cupy_banks``) that already holds them all, or else rewrites the
 words and sets the changed nodes on the executable launched longest ago. The caller holds the
-family lock around ``CupyBinder.prepare`` / ``fresh_outputs`` and the launch that follows.
+family lock around ``CupyBinder.bind`` and the launch that follows.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ def _references(item: list[Any]) -> tuple[int, int, int, int]:
 class _Slot:
     """One buffer the binder may re-point: its home (the static buffer) and the words that hold it."""
 
-    __slots__ = ("buf", "cells", "eligible", "home", "label", "logged", "nodes", "reason", "recycle", "ring",
-                 "shape_dtype", "written")
+    __slots__ = ("buf", "cells", "copied", "eligible", "home", "label", "logged", "nodes", "reason", "recycle",
+                 "ring", "shape_dtype", "written")
 
     def __init__(self, label: str, buf: Any, facts: Optional[BufferFacts]):
         self.label, self.buf = label, buf
@@ -57,6 +57,8 @@ class _Slot:
         self.home = self.written = int(buf.data.ptr) if buf is not None else 0
         """The captured address, and the one the parameter blocks hold now (which bank it reached is the bank's)."""
         self.logged = False
+        self.copied = 0
+        """Calls that copied this argument since the binder's last ``settle``."""
         self.shape_dtype = (buf.shape, buf.dtype) if buf is not None else None
         self.ring: list[list[Any]] = []
         """Output arrays handed out lately: [array, stream, references when only the ring held it]."""
@@ -91,7 +93,6 @@ class CupyBinder:
         self._name = name
         self._inputs = [_Slot(label, buf, bindings.inputs.get(int(buf.data.ptr)) if buf.nbytes else None)
                         for label, buf in zip(labels, static)]
-        self._bits = [1 << i for i in range(len(self._inputs))]
         self._outputs: list[_Slot] = []
         if bind_outputs:
             for i, (leaf, facts) in enumerate(zip(leaves, bindings.outputs)):
@@ -115,6 +116,8 @@ class CupyBinder:
         self._active: Bank = first_bank(self._keep, recording.launch if recording is not None else _no_launch,
                                         list(self._home))
         self._banks = [self._active]
+        self._calls = 0
+        """Calls of ``bind`` since the last ``settle``."""
         self.node_updates = 0
         """Kernel nodes set on an executable so far (tests: a steady caller pattern stops adding any)."""
         self.away = False
@@ -154,69 +157,75 @@ class CupyBinder:
         self._commit()
         return True
 
-    def prepare(self, inputs: Sequence[Any], whole: Sequence[Any], copy: Any, stream: Any) -> int:
-        """Bind or copy (``copy(buf, src, stream)``) every argument; return a bit per copied one.
-        Without bound outputs the executable is chosen here, else in ``fresh_outputs``."""
+    def bind(self, inputs: Sequence[Any], whole: Sequence[Any], copy: Any,
+             stream: Any) -> tuple[int, Optional[list[Any]]]:
+        """Bind or copy (``copy(buf, src, stream)``) every argument, take a fresh array for every bound
+        output, and make the executable that holds these addresses the one launched next.
+
+        Returns a bit per copied argument and the fresh outputs (None when no output is bound). An
+        output of a recent call on the same ``stream`` that nobody holds any more is taken again:
+        what CuPy's pool would do with its memory (hand it to the next allocation on that stream),
+        without the cost of allocating, and with no node to re-point. Binds are counted once per
+        call here and per argument only when statistics are read (``settle``).
+        """
         copied = 0
         want = self._want
-        rebinds, copies, device = self._rebinds, self._copies, self._device
+        device = self._device
         i = 0
-        for bit, slot, src in zip(self._bits, self._inputs, [*inputs, *whole] if whole else inputs):
+        for slot, src in zip(self._inputs, [*inputs, *whole] if whole else inputs):
             if slot.eligible and src._c_contiguous:
                 memory = src.data
                 ptr = memory.ptr
                 # copy_reason's rules, of which the plan already checked shape and dtype.
                 if not ptr & (ALIGNMENT - 1) and memory.device_id == device:
                     want[i] = ptr
-                    rebinds[slot.label] += 1
                     i += 1
                     continue
             want[i] = slot.home
-            i += 1
             copy(slot.buf, src, stream)
-            copies[slot.label] += 1
-            copied |= bit
+            copied |= 1 << i
+            i += 1
+            slot.copied += 1
+            self._copies[slot.label] += 1
             if not slot.logged and logger.isEnabledFor(logging.DEBUG):
                 slot.logged = True
-                reason = slot.reason or _call_reason(slot.buf, src, device)
-                log_copied(self._name, slot.label, reason)
-        if not self._outputs:
-            self._commit()
-        return copied
-
-    def fresh_outputs(self, stream: Any) -> list[Any]:
-        """A new array for every bound output, the graph's nodes pointed at it (launch next).
-
-        An output of a recent call on the same ``stream`` that nobody holds any more is taken
-        again: what CuPy's pool would do with its memory (hand it to the next allocation on that
-        stream), without the cost of allocating, and with no node to re-point.
-        """
-        fresh = []
-        want = self._want
-        i = len(self._inputs)
-        rebinds = self._rebinds
-        for slot in self._outputs:
-            array = None
-            if slot.recycle:
-                for item in slot.ring:
-                    if item[1] == stream and _references(item) == item[2]:
+                log_copied(self._name, slot.label, slot.reason or _call_reason(slot.buf, src, device))
+        fresh = None
+        if self._outputs:
+            fresh = []
+            for slot in self._outputs:
+                array = None
+                if slot.recycle:
+                    for item in slot.ring:
+                        if item[1] == stream and _references(item) == item[2]:
+                            array = item[0]
+                            break
+                    if array is None:
+                        item = [cupy.ndarray(*slot.shape_dtype), stream, None]  # type: ignore[misc]
+                        item[2] = _references(item)
+                        slot.ring.append(item)
+                        if len(slot.ring) > RING:
+                            del slot.ring[0]
                         array = item[0]
-                        break
-                if array is None:
-                    item = [cupy.ndarray(*slot.shape_dtype), stream, None]  # type: ignore[misc]
-                    item[2] = _references(item)
-                    slot.ring.append(item)
-                    if len(slot.ring) > RING:
-                        del slot.ring[0]
-                    array = item[0]
-            else:
-                array = cupy.ndarray(*slot.shape_dtype)  # type: ignore[misc]
-            want[i] = array.data.ptr
-            i += 1
-            rebinds[slot.label] += 1
-            fresh.append(array)
+                else:
+                    array = cupy.ndarray(*slot.shape_dtype)  # type: ignore[misc]
+                want[i] = array.data.ptr
+                i += 1
+                fresh.append(array)
+        self._calls += 1
         self._commit()
-        return fresh
+        return copied, fresh
+
+    def settle(self) -> None:
+        """Add the binds since the last settle to the statistics (per argument: calls not copied)."""
+        calls, self._calls = self._calls, 0
+        for slot in self._inputs:
+            if calls - slot.copied:
+                self._rebinds[slot.label] += calls - slot.copied
+            slot.copied = 0
+        if calls:
+            for slot in self._outputs:
+                self._rebinds[slot.label] += calls
 
     @property
     def output_positions(self) -> list[int]:
@@ -287,6 +296,7 @@ class CupyBinder:
         """Nothing to do: the graph wrote the fresh outputs itself."""
 
     def release(self) -> None:
+        self.settle()
         for slot in self._outputs:
             slot.ring = []
         if self._recording is not None and self._banks:

@@ -114,7 +114,9 @@ class HostBinder:
     def output_positions(self) -> list[int]:
         return self._out_index
 
-    def prepare(self, inputs: Sequence[Any], whole: Sequence[Any], copy: Any, stream: Any) -> int:
+    def bind(self, inputs: Sequence[Any], whole: Sequence[Any], copy: Any,
+             stream: Any) -> tuple[int, Optional[list[Any]]]:
+        """The GPU binder's ``bind``: a bit per copied argument, and fresh outputs (None: none bound)."""
         copied = 0
         args = self._args
         for bit, (label, buf, position, fixed), src in zip(self._bits, self._slots, [*inputs, *whole]):
@@ -133,12 +135,14 @@ class HostBinder:
             if (label, reason) not in self._logged and logger.isEnabledFor(logging.DEBUG):
                 self._logged.add((label, reason))
                 log_copied(self._name, label, reason)
-        return copied
-
-    def fresh_outputs(self, stream: Any) -> list[Any]:
+        if not self.binds_outputs:
+            return copied, None
         for label in self._out_labels:
             self._rebinds[label] += 1
-        return [np.empty(leaf.shape, leaf.dtype) for leaf in self._leaves]
+        return copied, [np.empty(leaf.shape, leaf.dtype) for leaf in self._leaves]
+
+    def settle(self) -> None:
+        """Nothing kept aside: this binder counts every bind as it happens."""
 
     def finish(self, fresh: Optional[Sequence[Any]]) -> None:
         """After the replay: let go of the caller's arrays (a graph holds only their addresses), and

@@ -293,10 +293,9 @@ class CUDAGraphEntry:
         if self._write_back is not None:
             self._check_not_aliased(inputs, whole)
         stream = self.backend.order_after_last_use()
-        copied = binder.prepare(inputs, whole, self._copy_rows, stream)
+        copied, fresh = binder.bind(inputs, whole, self._copy_rows, stream)
         if copied:
             self._arena.state = (id(self), rows)
-        fresh = binder.fresh_outputs(stream) if binder.binds_outputs else None
         self.launch()
         if self._write_back is not None:
             self._write_back(inputs, rows, whole, copied)

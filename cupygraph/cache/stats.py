@@ -76,14 +76,14 @@ class CUDAGraphStats:
             self.replays += 1
             self.replays_by_mode[mode] += 1
 
-    def count_hit(self, mode: str) -> None:
-        """``record_hit`` for a caller that holds the registry's family lock (the fast path of ``jit``)."""
-        if mode not in self.replays_by_mode:  # a new key changes the dict's size: only under the lock
-            self.record_hit(mode)
-            return
-        self.hits += 1
-        self.replays += 1
-        self.replays_by_mode[mode] += 1
+    def record_fast_hits(self, mode: str, rows: int, calls: int) -> None:
+        """``calls`` replays of one plan of ``jit``'s fast path (``rows`` real rows each), which counts
+        them on the plan and hands them over when statistics are read (``GraphStore.stats``)."""
+        with self._lock:
+            self.hits += calls
+            self.replays += calls
+            self.replays_by_mode[mode] += calls
+            self.batch_sizes.add(rows, calls)
 
     def record_first_replay(self, mode: str) -> None:
         """A call that captured its graph (a miss) and then replayed it for its result."""

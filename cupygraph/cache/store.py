@@ -74,6 +74,7 @@ class GraphStore:
         self._stats = CUDAGraphStats()
         self._generation = 0
         self._view_epoch = ViewEpoch()
+        self._settlers: list[Callable[[], None]] = []
 
     @property
     def family_lock(self) -> threading.RLock:
@@ -130,7 +131,16 @@ class GraphStore:
     def __len__(self) -> int:
         return self.num_graphs()
 
+    def add_settler(self, settle: Callable[[], None]) -> None:
+        """``settle()`` hands counts a hot path kept aside to the statistics; ``stats()`` calls it first."""
+        self._settlers.append(settle)
+
     def stats(self) -> CUDAGraphStats:
+        """The statistics, with the counts the hot paths keep aside (hits, zero-copy binds) folded in
+        (under the family lock, which the hot paths hold while counting)."""
+        with self._family_lock:
+            for settle in [*self._settlers, *(e.binding.settle for e in self.entries() if e.binding is not None)]:
+                settle()
         return self._stats
 
     def total_bytes(self) -> int:
