@@ -213,7 +213,10 @@ class CupyBinder:
                 i += 1
                 fresh.append(array)
         self._calls += 1
-        self._commit()
+        if self._active.current != want:  # (the common case, the same addresses again, costs no call)
+            self._commit()
+        else:
+            self.away = True
         return copied, fresh
 
     def settle(self) -> None:
