@@ -81,7 +81,13 @@ _MAX_EXTENT = 1 << 48
 
 
 def _pointer_words(data: bytes, offset: int) -> tuple[int, ...]:
-    """The words of one kernel parameter that may hold device addresses.
+    """The words of one kernel parameter that may hold device addresses (``pointer_offsets``)."""
+    return tuple(struct.unpack_from("<Q", data, at)[0] for at in pointer_offsets(data, offset))
+
+
+def pointer_offsets(data: bytes, offset: int) -> tuple[int, ...]:
+    """Where in one kernel parameter (its bytes ``data``, at ``offset`` of the parameter buffer) the
+    words that may hold device addresses start.
 
     CuPy passes an ndarray as a ``CArray<T, ndim>`` (data pointer, size, shape[ndim],
     strides[ndim]) and an elementwise or reduction kernel's index space as a ``CIndexer<ndim>``
@@ -97,8 +103,8 @@ def _pointer_words(data: bytes, offset: int) -> tuple[int, ...]:
         if count % 2 and _is_size_of(words[0], words[1:1 + ndim]):
             return ()  # CIndexer: 1 + 2 * ndim words
         if not count % 2 and _is_size_of(words[1], words[2:1 + ndim]):
-            return (words[0] % (1 << 64),)  # CArray: 2 + 2 * ndim words, the pointer first
-    return _words(data, offset)
+            return (0,)  # CArray: 2 + 2 * ndim words, the pointer first
+    return tuple(range((-offset) % 8, len(data) - 7, 8))
 
 
 class GraphWalker:
