@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union, get_args
 
 from pydantic import (
     BaseModel,
@@ -18,6 +18,7 @@ from pydantic import (
     PrivateAttr,
     StrictInt,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
 )
@@ -221,16 +222,13 @@ class CUDAGraphConfig(BaseModel):
         "min_replays_to_keep", "capture_after", "min_tokens_for_graph", "max_tokens_for_graph",
         "replay_timing_every", mode="before",
     )(integral_to_int)
-    _check_eviction = field_validator("eviction", mode="before")(choice("eviction", ("lru", "lfu", "benefit")))
-    _check_output = field_validator("output_mode", mode="before")(choice("output_mode", ("copy", "view")))
-    _check_on_error = field_validator("on_capture_error", mode="before")(choice("on_capture_error", ("fallback",
-                                                                                                     "raise")))
-    _check_binding = field_validator("input_binding", mode="before")(choice("input_binding", ("auto", "copy")))
-    _check_capture_mode = field_validator("capture_mode", mode="before")(
-        choice("capture_mode", ("global", "thread_local", "relaxed"))
-    )
-    _check_backend = field_validator("backend", mode="before")(choice("backend", ("auto", "cupy", "host")))
-    _check_pdl = field_validator("pdl", mode="before")(choice("pdl", ("auto", "off")))
+    @field_validator("eviction", "output_mode", "on_capture_error", "input_binding", "capture_mode", "backend", "pdl",
+                     "host_uploads", mode="before")
+    @classmethod
+    def _one_of(cls, value: Any, info: ValidationInfo) -> Any:
+        """A choice field, in any case; its choices are its ``Literal``'s (listed once, in the annotation)."""
+        name = str(info.field_name)
+        return choice(name, get_args(cls.model_fields[name].annotation))(value)
 
     @field_validator("mode", mode="before")
     @classmethod

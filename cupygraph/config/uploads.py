@@ -6,16 +6,11 @@ Declared here, beside the model, so its documentation lives where it is declared
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
-from .values import choice
-
-HOST_UPLOAD_MODES = ("fallback", "constant", "auto")
-
-HostUploads = Annotated[Literal["fallback", "constant", "auto"], BeforeValidator(choice("host_uploads",
-                                                                                        HOST_UPLOAD_MODES))]
+HostUploads = Literal["fallback", "constant", "auto"]
 
 HOST_UPLOADS: Any = Field(
     "fallback",
