@@ -92,7 +92,7 @@ class HighestBenefit(EvictionPolicy):
         age = max(self.clock() - entry.captured_at, 0.0)
         calls = self.horizon_s * entry.replay_count / (age + self.horizon_s)
         timing = timing_of(entry)
-        capture = timing.capture_s if timing is not None else float(entry.capture_time)
+        capture = float(entry.capture_time)
         eager = timing.eager_s() if timing is not None else None
         replay = timing.replay_s() if timing is not None else None
         if replay is None and entry.total_replay_s:  # host launch times, kept only under time_replays

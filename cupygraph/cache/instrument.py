@@ -42,7 +42,7 @@ class Instruments:
 
     def install(self, entry: CUDAGraphEntry, name: str) -> None:
         """Give ``entry`` its measured times, and the wrappers this cache's config asks for."""
-        entry.timing = KeyTiming(entry.capture_time, entry.recording.warmup_sample)
+        entry.timing = KeyTiming(entry.recording.warmup_sample)
         if self.timing_every:
             entry.launch = entry.timing.sampled(entry.launch, self._start_sample,  # type: ignore[method-assign]
                                                 self.timing_every)

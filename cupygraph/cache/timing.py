@@ -2,8 +2,8 @@
 
 ``KeyTiming`` is filled from measurements only: the eager time is the function's last warm-up
 run before capture (timed on the device by the backend, ``Recording.warmup_sample``), the
-capture time is the host time of warm-ups, capture, instantiation and audit (what evicting the
-graph costs when the key comes back), and the replay time is sampled on the device every Nth
+capture time is the entry's ``capture_time`` (the host time of warm-ups, capture, instantiation
+and audit: what evicting the graph costs when the key comes back), and the replay time is sampled on the device every Nth
 replay when ``replay_timing_every`` is set (else the policy falls back on the host launch time,
 which entries keep only under ``time_replays``). The eviction policy ``benefit`` reads it.
 """
@@ -17,12 +17,12 @@ from ..backends.timing import Sample
 
 
 class KeyTiming:
-    """Measured times of one graph (seconds); ``None`` where nothing was measured."""
+    """Measured times of one graph (seconds); ``None`` where nothing was measured. Its capture time is
+    the entry's own (``CUDAGraphEntry.capture_time``)."""
 
-    __slots__ = ("_pending", "capture_s", "countdown", "eager_sample", "replay_samples", "replay_total_s")
+    __slots__ = ("_pending", "countdown", "eager_sample", "replay_samples", "replay_total_s")
 
-    def __init__(self, capture_s: float, eager_sample: Optional[Sample] = None):
-        self.capture_s = capture_s
+    def __init__(self, eager_sample: Optional[Sample] = None):
         self.eager_sample = eager_sample
         self.replay_samples = 0
         self.replay_total_s = 0.0
