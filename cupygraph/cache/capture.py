@@ -93,7 +93,7 @@ def record(
             whole_inputs=staging.whole_inputs, arena=arena,
             pad_value=config.pad_value, output_mode=config.output_mode,
             capture_time=seconds, out_batched=request.out_batched, written=written,
-            time_replays=config.time_replays, input_binding=config.input_binding, counts=counts,
+            input_binding=config.input_binding, counts=counts,
             labels=[argument_label(p) for p in staging.positions], name=request.name,
             constants=[(i, a) for i, a in enumerate(request.args)
                        if i not in staging.positions and backend.is_array(a)],

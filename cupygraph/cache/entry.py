@@ -77,7 +77,6 @@ class CUDAGraphEntry:
         capture_time: float = 0.0,
         out_batched: Any = None,
         written: Sequence[int] = (),
-        time_replays: bool = False,
         input_binding: str = "copy",
         counts: Optional[tuple[Any, Any]] = None,
         labels: Sequence[str] = (),
@@ -101,10 +100,8 @@ class CUDAGraphEntry:
         self.timing: Optional[KeyTiming] = None
         """Measured eager, replay and capture times (set by the graph cache; read by eviction)."""
         self.total_replay_s = 0.0
-        """Host time of the launches, measured only under ``time_replays`` (the config field)."""
+        """Host time of the launches, measured only under ``time_replays`` (``cache/instrument.py``)."""
         self.last_used: float = use_tick()
-        if time_replays:
-            self.launch = self._launch_timed  # type: ignore[method-assign]
         self._arena = arena if arena is not None else InputArena()
         self.padded = key.descriptor.num_tokens
         """Rows of the static buffers: the batch size the graph was captured for."""
@@ -236,14 +233,6 @@ class CUDAGraphEntry:
         """Replay the graph on the current stream; the static inputs must already hold the data."""
         self.recording.launch()
         self.replay_count += 1  # increment_replay() inlined: this is the replay hot path
-        self.last_used = use_tick()
-
-    def _launch_timed(self) -> None:
-        """``launch`` that also measures its host time (``time_replays``): two clock reads a call."""
-        start = time.perf_counter()
-        self.recording.launch()
-        self.total_replay_s += time.perf_counter() - start
-        self.replay_count += 1
         self.last_used = use_tick()
 
     def outputs(self, rows: int, stream: Any = None) -> Any:

@@ -1,6 +1,7 @@
 """What a graph cache adds to its entries when asked: replay timing and NVTX ranges.
 
-Decided once per cache from the config (``replay_timing_every``, ``nvtx`` / ``CUPYGRAPH_NVTX``).
+Decided once per cache from the config (``time_replays``, ``replay_timing_every``, ``nvtx`` /
+``CUPYGRAPH_NVTX``).
 With both off an entry keeps its class's ``launch`` and every call path stays as it was; with
 one on, per-instance wrappers are installed on the entries captured from then on (the same
 per-instance choice ``CUDAGraphEntry`` makes for functions that write into their arguments).
@@ -8,6 +9,7 @@ per-instance choice ``CUDAGraphEntry`` makes for functions that write into their
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Optional
@@ -18,6 +20,16 @@ from .entry import CUDAGraphEntry
 from .key import GraphKey
 from .ranges import RangeProvider, range_provider
 from .timing import KeyTiming
+
+
+def _host_timed(entry: CUDAGraphEntry, launch: Callable[[], None]) -> Callable[[], None]:
+    """``launch`` that adds its host time to ``entry.total_replay_s`` (``time_replays``): two clock reads."""
+    def timed_launch() -> None:
+        start = time.perf_counter()
+        launch()
+        entry.total_replay_s += time.perf_counter() - start
+
+    return timed_launch
 
 
 def key_label(key: GraphKey) -> str:
@@ -31,6 +43,7 @@ class Instruments:
 
     def __init__(self, config: CUDAGraphConfig, backend: Backend):
         self.timing_every = config.replay_timing_every
+        self.time_replays = config.time_replays
         self.ranges: Optional[RangeProvider] = range_provider(config.nvtx)
         self._start_sample = backend.start_sample
 
@@ -43,6 +56,8 @@ class Instruments:
     def install(self, entry: CUDAGraphEntry, name: str) -> None:
         """Give ``entry`` its measured times, and the wrappers this cache's config asks for."""
         entry.timing = KeyTiming(entry.recording.warmup_sample)
+        if self.time_replays:
+            entry.launch = _host_timed(entry, entry.launch)  # type: ignore[method-assign]
         if self.timing_every:
             entry.launch = entry.timing.sampled(entry.launch, self._start_sample,  # type: ignore[method-assign]
                                                 self.timing_every)

@@ -3,9 +3,9 @@
 ``KeyTiming`` is filled from measurements only: the eager time is the function's last warm-up
 run before capture (timed on the device by the backend, ``Recording.warmup_sample``), the
 capture time is the entry's ``capture_time`` (the host time of warm-ups, capture, instantiation
-and audit: what evicting the graph costs when the key comes back), and the replay time is sampled on the device every Nth
-replay when ``replay_timing_every`` is set (else the policy falls back on the host launch time,
-which entries keep only under ``time_replays``). The eviction policy ``benefit`` reads it.
+and audit: what evicting the graph costs when the key comes back), and the replay time is
+sampled on the device every Nth replay when ``replay_timing_every`` is set (else the policy falls
+back on the host launch time, which entries keep only under ``time_replays``). The eviction policy ``benefit`` reads it.
 """
 
 from __future__ import annotations
