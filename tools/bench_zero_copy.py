@@ -24,54 +24,59 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def host_us(call, reps: int, rounds: int = 7) -> float:
-    """Median over rounds of the host time per call (no synchronisation inside a round)."""
+def host_block(call, reps: int) -> float:
+    """Host time per call of one block of ``reps`` consecutive calls (no synchronisation inside)."""
     import cupy
 
-    sync = cupy.cuda.Device().synchronize
-    for _ in range(min(reps, 200)):
+    start = time.perf_counter()
+    for _ in range(reps):
         call()
-    sync()
-    figures = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(reps):
-            call()
-        figures.append((time.perf_counter() - start) / reps * 1e6)
-        sync()
-    return statistics.median(figures)
+    took = (time.perf_counter() - start) / reps * 1e6
+    cupy.cuda.Device().synchronize()
+    return took
 
 
-def latency_us(call, reps: int, rounds: int = 7) -> float:
-    """Median of host time per call including the device finishing the work (call + sync)."""
+def latency_block(call, reps: int) -> float:
+    """Host time per call including the device finishing the work (call + sync), one block."""
     import cupy
 
     sync = cupy.cuda.Device().synchronize
-    figures = []
-    for _ in range(rounds):
+    sync()
+    start = time.perf_counter()
+    for _ in range(reps):
+        call()
         sync()
-        start = time.perf_counter()
-        for _ in range(reps):
-            call()
-            sync()
-        figures.append((time.perf_counter() - start) / reps * 1e6)
-    return statistics.median(figures)
+    return (time.perf_counter() - start) / reps * 1e6
 
 
-def gpu_us(call, reps: int, rounds: int = 5) -> float:
-    """GPU time per call back to back: events around ``reps`` consecutive calls."""
+def gpu_block(call, reps: int) -> float:
+    """GPU time per call back to back: events around one block of ``reps`` consecutive calls."""
     import cupy
 
-    figures = []
-    for _ in range(rounds):
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        for _ in range(reps):
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    for _ in range(reps):
+        call()
+    end.record()
+    end.synchronize()
+    return cupy.cuda.get_elapsed_time(start, end) * 1e3 / reps
+
+
+def rotated(block, calls: dict, reps: int, rounds: int = 7) -> dict:
+    """Median per competitor of ``block(call, reps)``: each competitor alone in its blocks, the order
+    of the competitors rotated from round to round (never interleaved call by call)."""
+    import cupy
+
+    for call in calls.values():  # warm every competitor up first
+        for _ in range(min(reps, 200)):
             call()
-        end.record()
-        end.synchronize()
-        figures.append(cupy.cuda.get_elapsed_time(start, end) * 1e3 / reps)
-    return statistics.median(figures)
+    cupy.cuda.Device().synchronize()
+    names = list(calls)
+    figures: dict = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            figures[name].append(block(calls[name], reps))
+    return {name: statistics.median(values) for name, values in figures.items()}
 
 
 def one_kernel(reps: int) -> dict:
@@ -90,15 +95,15 @@ def one_kernel(reps: int) -> dict:
     for g in (copy, auto):
         assert np.array_equal(cupy.asnumpy(g(x)), cupy.asnumpy(f(x)))
     owned = OwnedOutput(bare)
-    rows = {
-        "bare graph.launch()": host_us(bare.graph.launch, reps),
-        "bare memcpy + launch": host_us(lambda: bare(x), reps),
-        "bare memcpy + launch + owned output": host_us(lambda: owned(x), reps),
-        "eager CuPy": host_us(lambda: f(x), reps),
-        "jit copy (input_binding=copy)": host_us(lambda: copy(x), reps),
-        "jit zero-copy (input_binding=auto)": host_us(lambda: auto(x), reps),
-        "jit zero-copy, each result kept until the next call": host_us(keeper(auto, x), reps),
-    }
+    rows = rotated(host_block, {
+        "bare graph.launch()": bare.graph.launch,
+        "bare memcpy + launch": lambda: bare(x),
+        "bare memcpy + launch + owned output": lambda: owned(x),
+        "eager CuPy": lambda: f(x),
+        "jit copy (input_binding=copy)": lambda: copy(x),
+        "jit zero-copy (input_binding=auto)": lambda: auto(x),
+        "jit zero-copy, each result kept until the next call": keeper(auto, x),
+    }, reps)
     return {"workload": "one kernel, batch 1, output_mode=copy", "host_us": rows,
             "stats_auto": auto.stats().to_dict()["rebinds_by_argument"]}
 
@@ -154,20 +159,18 @@ def workload_rows(name: str, fn, x, reps: int) -> dict:
     bare = bare_no_copies(fn, x)
     auto = cg.jit(fn, config=dict(capture_sizes=[x.shape[0]], input_binding="auto"))
     copy = cg.jit(fn, config=dict(capture_sizes=[x.shape[0]], input_binding="copy"))
+    plain = cg.jit(fn, config=dict(capture_sizes=[x.shape[0]], input_binding="auto", pdl="off"))
     want = cupy.asnumpy(fn(x))
-    for g in (auto, copy):
+    for g in (auto, copy, plain):
         assert np.array_equal(cupy.asnumpy(g(x)), want), name
+    # The bare graph has no programmatic edges: "jit auto, pdl off" is its like-for-like row.
+    calls = {"bare graph, no copies": bare.graph.launch, "jit auto": lambda: auto(x),
+             "jit auto, pdl off": lambda: plain(x), "jit copy": lambda: copy(x)}
     return {
         "workload": f"{name} {list(x.shape)}",
-        "latency_us": {"bare graph, no copies": latency_us(bare.graph.launch, reps),
-                       "jit auto": latency_us(lambda: auto(x), reps),
-                       "jit copy": latency_us(lambda: copy(x), reps)},
-        "gpu_us": {"bare graph, no copies": gpu_us(bare.graph.launch, reps),
-                   "jit auto": gpu_us(lambda: auto(x), reps),
-                   "jit copy": gpu_us(lambda: copy(x), reps)},
-        "host_us": {"bare graph, no copies": host_us(bare.graph.launch, reps),
-                    "jit auto": host_us(lambda: auto(x), reps),
-                    "jit copy": host_us(lambda: copy(x), reps)},
+        "latency_us": rotated(latency_block, calls, reps),
+        "gpu_us": rotated(gpu_block, calls, reps, rounds=5),
+        "host_us": rotated(host_block, calls, reps),
         "stats_auto": auto.stats().to_dict()["rebinds_by_argument"],
         "copies_auto": auto.stats().to_dict()["copies_by_argument"],
     }
@@ -199,11 +202,12 @@ def piecewise_rows(reps: int) -> dict:
         bare.tail.launch()
 
     return {"workload": "piecewise [64, 256] (50 kernels, matmul, 50 kernels)",
-            "host_us": {"bare pieces, no copies (launch, matmul out=, launch)": host_us(floor, reps),
-                        "bare pieces + eager matmul": host_us(lambda: bare(x), reps),
-                        "eager matmul alone": host_us(lambda: cupy.matmul(x, w), reps),
-                        "jit PIECEWISE copy": host_us(lambda: graphed(x, w), reps),
-                        "jit PIECEWISE zero-copy": host_us(lambda: bound(x, w), reps)},
+            "host_us": rotated(host_block, {
+                "bare pieces, no copies (launch, matmul out=, launch)": floor,
+                "bare pieces + eager matmul": lambda: bare(x),
+                "eager matmul alone": lambda: cupy.matmul(x, w),
+                "jit PIECEWISE copy": lambda: graphed(x, w),
+                "jit PIECEWISE zero-copy": lambda: bound(x, w)}, reps),
             "stats_auto": bound.stats().to_dict()["rebinds_by_argument"]}
 
 

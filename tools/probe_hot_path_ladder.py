@@ -10,31 +10,12 @@ Usage on the GPU machine: ``python3 tools/probe_hot_path_ladder.py [--reps 20000
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def host_us(call, reps: int, rounds: int = 7) -> float:
-    import cupy
-
-    sync = cupy.cuda.Device().synchronize
-    for _ in range(200):
-        call()
-    sync()
-    figures = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(reps):
-            call()
-        figures.append((time.perf_counter() - start) / reps * 1e6)
-        sync()
-    return statistics.median(figures)
 
 
 def main() -> None:
@@ -46,6 +27,7 @@ def main() -> None:
 
     import cupygraph as cg
     from tools.bench_cupy import BareGraph
+    from tools.bench_zero_copy import host_block, rotated
 
     cupy.cuda.Device(0).use()
 
@@ -88,8 +70,8 @@ def main() -> None:
     }
     print(f"{cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}; host us per call, medians of 7 blocks "
           f"of {args.reps}; binder executables {binder.banks}, node updates {binder.node_updates}")
-    for label, call in rungs.items():
-        print(f"{label:<34} {host_us(call, args.reps):7.3f}")
+    for label, figure in rotated(host_block, rungs, args.reps).items():
+        print(f"{label:<34} {figure:7.3f}")
     print(f"node updates after the ladder: {binder.node_updates}")
 
 
