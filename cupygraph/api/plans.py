@@ -60,6 +60,8 @@ class PlanCache:
         self._positions = tuple(sorted(self._const))
         self._constants_now: Optional[tuple[Any, ...]] = None
         self._plans: dict[tuple[Any, ...], Plan] = {}
+        self._last: tuple[Any, Any, Optional[Plan]] = ((), None, None)
+        """(shape, dtype, plan) of the last single-array plan ``find`` returned."""
 
     def key(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """What a plan is found by: shapes and dtypes of the arrays, typed static values.
@@ -88,7 +90,16 @@ class PlanCache:
         if not positions and len(args) == 1:
             (a,) = args  # key()'s common case inlined: one call less on every replay
             if type(a) is self._array_type:
-                return self._plans.get(((a.shape, a.dtype),))
+                shape, dtype = a.shape, a.dtype
+                last = self._last
+                # The last plan found, compared without hashing (a dtype's hash is not cached). A
+                # plan dropped since points at RETIRED: the caller then takes the slow path.
+                if last[1] is dtype and last[0] == shape:
+                    return last[2]
+                plan = self._plans.get(((shape, dtype),))
+                if plan is not None:
+                    self._last = (shape, dtype, plan)
+                return plan
         if positions:
             current = self._constants_now
             # Identity, not equality: the slow path keys constants by address, shape, strides and
@@ -120,6 +131,9 @@ class PlanCache:
             if old is not None and old is not plan:  # replaced (its entry went): its calls counted first
                 self._retire(old)
             self._plans[key] = plan
+            # A find racing a retire may have kept a retired plan as the last one: the slow call that
+            # follows comes here and forgets it.
+            self._last = ((), None, None)
         except TypeError:
             pass  # an unhashable static value: this call stays on the slow path
 
@@ -139,6 +153,7 @@ class PlanCache:
         self._plans.clear()
 
     def _retire(self, plan: Plan) -> None:
+        self._last = ((), None, None)  # never found again, not even by the last-plan shortcut
         if plan.hits:
             self._tally(plan.mode_name, plan.rows, plan.hits)
             plan.hits = 0
