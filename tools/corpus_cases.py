@@ -69,6 +69,7 @@ WEIGHTS = np.linspace(-1.0, 1.0, 64).astype(np.float32)
 KERNEL = cp.asarray(np.array([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]], np.float32)[None])
 SAVGOL = sig.savgol_coeffs(7, 2).astype(cp.float32)  # computed once, eagerly: what the hint says to do
 SPARSE = cupyx.scipy.sparse.random(16, 64, density=0.1, format="csr", dtype=np.float32, random_state=3)
+SPARSE_RIGHT = cupyx.scipy.sparse.random(64, 24, density=0.1, format="csr", dtype=np.float32, random_state=4)
 
 
 def _mask_assign(x):
@@ -193,6 +194,10 @@ CASES: list[Case] = [
          instead=lambda a: tuple(cp.abs(m) for m in la.qr(a))),
     Case("eigh", "solver", lambda a: cp.linalg.eigh(a)[0], "spd", instead=lambda a: la.eigh(a)[0]),
     Case("svd", "solver", lambda a: cp.linalg.svd(a)[1], "sq", instead=lambda a: la.svd(a)[1]),
+    Case("eigh_vectors", "solver", lambda a: cp.abs(cp.linalg.eigh(a)[1]), "spd",
+         instead=lambda a: cp.abs(la.eigh(a)[1]), tolerance=1e-8),
+    Case("svd_vectors", "solver", lambda a: tuple(cp.abs(m) for m in cp.linalg.svd(a, full_matrices=False)), "sq",
+         instead=lambda a: tuple(cp.abs(m) for m in la.svd(a, full_matrices=False)), tolerance=1e-8),
     Case("det", "solver", lambda a: cp.linalg.det(a), "spd",
          instead=lambda a: cp.prod(cp.diagonal(la.cholesky(a))) ** 2, tolerance=1e-8),
     Case("lstsq", "solver", lambda a, b: cp.linalg.lstsq(a, b)[0], "sq_rhs", instead=lambda a, b: la.solve(a, b),
@@ -252,6 +257,7 @@ CASES: list[Case] = [
     Case("csr_matmul", "sparse", lambda x: SPARSE @ x.T, instead=lambda x: la.spmm(SPARSE, x.T)),
     Case("csr_matmul_wide", "sparse", lambda x: SPARSE @ cp.tile(x.T, (1, 4)),
          instead=lambda x: la.spmm(SPARSE, cp.tile(x.T, (1, 4)))),
+    Case("dense_matmul_csr", "sparse", lambda x: x @ SPARSE_RIGHT, instead=lambda x: la.spmm(x, SPARSE_RIGHT)),
 ]
 
 

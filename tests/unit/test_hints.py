@@ -110,6 +110,16 @@ def test_host_mask_assignment_refusal_suggests_where_with_the_users_names():
 def test_csr_products_name_cupygraph_linalg_spmm():
     hint = replacement("library_call", "cupyx.scipy.sparse._base.spmatrix.__matmul__", "y = a @ x")
     assert "`cupygraph.linalg.spmm(csr, dense)`" in hint
+    hint = replacement("library_call", "cupyx.scipy.sparse._base.spmatrix.__rmatmul__", "y = x @ a")
+    assert "`cupygraph.linalg.spmm(dense, csr)`" in hint
+
+
+@pytest.mark.parametrize("name", ["eigh", "svd"])
+def test_eigh_and_svd_hints_name_the_size_that_captures(name):
+    from cupygraph.linalg._routes import JACOBI_MAX
+
+    hint = replacement("library_call", f"cupy.linalg._eigenvalue.{name}", f"r = cupy.linalg.{name}(a)")
+    assert f"`cupygraph.linalg.{name}`" in hint and f"up to {JACOBI_MAX}x{JACOBI_MAX}" in hint
 
 
 @pytest.mark.parametrize(("called", "expected"), [
