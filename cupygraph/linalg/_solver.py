@@ -50,8 +50,8 @@ class _Handle:
         self.lib, self.device_id = lib, device_id
         self.ptr = int(lib.create())
         self.stream_ptr = -1
-        # The Jacobi routines' params objects, made with the handle: never during a capture.
-        self.syevj_params = int(lib.create_syevj_info())
+        # Params objects of XsyevBatched and gesvdjBatched, made with the handle: never during a capture.
+        self.params = int(lib.create_params())
         self.gesvdj_params = int(lib.create_gesvdj_info())
 
     def call(self, routine: str, *args: Any) -> Any:

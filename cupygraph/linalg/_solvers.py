@@ -92,9 +92,8 @@ def cholesky(a: Any, *, return_info: bool = False) -> Any:
 def eigh(a: Any, UPLO: str = "L", *, return_info: bool = False) -> Any:
     """NumPy's ``linalg.eigh(a, UPLO)``: ascending eigenvalues w and eigenvectors as columns of v.
 
-    float32/float64, one (M, M) matrix, reading the UPLO triangle. Up to 32 x 32 cuSOLVER's batched
-    Jacobi routine (``syevjBatched``), which captures into a graph; larger matrices run ``syevd``,
-    which cannot be captured (their key runs eagerly). Eigenvectors agree with NumPy's up to sign.
+    float32/float64, one (M, M) matrix, reading the UPLO triangle. cuSOLVER's ``XsyevBatched`` on
+    one matrix, which captures into a graph at any size. Eigenvectors agree with NumPy's up to sign.
     """
     _check_input(a, "cupygraph.linalg.eigh", square=True, matrix_only=True)
     if UPLO not in ("L", "U"):
@@ -113,8 +112,8 @@ def svd(a: Any, full_matrices: bool = True, *, return_info: bool = False) -> Any
 
     float32/float64, one (M, N) matrix, ``full_matrices`` True or False. Up to 32 x 32 cuSOLVER's
     batched Jacobi routine (``gesvdjBatched``), which captures into a graph; larger matrices run
-    ``gesvd``, which cannot be captured (their key runs eagerly). Singular vectors agree with
-    NumPy's up to sign.
+    ``gesvd``, which fails under stream capture, so their key runs eagerly. Singular vectors agree
+    with NumPy's up to sign.
     """
     _check_input(a, "cupygraph.linalg.svd", square=False, matrix_only=True)
     return _results(_spectral(a).svd(a, full_matrices), return_info)

@@ -1,13 +1,13 @@
 """``eigh`` and ``svd`` of CuPy arrays on cuSOLVER, eagerly or under a CUDA graph capture.
 
-The routine depends on the matrix size (``_routes``): up to 32 x 32 the batched Jacobi routines
-(``syevjBatched``, ``gesvdjBatched``, one matrix), which capture; larger matrices run ``syevd`` /
-``gesvd``, which fail under stream capture and are refused before any call (the key runs
-eagerly, and the handle stays usable). The same routine runs eagerly and in a graph, so a replay
-equals the eager call bit for bit. As in ``_solver``: the input is copied into a Fortran-ordered
-work array, workspaces and ``info`` are arrays of the current allocator, the Jacobi params objects
-were made with the handle (outside any capture), and a failure (no convergence) is NaN results
-plus a non-zero ``info``, never an exception inside a graph.
+``_routes`` names the routine: ``eigh`` runs XsyevBatched (64-bit API, one matrix), which
+captures at any size; ``svd`` runs gesvdjBatched (Jacobi, one matrix) up to 32 x 32, which
+captures, and ``gesvd`` above, which fails under stream capture and is refused before any call
+(the key runs eagerly, and the handle stays usable). The same routine runs eagerly and in a
+graph. As in ``_solver``: the input is copied into a Fortran-ordered work array, workspaces and
+``info`` are arrays of the current allocator, the params objects were made with the handle
+(outside any capture), and a failure (no convergence) is NaN results plus a non-zero ``info``,
+never an exception inside a graph.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import cupy
+import numpy
 
 from ..backends.capturing import stream_is_capturing
 from ..errors import CaptureError
@@ -23,6 +24,7 @@ from . import _routes
 from ._solver import LOWER, UPPER, _float_dtype, _fortran, _info, _routine, _square, handle, poison_on_failure
 
 EIG_MODE_VECTOR = 1
+_DATA_TYPE = {"f": 0, "d": 1}  # CUDA_R_32F, CUDA_R_64F
 
 
 def _refuse_under_capture(what: str, name: str, dtype: Any, shape: tuple[int, ...]) -> None:
@@ -39,9 +41,9 @@ def eigh(a: Any, uplo: str = "L") -> tuple[Any, Any, Any]:
     if uplo not in ("L", "U"):
         raise ValueError(f"{what}: UPLO must be 'L' or 'U', got {uplo!r}")
     dtype = _float_dtype(a)
+    _routine(dtype, "syev", what)  # float32 / float64 only
     n = a.shape[0]
     name = _routes.eigh_routine(n)
-    routine = _routine(dtype, name, what)
     _refuse_under_capture(what, name, dtype, a.shape)
     fill = LOWER if uplo == "L" else UPPER
     with cupy.cuda.Device(a.device.id):
@@ -51,12 +53,15 @@ def eigh(a: Any, uplo: str = "L") -> tuple[Any, Any, Any]:
         if n == 0:
             return w, cupy.empty((0, 0), dtype=dtype), info
         h = handle(a.device.id)
-        args = (EIG_MODE_VECTOR, fill, n, work.data.ptr, n, w.data.ptr)
-        jacobi = name == "syevj_batched"
-        tail = (h.syevj_params, 1) if jacobi else ()
-        lwork = h.call(routine + "_buffer_size", *args, *tail)
-        scratch = cupy.empty(max(lwork, 1), dtype=dtype)
-        h.call(routine, *args, scratch.data.ptr, lwork, info.data.ptr, *tail)
+        code = _DATA_TYPE[dtype.char]
+        args = (h.params, EIG_MODE_VECTOR, fill, n, code, work.data.ptr, n, code, w.data.ptr, code)
+        device_bytes, host_bytes = h.call(name + "_buffer_size", *args, 1)
+        if host_bytes and stream_is_capturing(cupy.cuda.get_current_stream()):
+            raise CaptureError(f"{FallbackReason.LIBRARY_CALL.text}: cuSOLVER {name} asks for {host_bytes} bytes of "
+                               "host workspace here, which a graph cannot hold; the key runs eagerly")
+        scratch = cupy.empty(max(int(device_bytes), 1), dtype=cupy.uint8)
+        host = numpy.empty(max(int(host_bytes), 1), dtype=numpy.uint8)
+        h.call(name, *args, scratch.data.ptr, int(device_bytes), host.ctypes.data, int(host_bytes), info.data.ptr, 1)
         v = cupy.ascontiguousarray(work)
         poison_on_failure(info, w, v)
     return w, v, info

@@ -8,11 +8,7 @@ allocator (the family's pool under ``jit``), sized before the call that uses the
 beta = 0 are host values (frozen into a graph). The handle is made outside any capture (the
 warm-up makes it) and a recording holds it. The public checks (``_solvers.spmm``) ran before.
 
-dense @ CSR: ``y = x @ s`` is ``y^T = s^T x^T``, and a C-ordered matrix is its transpose in column
-order, so x and y are handed to SpMM as column-major views of themselves (no dense copy). SpMM on
-a transposed sparse operand may sum in another order from run to run (cuSPARSE says so), which
-would make replays differ from eager calls; so s^T is formed as CSR first (``csr2cscEx2``, inside
-the same call and graph, so it always follows s's current values) and SpMM runs untransposed.
+dense @ CSR is ``(s^T @ x^T)^T``: see ``dense_csr``.
 """
 
 from __future__ import annotations
@@ -25,8 +21,7 @@ import numpy
 from ._nvmath import LazyBinding, ThreadHandles
 
 _VALUE_TYPE = {"f": 0, "d": 1}  # CUDA_R_32F, CUDA_R_64F
-_INDEX_32I, _BASE_ZERO, _ORDER_COL, _ORDER_ROW, _OP_N, _ALG_DEFAULT = 2, 0, 1, 2, 0, 0
-_ACTION_NUMERIC, _CSR2CSC_ALG1 = 1, 1
+_INDEX_32I, _BASE_ZERO, _ORDER_ROW, _OP_N, _ALG_DEFAULT = 2, 0, 2, 0, 0
 _library = LazyBinding("cusparse", "cupygraph.linalg.spmm needs")
 
 
@@ -76,28 +71,40 @@ def csr_dense(a: Any, b: Any, dtype: Any) -> Any:
     return out
 
 
+def _transposed(s: Any, dtype: Any) -> tuple[Any, Any, Any]:
+    """s^T (N, K) as CSR arrays (indptr, indices, data) of this call, from CuPy kernels only (a
+    search, a sort on unique keys, gathers): deterministic, and they capture."""
+    rows_of_s, cols_of_s = s.shape
+    position = cupy.arange(s.nnz, dtype=s.indptr.dtype)
+    row = (cupy.searchsorted(s.indptr, position, side="right") - 1).astype(cupy.int32)
+    order = cupy.argsort(s.indices.astype(cupy.int64) * rows_of_s + row)  # by column, then row
+    column = s.indices[order]
+    indptr = cupy.searchsorted(column, cupy.arange(cols_of_s + 1, dtype=column.dtype), side="left")
+    return indptr.astype(cupy.int32), row[order], s.data.astype(dtype, copy=False)[order]
+
+
 def dense_csr(x: Any, s: Any, dtype: Any) -> Any:
-    """``x @ s`` for a 2-D CuPy array x (M, K) and a ``cupyx.scipy.sparse.csr_matrix`` s (K, N)."""
+    """``x @ s`` for a 2-D CuPy array x (M, K) and a ``cupyx.scipy.sparse.csr_matrix`` s (K, N).
+
+    Computed as ``(s^T @ x^T)^T`` with s^T formed as CSR inside the call (so it always follows s's
+    current values) and SpMM untransposed on row-major operands, as ``csr_dense`` runs it. Two
+    shortcuts failed on an H100 (CUDA 13.2; ``tools/probe_cusolver_capture.py``): SpMM on the
+    transposed s (cuSPARSE sums in another order from run to run, so replays would differ from
+    eager calls), and csr2cscEx2 followed by SpMM on column-major views of x and the result
+    (cudaErrorInvalidAddressSpace). So x^T and the result are transposed copies (elementwise).
+    """
     m, k = x.shape
     n = s.shape[1]
     with cupy.cuda.Device(x.device.id):
-        data = s.data.astype(dtype, copy=False)
-        dense = cupy.ascontiguousarray(x.astype(dtype, copy=False))
         out = cupy.empty((m, n), dtype=dtype)
         if s.nnz == 0 or n == 0 or m == 0:
             out.fill(0)
             return out
-        h = _handle(x.device.id)
-        value_type = _VALUE_TYPE[dtype.char]
-        # s^T as CSR (N, K) is s as CSC: csr2cscEx2 writes it into arrays of this call.
-        t_data = cupy.empty(s.nnz, dtype=dtype)
-        t_indptr = cupy.empty(n + 1, dtype=cupy.int32)
-        t_indices = cupy.empty(s.nnz, dtype=cupy.int32)
-        args = (h.ptr, k, n, s.nnz, data.data.ptr, s.indptr.data.ptr, s.indices.data.ptr, t_data.data.ptr,
-                t_indptr.data.ptr, t_indices.data.ptr, value_type, _ACTION_NUMERIC, _BASE_ZERO, _CSR2CSC_ALG1)
-        buffer = cupy.empty(max(int(h.lib.csr2csc_ex2_buffer_size(*args)), 1), dtype=cupy.uint8)
-        h.lib.csr2csc_ex2(*args, buffer.data.ptr)
-        # y^T (N, M) = s^T (N, K) @ x^T (K, M); x^T and y^T are x and y read in column order.
-        _spmm(h, (n, k, s.nnz, t_indptr, t_indices, t_data), (k, m, k, dense, _ORDER_COL),
-              (n, m, n, out, _ORDER_COL), value_type, dtype)
+        indptr, indices, data = _transposed(s, dtype)
+        x_t = cupy.empty((k, m), dtype=dtype)
+        x_t[...] = x.T  # one elementwise copy (and cast)
+        out_t = cupy.empty((n, m), dtype=dtype)
+        _spmm(_handle(x.device.id), (n, k, s.nnz, indptr, indices, data), (k, m, m, x_t, _ORDER_ROW),
+              (n, m, m, out_t, _ORDER_ROW), _VALUE_TYPE[dtype.char], dtype)
+        out[...] = out_t.T
     return out
