@@ -53,6 +53,7 @@ class _Handle:
         # Params objects of XsyevBatched and gesvdjBatched, made with the handle: never during a capture.
         self.params = int(lib.create_params())
         self.gesvdj_params = int(lib.create_gesvdj_info())
+        self.workspace_sizes: dict[tuple[Any, ...], Any] = {}
 
     def call(self, routine: str, *args: Any) -> Any:
         try:

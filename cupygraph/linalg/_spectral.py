@@ -33,6 +33,15 @@ def _refuse_under_capture(what: str, name: str, dtype: Any, shape: tuple[int, ..
         raise CaptureError(f"{FallbackReason.LIBRARY_CALL.text}: {reason}")
 
 
+def _sizes(h: Any, key: tuple[Any, ...], routine: str, *args: Any) -> Any:
+    """The workspace size ``routine`` reports, asked once per handle and shape: the warm-up asks,
+    so a capture never calls a buffer-size query (the probe checked the routines, not those)."""
+    found = h.workspace_sizes.get(key)
+    if found is None:
+        found = h.workspace_sizes[key] = h.call(routine, *args)
+    return found
+
+
 def eigh(a: Any, uplo: str = "L") -> tuple[Any, Any, Any]:
     what = "cupygraph.linalg.eigh"
     _square(a, what)
@@ -55,7 +64,7 @@ def eigh(a: Any, uplo: str = "L") -> tuple[Any, Any, Any]:
         h = handle(a.device.id)
         code = _DATA_TYPE[dtype.char]
         args = (h.params, EIG_MODE_VECTOR, fill, n, code, work.data.ptr, n, code, w.data.ptr, code)
-        device_bytes, host_bytes = h.call(name + "_buffer_size", *args, 1)
+        device_bytes, host_bytes = _sizes(h, (name, n, dtype.char, fill), name + "_buffer_size", *args, 1)
         if host_bytes and stream_is_capturing(cupy.cuda.get_current_stream()):
             raise CaptureError(f"{FallbackReason.LIBRARY_CALL.text}: cuSOLVER {name} asks for {host_bytes} bytes of "
                                "host workspace here, which a graph cannot hold; the key runs eagerly")
@@ -100,7 +109,7 @@ def _svd_jacobi(a: Any, dtype: Any, routine: str, full_matrices: bool) -> tuple[
     info = _info()
     h = handle(a.device.id)
     args = (EIG_MODE_VECTOR, m, n, work.data.ptr, m, s.data.ptr, u.data.ptr, m, v.data.ptr, n)
-    lwork = h.call(routine + "_buffer_size", *args, h.gesvdj_params, 1)
+    lwork = _sizes(h, (routine, m, n), routine + "_buffer_size", *args, h.gesvdj_params, 1)
     scratch = cupy.empty(max(lwork, 1), dtype=dtype)
     h.call(routine, *args, scratch.data.ptr, lwork, info.data.ptr, h.gesvdj_params, 1)
     kept = slice(None) if full_matrices else slice(0, k)
