@@ -72,9 +72,9 @@ def _library(called: str, xp: str) -> Optional[str]:
     if "sparse" in module and name in _PRODUCTS | {"__mul__", "_mul_sparse_matrix", "spmm", "csrmm2"}:
         return ("use `cupygraph.linalg.spmm(csr, dense)` (or `spmm(dense, csr)` for dense @ csr), which captures "
                 "(cuSPARSE SpMM)")
-    if "linalg" in module and name == "svd":  # the size is linalg._routes.JACOBI_MAX
-        return ("use `cupygraph.linalg.svd`, which captures for matrices up to 32x32 (cuSOLVER's gesvdjBatched; "
-                "larger ones run eagerly)")
+    if "linalg" in module and name in ("eigh", "svd"):  # the size is linalg._routes.CAPTURE_MAX
+        return (f"use `cupygraph.linalg.{name}`, which captures for matrices up to 32x32 (cuSOLVER's batched "
+                "routines; larger ones run eagerly)")
     if "linalg" in module and name in LINALG_REPLACEMENTS:
         return f"use `cupygraph.linalg.{name}`, which captures (cuSOLVER/cuBLAS with preallocated workspaces)"
     if name in ("tensordot", "einsum"):

@@ -3,13 +3,16 @@
 
     python3 tools/probe_cusolver_capture.py --out probe.json
 
-Every candidate runs in its own process on a fresh cuSOLVER/cuSPARSE handle and a fresh
-non-blocking stream (a failed capture cannot poison the next candidate), through nvmath-python's
-bindings: one eager call (its result checked against NumPy), then the same call under stream
-capture (CuPy's relaxed mode, as ``jit`` uses), the graph replayed on new input data (checked against
+Every candidate runs in its own process on a fresh cuSOLVER handle and a fresh non-blocking
+stream (a failed capture or a sticky CUDA error cannot poison the next candidate), through
+nvmath-python's bindings: one eager call (checked against NumPy), ten more on the same input (are
+they bit-identical?), five on new inputs (checked), then the same call under stream capture
+(CuPy's relaxed mode, as ``jit`` uses), the graph replayed on new input data (checked against
 NumPy, and bit for bit against an eager call on that data), then one more eager call on the same
-handle (does a failed capture leave the handle usable?). Workspaces, info arrays and params objects
-are made before the capture. Prints one JSON line per candidate and shape, and a summary table.
+handle (does a failed capture leave the handle usable?). Workspaces, info arrays and params
+objects are made before the capture. The dense @ CSR forms are ``probe_dense_csr``'s. Prints one
+JSON line per candidate and shape, then a summary line each. ``cupygraph/linalg/_routes.py``
+records what it found.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ import sys
 import traceback
 from typing import Any
 
+import probe_dense_csr  # tools/ is this script's directory
+
 VECTOR, LOWER = 1, 0
 R_32F, R_64F = 0, 1
 EIGH = ["syevd", "syevj", "syevj_batched", "xsyevd", "xsyev_batched"]
 SVD = ["gesvd", "gesvdj", "gesvdj_batched", "xgesvd", "xgesvdp"]
-SPARSE = ["spmm_transpose_a", "csr2csc_then_spmm", "csr2csc_only", "col_spmm_prebuilt_transpose"]
 EIGH_SIZES = [8, 32, 48]
 SVD_SHAPES = [(12, 8), (32, 32), (48, 40)]
 
@@ -299,109 +303,11 @@ def probe_solver(kind: str, routine: str, shape: tuple[int, ...], dtype: str) ->
     return row
 
 
-def probe_sparse(form: str, dtype: str) -> dict[str, Any]:
-    """y = x @ s (x dense M x K, s CSR K x N), without a transposed copy of x."""
-    import cupy
-    import cupyx.scipy.sparse as cps
-    import numpy as np
-    sp = nvmath_binding("cusparse")
-
-    row: dict[str, Any] = {"kind": "dense@csr", "routine": form, "dtype": dtype}
-    M, K, N = 256, 4096, 1024
-    s = cps.random(K, N, density=0.05, format="csr", dtype=np.dtype(dtype), random_state=3)
-    rng = np.random.default_rng(4)
-    x = cupy.asarray(rng.standard_normal((M, K)).astype(dtype))
-    y = cupy.empty((M, N), dtype)
-    h = int(sp.create())
-    stream = cupy.cuda.Stream(non_blocking=True)
-    sp.set_stream(h, stream.ptr)
-    code = _dtype_code(np.dtype(dtype))
-    alpha, beta = np.ones((), dtype), np.zeros((), dtype)
-    col = 1
-    if form == "csr2csc_only":
-        with stream:
-            t_val, t_ptr, t_ind = cupy.empty(s.nnz, dtype), cupy.empty(N + 1, np.int32), cupy.empty(s.nnz, np.int32)
-            conv = (h, K, N, s.nnz, s.data.data.ptr, s.indptr.data.ptr, s.indices.data.ptr, t_val.data.ptr,
-                    t_ptr.data.ptr, t_ind.data.ptr, code, 1, 0, 1)
-            conv_buf = cupy.empty(max(int(sp.csr2csc_ex2_buffer_size(*conv)), 1), cupy.uint8)
-            sp.csr2csc_ex2(*conv, conv_buf.data.ptr)
-        try:
-            stream.synchronize()
-            want_t = s.T.tocsr()
-            same = (np.array_equal(cupy.asnumpy(t_ptr), cupy.asnumpy(want_t.indptr))
-                    and np.array_equal(cupy.asnumpy(t_ind), cupy.asnumpy(want_t.indices))
-                    and np.array_equal(cupy.asnumpy(t_val), cupy.asnumpy(want_t.data)))
-            row["eager"] = "ok" if same else "differs from cupyx's s.T.tocsr()"
-        except Exception as err:
-            row["eager"] = f"{type(err).__name__}: {err}"
-        return row
-    with stream:
-        if form == "col_spmm_prebuilt_transpose":
-            st = s.T.tocsr()  # cupyx, eagerly
-            mat_a = sp.create_csr(N, K, st.nnz, st.indptr.data.ptr, st.indices.data.ptr, st.data.data.ptr, 2, 2, 0,
-                                  code)
-            op_a = 0
-        elif form == "csr2csc_then_spmm":
-            t_val, t_ptr, t_ind = cupy.empty(s.nnz, dtype), cupy.empty(N + 1, np.int32), cupy.empty(s.nnz, np.int32)
-            conv = (h, K, N, s.nnz, s.data.data.ptr, s.indptr.data.ptr, s.indices.data.ptr, t_val.data.ptr,
-                    t_ptr.data.ptr, t_ind.data.ptr, code, 1, 0, 1)
-            conv_buf = cupy.empty(max(int(sp.csr2csc_ex2_buffer_size(*conv)), 1), cupy.uint8)
-            mat_a = sp.create_csr(N, K, s.nnz, t_ptr.data.ptr, t_ind.data.ptr, t_val.data.ptr, 2, 2, 0, code)
-            op_a = 0
-        else:
-            mat_a = sp.create_csr(K, N, s.nnz, s.indptr.data.ptr, s.indices.data.ptr, s.data.data.ptr, 2, 2, 0, code)
-            op_a = 1
-        mat_b = sp.create_dn_mat(K, M, K, x.data.ptr, code, col)  # x (M, K) C-order = x^T (K, M) column-major
-        mat_c = sp.create_dn_mat(N, M, N, y.data.ptr, code, col)  # y (M, N) C-order = y^T (N, M) column-major
-        args = (h, op_a, 0, alpha.ctypes.data, mat_a, mat_b, beta.ctypes.data, mat_c, code, 0)
-        buf = cupy.empty(max(int(sp.sp_mm_buffer_size(*args)), 1), cupy.uint8)
-
-    def run() -> None:
-        with stream:
-            if form == "csr2csc_then_spmm":
-                sp.csr2csc_ex2(*conv, conv_buf.data.ptr)
-            sp.sp_mm(*args, buf.data.ptr)
-
-    want = cupy.asnumpy(x).astype(np.float64) @ s.get().toarray().astype(np.float64)
-    tol = 1e-4 if dtype == "float32" else 1e-10
-    runs = []
-    for _ in range(20):
-        y.fill(np.nan)
-        run()
-        stream.synchronize()
-        runs.append(cupy.asnumpy(y))
-    row["eager"] = "ok" if np.allclose(runs[0], want, rtol=tol, atol=tol * np.abs(want).max()) else "wrong"
-    row["eager_deterministic_20_runs"] = all(np.array_equal(runs[0], r) for r in runs)
-    stream.begin_capture()
-    error = ""
-    try:
-        run()
-    except Exception as err:
-        error = f"{type(err).__name__}: {err}"
-    finally:
-        try:
-            graph = stream.end_capture()
-        except Exception as err:
-            error = error or f"end_capture: {err}"
-    row["capture"] = error or "ok"
-    if not error:
-        x[...] = cupy.asarray(rng.standard_normal((M, K)).astype(dtype))
-        y.fill(np.nan)
-        graph.launch(stream)
-        stream.synchronize()
-        replay = cupy.asnumpy(y)
-        want = cupy.asnumpy(x).astype(np.float64) @ s.get().toarray().astype(np.float64)
-        row["replay"] = "ok" if np.allclose(replay, want, rtol=tol, atol=tol * np.abs(want).max()) else "wrong"
-        run()
-        stream.synchronize()
-        row["replay_equals_eager_bitwise"] = bool(np.array_equal(replay, cupy.asnumpy(y)))
-    return row
-
-
 def child(spec: str) -> None:
     kind, routine, shape, dtype = json.loads(spec)
     try:
-        row = probe_sparse(routine, dtype) if kind == "dense@csr" else probe_solver(kind, routine, tuple(shape), dtype)
+        row = (probe_dense_csr.probe(routine, dtype) if kind == "dense@csr"
+               else probe_solver(kind, routine, tuple(shape), dtype))
     except Exception as err:
         row = {"kind": kind, "routine": routine, "shape": shape, "dtype": dtype,
                "crashed": f"{type(err).__name__}: {err}", "trace": traceback.format_exc()[-800:]}
@@ -416,7 +322,7 @@ def specs() -> list[list[Any]]:
     for routine in SVD:
         out += [["svd", routine, list(shape), "float64"] for shape in SVD_SHAPES]
         out.append(["svd", routine, [12, 8], "float32"])
-    out += [["dense@csr", form, [], dtype] for form in SPARSE for dtype in ("float32", "float64")]
+    out += [["dense@csr", form, [], dtype] for form in probe_dense_csr.FORMS for dtype in ("float32", "float64")]
     return out
 
 

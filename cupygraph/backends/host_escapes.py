@@ -58,7 +58,7 @@ _SPARSE_HINT = ("a SciPy sparse product, whose GPU counterpart (cupyx.scipy.spar
 _SCIPY_LINALG = ("solve", "inv", "det", "lstsq", "pinv", "lu", "lu_factor", "lu_solve", "cholesky", "cho_factor",
                  "cho_solve", "qr", "svd", "eigh", "eig", "eigvalsh", "solve_triangular", "expm")
 _SCIPY_LINALG_HINT = ("runs LAPACK here and cuSOLVER/cuBLAS in its cupyx counterpart, which CuPy cannot capture; "
-                      "cupygraph.linalg.solve, inv, cholesky, qr and eigh capture, svd up to 32x32")
+                      "cupygraph.linalg.solve, inv, cholesky and qr capture, eigh and svd up to 32x32")
 
 
 def _targets() -> list[tuple[Any, str, str]]:

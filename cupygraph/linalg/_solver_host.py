@@ -83,11 +83,19 @@ def _refuse_under_capture(what: str, routine: str, x: np.ndarray) -> None:
         _refuse(FallbackReason.LIBRARY_CALL, reason)
 
 
+def _numbers(values: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """eigh's / svd's results, or ``LinAlgError`` when their eigen/singular values (the 1-D result)
+    hold a NaN: the GPU counts that as a failure in ``info`` (``_spectral._nan_is_a_failure``)."""
+    if any(np.isnan(v).any() for v in values if v.ndim == 1):
+        raise np.linalg.LinAlgError("a NaN eigen/singular value")
+    return values
+
+
 def eigh(a: Any, uplo: str = "L") -> tuple[Any, ...]:
     x = _float(a)
     _refuse_under_capture("cupygraph.linalg.eigh", _routes.eigh_routine(x.shape[-1]), x)
     side: Any = uplo
-    return _out(*_each(x, lambda m: tuple(v.astype(x.dtype) for v in np.linalg.eigh(m, UPLO=side)), 2))
+    return _out(*_each(x, lambda m: _numbers(tuple(v.astype(x.dtype) for v in np.linalg.eigh(m, UPLO=side))), 2))
 
 
 def qr(a: Any) -> tuple[Any, ...]:
@@ -98,5 +106,5 @@ def qr(a: Any) -> tuple[Any, ...]:
 def svd(a: Any, full_matrices: bool = True) -> tuple[Any, ...]:
     x = _float(a)
     _refuse_under_capture("cupygraph.linalg.svd", _routes.svd_routine(*x.shape[-2:]), x)
-    return _out(*_each(x, lambda m: tuple(v.astype(x.dtype) for v in np.linalg.svd(m, full_matrices=full_matrices)),
-                       3))
+    return _out(*_each(x, lambda m: _numbers(tuple(v.astype(x.dtype)
+                                                   for v in np.linalg.svd(m, full_matrices=full_matrices))), 3))

@@ -92,8 +92,10 @@ def cholesky(a: Any, *, return_info: bool = False) -> Any:
 def eigh(a: Any, UPLO: str = "L", *, return_info: bool = False) -> Any:
     """NumPy's ``linalg.eigh(a, UPLO)``: ascending eigenvalues w and eigenvectors as columns of v.
 
-    float32/float64, one (M, M) matrix, reading the UPLO triangle. cuSOLVER's ``XsyevBatched`` on
-    one matrix, which captures into a graph at any size. Eigenvectors agree with NumPy's up to sign.
+    float32/float64, one (M, M) matrix, reading the UPLO triangle. Up to 32 x 32 cuSOLVER's
+    ``XsyevBatched`` on one matrix, which captures into a graph; larger matrices run ``syevd``,
+    which fails under stream capture, so their key runs eagerly. Eigenvectors agree with NumPy's
+    up to sign; in float32 the last bits may vary from run to run (XsyevBatched).
     """
     _check_input(a, "cupygraph.linalg.eigh", square=True, matrix_only=True)
     if UPLO not in ("L", "U"):

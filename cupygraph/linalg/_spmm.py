@@ -87,11 +87,12 @@ def dense_csr(x: Any, s: Any, dtype: Any) -> Any:
     """``x @ s`` for a 2-D CuPy array x (M, K) and a ``cupyx.scipy.sparse.csr_matrix`` s (K, N).
 
     Computed as ``(s^T @ x^T)^T`` with s^T formed as CSR inside the call (so it always follows s's
-    current values) and SpMM untransposed on row-major operands, as ``csr_dense`` runs it. Two
-    shortcuts failed on an H100 (CUDA 13.2; ``tools/probe_cusolver_capture.py``): SpMM on the
-    transposed s (cuSPARSE sums in another order from run to run, so replays would differ from
-    eager calls), and csr2cscEx2 followed by SpMM on column-major views of x and the result
-    (cudaErrorInvalidAddressSpace). So x^T and the result are transposed copies (elementwise).
+    current values) and SpMM untransposed on row-major operands, as ``csr_dense`` runs it; x^T and
+    the result are transposed copies (elementwise kernels). The shortcuts without those copies
+    were not bit-reproducible from run to run on an H100 (CUDA 13.2, cuSPARSE; ``tools/
+    probe_cusolver_capture.py``), so replays would differ from eager calls: SpMM on the transposed
+    s (as cuSPARSE documents), and SpMM on column-major views of x and the result (with s^T built
+    by cupyx); with s^T from csr2cscEx2 that form even failed (cudaErrorInvalidAddressSpace).
     """
     m, k = x.shape
     n = s.shape[1]

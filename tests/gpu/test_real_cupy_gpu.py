@@ -163,7 +163,7 @@ def run_three_close(fn, f, make, rtol):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", sorted(SPECTRAL))
 def test_eigh_and_svd_capture_and_replay_as_eager(name, dtype):
-    # XsyevBatched (eigh) and gesvdjBatched (svd, up to 32x32) capture; replays equal eager calls bit for
+    # XsyevBatched (eigh) and gesvdjBatched (svd), up to 32x32, capture; replays equal eager calls bit for
     # bit, except eigh in float32 (equal to rounding: the probe saw its eager runs differ in the last bits).
     ours = SPECTRAL[name]
     with cupy.cuda.Device(0):
@@ -177,31 +177,19 @@ def test_eigh_and_svd_capture_and_replay_as_eager(name, dtype):
         _check_decomposition(name, a, f(a), 2e-4 if dtype == np.float32 else 1e-9)
 
 
-def test_eigh_of_a_larger_matrix_captures():
-    def ours(a):
-        return la.eigh(a)
-
-    with cupy.cuda.Device(0):
-        f = cg.jit(ours, config={**CONFIG, "max_capture_size": 48})
-        run_three(ours, f, lambda s: (spd(s, n=48),))
-        assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0, f.stats().last_detail_by_reason
-        a = spd(10, n=48)
-        _check_decomposition("eigh", a, f(a), 1e-9)
-
-
-def test_svd_of_a_larger_matrix_falls_back_cleanly_and_the_handle_stays_usable():
-    # gesvd fails under capture (and broke the handle for the eager run after): refused before any call.
-    def ours(a):
-        return la.svd(a)[1]
-
+@pytest.mark.parametrize(("name", "routine"), [("eigh", "dsyevd"), ("svd", "dgesvd")])
+def test_eigh_and_svd_of_larger_matrices_fall_back_cleanly_and_the_handle_stays_usable(name, routine):
+    # syevd/gesvd fail under capture (and broke the handle for the eager run after): refused before any call.
+    ours = {"eigh": lambda a: la.eigh(a)[0], "svd": lambda a: la.svd(a)[1]}[name]
+    cupys = {"eigh": lambda a: cupy.linalg.eigh(a)[0], "svd": lambda a: cupy.linalg.svd(a)[1]}[name]
     with cupy.cuda.Device(0):
         f = cg.jit(ours, config={**CONFIG, "max_capture_size": 40})
         for seed in range(3):
             a = spd(seed, n=40)
-            np.testing.assert_allclose(cupy.asnumpy(f(a)), cupy.asnumpy(cupy.linalg.svd(a)[1]), rtol=1e-8, atol=1e-10)
+            np.testing.assert_allclose(cupy.asnumpy(f(a)), cupy.asnumpy(cupys(a)), rtol=1e-8, atol=1e-10)
         assert f.registry.num_graphs() == 0 and f.stats().fallbacks_by_reason == {"library_call": 3}
         detail = f.stats().detail("library_call")
-        assert "svd of a 40x40 matrix" in detail and "dgesvd" in detail and "up to 32x32" in detail, detail
+        assert f"{name} of a 40x40 matrix" in detail and routine in detail and "up to 32x32" in detail, detail
         small = cg.jit(ours, config=CONFIG)
         run_three(ours, small, lambda s: (spd(s),))
         assert small.registry.num_graphs() == 1 and small.stats().fallbacks == 0

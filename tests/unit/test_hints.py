@@ -114,13 +114,13 @@ def test_csr_products_name_cupygraph_linalg_spmm():
     assert "`cupygraph.linalg.spmm(dense, csr)`" in hint
 
 
-def test_eigh_and_svd_hints_name_what_captures():
-    from cupygraph.linalg._routes import JACOBI_MAX
+@pytest.mark.parametrize(("name", "called"), [("eigh", "cupy.linalg._eigenvalue.eigh"),
+                                             ("svd", "cupy.linalg._decomposition.svd")])
+def test_eigh_and_svd_hints_name_the_size_that_captures(name, called):
+    from cupygraph.linalg._routes import CAPTURE_MAX
 
-    hint = replacement("library_call", "cupy.linalg._decomposition.svd", "r = cupy.linalg.svd(a)")
-    assert "`cupygraph.linalg.svd`" in hint and f"up to {JACOBI_MAX}x{JACOBI_MAX}" in hint
-    hint = replacement("library_call", "cupy.linalg._eigenvalue.eigh", "w, v = cupy.linalg.eigh(a)")
-    assert "`cupygraph.linalg.eigh`, which captures" in hint and "up to" not in hint
+    hint = replacement("library_call", called, f"r = cupy.linalg.{name}(a)")
+    assert f"`cupygraph.linalg.{name}`" in hint and f"up to {CAPTURE_MAX}x{CAPTURE_MAX}" in hint
 
 
 @pytest.mark.parametrize(("called", "expected"), [

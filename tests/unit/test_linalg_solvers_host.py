@@ -156,7 +156,7 @@ def _ascending_and_numpys(a, w, v):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_eigh_and_svd_capture_up_to_32_by_32(dtype):
+def test_eigh_and_svd_up_to_32_by_32_capture(dtype):
     def fn(a):
         w, v = la.eigh(cg.matmul(a, a.T) + 32 * np.eye(32, dtype=a.dtype))
         u, s, vh = la.svd(a[:, :5], full_matrices=False)
@@ -174,23 +174,31 @@ def test_eigh_and_svd_capture_up_to_32_by_32(dtype):
     assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0
 
 
-def test_svd_of_a_larger_matrix_runs_eagerly_naming_the_size_and_eigh_still_captures():
-    def singular_values(a):
-        return la.svd(a)[1]
-
-    def eigenvalues(a):
-        return la.eigh(cg.matmul(a, a.T))[0]
-
-    f = cg.jit(singular_values, config=dict(backend="host", max_capture_size=40))
-    g = cg.jit(eigenvalues, config=dict(backend="host", max_capture_size=40))
+@pytest.mark.parametrize(("name", "fn", "routine", "dims"), [
+    ("eigh", lambda a: la.eigh(cg.matmul(a, a.T))[0], "dsyevd", "40x40"),
+    ("svd", lambda a: la.svd(a)[1], "dgesvd", "40x6"),
+])
+def test_eigh_and_svd_of_larger_matrices_run_eagerly_naming_the_size(name, fn, routine, dims):
+    f = cg.jit(fn, config=dict(backend="host", max_capture_size=40))
     for seed in range(2):
         a = np.random.default_rng(seed).standard_normal((40, 6))  # 40 rows: a capture size, no padding
-        np.testing.assert_array_equal(f(a), singular_values(a))
-        np.testing.assert_array_equal(g(a), eigenvalues(a))
+        np.testing.assert_array_equal(f(a), fn(a))
     assert f.registry.num_graphs() == 0 and f.stats().fallbacks_by_reason == {"library_call": 2}
     detail = f.stats().detail("library_call")
-    assert "cupygraph.linalg.svd of a 40x6 matrix" in detail and "dgesvd" in detail and "up to 32x32" in detail
-    assert g.registry.num_graphs() == 1 and g.stats().fallbacks == 0
+    assert f"cupygraph.linalg.{name} of a {dims} matrix" in detail and routine in detail and "up to 32x32" in detail
+
+
+def test_a_nan_eigen_or_singular_value_is_a_failure_in_info():
+    a = spd(3)
+    a[2, 0] = np.nan  # the lower triangle, which eigh reads
+    w, v, info = la.eigh(a, return_info=True)
+    assert int(info) == 1 and np.isnan(w).all() and np.isnan(v).all()
+    u, s, vh, info = la.svd(a, return_info=True)
+    assert int(info) == 1 and np.isnan(s).all() and np.isnan(u).all() and np.isnan(vh).all()
+    with pytest.raises(la.LinAlgFailure):
+        la.check(info)
+    a[2, 0] = a[0, 2]
+    la.check(la.eigh(a, return_info=True)[2], la.svd(a, return_info=True)[3])
 
 
 @pytest.mark.parametrize("subscripts", ["ij,jk->ik", "bij,bkj->bik", "ij,kj->ki", "bij,bjk->bki", "ijk,k->ij",
