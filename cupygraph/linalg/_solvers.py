@@ -133,7 +133,8 @@ def check(*infos: Any) -> None:
             raise LinAlgFailure(
                 f"cupygraph.linalg: factorisation {k} failed for {len(failed)} matrix(es), first at batch index "
                 f"{tuple(int(i) for i in failed[0])} (info {int(values[tuple(failed[0])])}): a singular matrix "
-                "(solve, inv), one not positive definite (cholesky) or no convergence (eigh, svd); its results are NaN")
+                "(solve, inv), one not positive definite (cholesky) or no convergence or a NaN value (eigh, svd); its "
+                "results are NaN")
 
 
 def _is_sparse(x: Any) -> bool:
