@@ -67,8 +67,14 @@ def _library(called: str, xp: str) -> Optional[str]:
     module, _, name = called.rpartition(".")  # ``called`` is a library frame's: no user function
     if module.split(".", 1)[0] == "cupygraph":  # a cupygraph function failed: naming it again helps nobody
         return None
+    if "sparse" in module and name in ("__rmatmul__", "__rmul__", "_rmatmul_dispatch"):  # dense @ csr
+        return "use `cupygraph.linalg.spmm(dense, csr)`, which captures (cuSPARSE SpMM)"
     if "sparse" in module and name in _PRODUCTS | {"__mul__", "_mul_sparse_matrix", "spmm", "csrmm2"}:
-        return "use `cupygraph.linalg.spmm(csr, dense)`, which captures (cuSPARSE SpMM)"
+        return ("use `cupygraph.linalg.spmm(csr, dense)` (or `spmm(dense, csr)` for dense @ csr), which captures "
+                "(cuSPARSE SpMM)")
+    if "linalg" in module and name in ("eigh", "svd"):  # the size is linalg._routes.CAPTURE_MAX
+        return (f"use `cupygraph.linalg.{name}`, which captures for matrices up to 32x32 (cuSOLVER's batched "
+                "routines; larger ones run eagerly)")
     if "linalg" in module and name in LINALG_REPLACEMENTS:
         return f"use `cupygraph.linalg.{name}`, which captures (cuSOLVER/cuBLAS with preallocated workspaces)"
     if name in ("tensordot", "einsum"):

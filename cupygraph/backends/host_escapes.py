@@ -54,11 +54,11 @@ def _caller_is_user(skip_scipy: bool = False) -> bool:
 
 
 _SPARSE_HINT = ("a SciPy sparse product, whose GPU counterpart (cupyx.scipy.sparse) runs cuSPARSE, which CuPy "
-                "cannot capture; use cupygraph.linalg.spmm(csr, dense), which captures")
+                "cannot capture; use cupygraph.linalg.spmm(csr, dense) or spmm(dense, csr), which capture")
 _SCIPY_LINALG = ("solve", "inv", "det", "lstsq", "pinv", "lu", "lu_factor", "lu_solve", "cholesky", "cho_factor",
                  "cho_solve", "qr", "svd", "eigh", "eig", "eigvalsh", "solve_triangular", "expm")
 _SCIPY_LINALG_HINT = ("runs LAPACK here and cuSOLVER/cuBLAS in its cupyx counterpart, which CuPy cannot capture; "
-                      "cupygraph.linalg.solve, inv, cholesky and qr capture")
+                      "cupygraph.linalg.solve, inv, cholesky and qr capture, eigh and svd up to 32x32")
 
 
 def _targets() -> list[tuple[Any, str, str]]:

@@ -26,8 +26,11 @@ same algorithm); against ``cupy.matmul`` they agree to rounding. The cuBLAS bind
 Factorisations on cuSOLVER (``_solvers``): ``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``,
 ``svd`` with NumPy's results; a numerical failure (singular, not positive definite, no
 convergence) gives NaN results and a non-zero ``info`` (``return_info=True``; ``check(info)``
-raises ``LinAlgFailure``) instead of an exception, since a graph cannot raise. ``tensordot`` and
-two-operand ``einsum`` are NumPy's, on ``matmul``; ``spmm(csr, dense)`` is one cuSPARSE SpMM.
+raises ``LinAlgFailure``) instead of an exception, since a graph cannot raise. ``eigh`` and ``svd``
+capture for matrices up to 32 x 32 (cuSOLVER's XsyevBatched and gesvdjBatched); larger ones run
+``syevd`` / ``gesvd``, which fail under stream capture, so those keys run eagerly. ``tensordot``
+and two-operand ``einsum`` are NumPy's, on ``matmul``; ``spmm(csr, dense)`` and
+``spmm(dense, csr)`` are cuSPARSE SpMM.
 
 Layer 4 (with control_flow and random): may import foundation, config, dispatch and backends only.
 """

@@ -11,11 +11,12 @@ current stream:
   column-major), the workspace and the ``info`` flag are ordinary arrays of the current
   allocator (the family's pool under ``jit``), so nothing outside the graph's memory is touched;
 * nothing is read back to the host: when cuSOLVER reports a failure (a singular matrix for
-  ``solve``/``inv``, one not positive definite for ``cholesky``, no convergence for ``eigh``/
-  ``svd``), a small kernel fills the results with NaN on the device. ``return_info=True`` also
-  returns the ``info`` array (int32, 0 = success) for ``check(info)`` after the replay.
+  ``solve``/``inv``, one not positive definite for ``cholesky``), a small kernel fills the
+  results with NaN on the device. ``return_info=True`` also returns the ``info`` array (int32,
+  0 = success) for ``check(info)`` after the replay.
 
-float32 and float64 (``s``/``d`` routines); other dtypes are refused with a message.
+float32 and float64 (``s``/``d`` routines); other dtypes are refused with a message. ``eigh`` and
+``svd`` live in ``_spectral`` (their routine depends on the matrix size, ``_routes``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from ._nvmath import LazyBinding, ThreadHandles
 
 LOWER, UPPER = 0, 1  # cublasFillMode_t
 OP_N = 0
-EIG_MODE_VECTOR = 1
 _PREFIX = {"f": "s", "d": "d"}
 
 
@@ -50,6 +50,10 @@ class _Handle:
         self.lib, self.device_id = lib, device_id
         self.ptr = int(lib.create())
         self.stream_ptr = -1
+        # Params objects of XsyevBatched and gesvdjBatched, made with the handle: never during a capture.
+        self.params = int(lib.create_params())
+        self.gesvdj_params = int(lib.create_gesvdj_info())
+        self.workspace_sizes: dict[tuple[Any, ...], Any] = {}
 
     def call(self, routine: str, *args: Any) -> Any:
         try:
@@ -59,7 +63,6 @@ class _Handle:
                 raise CaptureError(f"{FallbackReason.LIBRARY_CALL.text}: cuSOLVER {routine} failed under capture "
                                    f"({type(err).__name__}: {err})") from err
             raise SolverError(f"cusolverDn {routine} failed: {err}") from err
-
 
 
 _handles = ThreadHandles(lambda device_id: _Handle(_library(), device_id), "cuSOLVER", "cupygraph.linalg")
@@ -181,40 +184,6 @@ def inv(a: Any) -> tuple[Any, Any]:
         return solve(a, eye)
 
 
-def _not_under_capture(routine: str, what: str) -> None:
-    """syevd and gesvd failed under stream capture on an H100 (CUDA 13.2; INTERNAL_ERROR), and the
-    failed capture left the handle unusable for the eager run after it: refuse before calling."""
-    if stream_is_capturing(cupy.cuda.get_current_stream()):
-        raise CaptureError(f"{FallbackReason.LIBRARY_CALL.text}: {what} (cuSOLVER {routine}) cannot be captured "
-                           "into a graph; the key runs eagerly")
-
-
-def eigh(a: Any, uplo: str = "L") -> tuple[Any, Any, Any]:
-    what = "cupygraph.linalg.eigh"
-    _square(a, what)
-    if a.ndim != 2:
-        raise ValueError(f"{what}: only one (M, M) matrix at a time here, got shape {a.shape}")
-    if uplo not in ("L", "U"):
-        raise ValueError(f"{what}: UPLO must be 'L' or 'U', got {uplo!r}")
-    dtype = _float_dtype(a)
-    routine = _routine(dtype, "syevd", what)
-    _not_under_capture(routine, what)
-    fill = LOWER if uplo == "L" else UPPER
-    with cupy.cuda.Device(a.device.id):
-        work = _fortran(a, dtype)
-        n = work.shape[0]
-        w = cupy.empty(n, dtype=dtype)
-        info = _info()
-        h = handle(a.device.id)
-        lwork = h.call(routine + "_buffer_size", EIG_MODE_VECTOR, fill, n, work.data.ptr, max(n, 1), w.data.ptr)
-        scratch = cupy.empty(max(lwork, 1), dtype=dtype)
-        h.call(routine, EIG_MODE_VECTOR, fill, n, work.data.ptr, max(n, 1), w.data.ptr, scratch.data.ptr, lwork,
-               info.data.ptr)
-        v = cupy.ascontiguousarray(work)
-        poison_on_failure(info, w, v)
-    return w, v, info
-
-
 def qr(a: Any) -> tuple[Any, Any, Any]:
     """NumPy's ``qr(a, mode="reduced")``: Q (M, K) and R (K, N), K = min(M, N)."""
     what = "cupygraph.linalg.qr"
@@ -241,34 +210,3 @@ def qr(a: Any) -> tuple[Any, Any, Any]:
         q = cupy.ascontiguousarray(q_work)
         poison_on_failure(info, q, r)
     return q, r, info
-
-
-def svd(a: Any, full_matrices: bool = True) -> tuple[Any, Any, Any, Any]:
-    """NumPy's ``svd(a, full_matrices)``: U, S (descending), Vh."""
-    what = "cupygraph.linalg.svd"
-    if a.ndim != 2:
-        raise ValueError(f"{what}: argument 'a' must be one (M, N) matrix here, got shape {a.shape}")
-    m, n = a.shape
-    if m < n:  # cuSOLVER's gesvd needs M >= N: A^T = V S U^T
-        vt, s, ut, info = svd(a.T, full_matrices)
-        return cupy.ascontiguousarray(ut.T), s, cupy.ascontiguousarray(vt.T), info
-    dtype = _float_dtype(a)
-    routine = _routine(dtype, "gesvd", what)
-    _not_under_capture(routine, what)
-    k = min(m, n)
-    job = ord("A") if full_matrices else ord("S")
-    with cupy.cuda.Device(a.device.id):
-        work = _fortran(a, dtype)
-        s = cupy.empty(k, dtype=dtype)
-        u = cupy.empty((m, m if full_matrices else k), dtype=dtype, order="F")
-        vt = cupy.empty((n, n), dtype=dtype, order="F")
-        info = _info()
-        h = handle(a.device.id)
-        lwork = max(h.call(routine + "_buffer_size", m, n), 1)
-        scratch = cupy.empty(lwork, dtype=dtype)
-        rwork = cupy.empty(max(k - 1, 1), dtype=dtype)
-        h.call(routine, job, job, m, n, work.data.ptr, max(m, 1), s.data.ptr, u.data.ptr, max(m, 1), vt.data.ptr,
-               max(n, 1), scratch.data.ptr, lwork, rwork.data.ptr, info.data.ptr)
-        u, vt = cupy.ascontiguousarray(u), cupy.ascontiguousarray(vt[:k] if not full_matrices else vt)
-        poison_on_failure(info, u, s, vt)
-    return u, s, vt, info

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..backends.host_guard import _refuse, capture_run_active, guarded
 from ..reasons import FallbackReason
+from . import _routes
 
 
 def _plain(x: Any) -> Any:
@@ -75,17 +76,26 @@ def inv(a: Any) -> tuple[Any, ...]:
     return _out(*_each(x, lambda m: (np.linalg.inv(m).astype(x.dtype),), 1))
 
 
-def _not_under_capture(what: str) -> None:
-    """The GPU refuses eigh and svd under capture (``_solver._not_under_capture``): so does the reference."""
-    if capture_run_active():
-        _refuse(FallbackReason.LIBRARY_CALL, f"{what} cannot be captured into a graph; the key runs eagerly")
+def _refuse_under_capture(what: str, routine: str, x: np.ndarray) -> None:
+    """Refuse under a capture run exactly where the GPU does (``_routes``, ``_spectral``)."""
+    reason = _routes.refusal(what, routine, x.dtype, x.shape)
+    if reason is not None and capture_run_active():
+        _refuse(FallbackReason.LIBRARY_CALL, reason)
+
+
+def _numbers(values: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """eigh's / svd's results, or ``LinAlgError`` when their eigen/singular values (the 1-D result)
+    hold a NaN: the GPU counts that as a failure in ``info`` (``_spectral._nan_is_a_failure``)."""
+    if any(np.isnan(v).any() for v in values if v.ndim == 1):
+        raise np.linalg.LinAlgError("a NaN eigen/singular value")
+    return values
 
 
 def eigh(a: Any, uplo: str = "L") -> tuple[Any, ...]:
-    _not_under_capture("cupygraph.linalg.eigh (cuSOLVER syevd)")
     x = _float(a)
+    _refuse_under_capture("cupygraph.linalg.eigh", _routes.eigh_routine(x.shape[-1]), x)
     side: Any = uplo
-    return _out(*_each(x, lambda m: tuple(v.astype(x.dtype) for v in np.linalg.eigh(m, UPLO=side)), 2))
+    return _out(*_each(x, lambda m: _numbers(tuple(v.astype(x.dtype) for v in np.linalg.eigh(m, UPLO=side))), 2))
 
 
 def qr(a: Any) -> tuple[Any, ...]:
@@ -94,7 +104,7 @@ def qr(a: Any) -> tuple[Any, ...]:
 
 
 def svd(a: Any, full_matrices: bool = True) -> tuple[Any, ...]:
-    _not_under_capture("cupygraph.linalg.svd (cuSOLVER gesvd)")
     x = _float(a)
-    return _out(*_each(x, lambda m: tuple(v.astype(x.dtype) for v in np.linalg.svd(m, full_matrices=full_matrices)),
-                       3))
+    _refuse_under_capture("cupygraph.linalg.svd", _routes.svd_routine(*x.shape[-2:]), x)
+    return _out(*_each(x, lambda m: _numbers(tuple(v.astype(x.dtype)
+                                                   for v in np.linalg.svd(m, full_matrices=full_matrices))), 3))

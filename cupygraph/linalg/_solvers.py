@@ -1,5 +1,5 @@
 """``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``, ``svd`` (cuSOLVER on CuPy arrays, NumPy on host
-arrays) and ``spmm`` (cuSPARSE): the public functions, their checks and the failure rule.
+arrays) and ``spmm`` (cuSPARSE, CSR @ dense and dense @ CSR): the public functions, their checks and the failure rule.
 
 A graph cannot raise, so a numerical failure is reported on the device: the results are NaN and
 ``info`` (an int32 array, one per matrix, 0 on success) is non-zero. ``return_info=True`` adds
@@ -29,6 +29,16 @@ def _impl(*values: Any) -> Any:
         from . import _solver
 
         return _solver
+    from . import _solver_host
+
+    return _solver_host
+
+
+def _spectral(a: Any) -> Any:
+    if _on_gpu(a):
+        from . import _spectral as on_device
+
+        return on_device
     from . import _solver_host
 
     return _solver_host
@@ -80,11 +90,17 @@ def cholesky(a: Any, *, return_info: bool = False) -> Any:
 
 
 def eigh(a: Any, UPLO: str = "L", *, return_info: bool = False) -> Any:
-    """NumPy's ``linalg.eigh(a, UPLO)``: ascending eigenvalues w and eigenvectors as columns of v."""
+    """NumPy's ``linalg.eigh(a, UPLO)``: ascending eigenvalues w and eigenvectors as columns of v.
+
+    float32/float64, one (M, M) matrix, reading the UPLO triangle. Up to 32 x 32 cuSOLVER's
+    ``XsyevBatched`` on one matrix, which captures into a graph; larger matrices run ``syevd``,
+    which fails under stream capture, so their key runs eagerly. Eigenvectors agree with NumPy's
+    up to sign; in float32 the last bits may vary from run to run (XsyevBatched).
+    """
     _check_input(a, "cupygraph.linalg.eigh", square=True, matrix_only=True)
     if UPLO not in ("L", "U"):
         raise ValueError(f"cupygraph.linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
-    return _results(_impl(a).eigh(a, UPLO), return_info)
+    return _results(_spectral(a).eigh(a, UPLO), return_info)
 
 
 def qr(a: Any, *, return_info: bool = False) -> Any:
@@ -94,9 +110,15 @@ def qr(a: Any, *, return_info: bool = False) -> Any:
 
 
 def svd(a: Any, full_matrices: bool = True, *, return_info: bool = False) -> Any:
-    """NumPy's ``linalg.svd(a, full_matrices)``: U, S (descending), Vh."""
+    """NumPy's ``linalg.svd(a, full_matrices)``: U, S (descending), Vh.
+
+    float32/float64, one (M, N) matrix, ``full_matrices`` True or False. Up to 32 x 32 cuSOLVER's
+    batched Jacobi routine (``gesvdjBatched``), which captures into a graph; larger matrices run
+    ``gesvd``, which fails under stream capture, so their key runs eagerly. Singular vectors agree
+    with NumPy's up to sign.
+    """
     _check_input(a, "cupygraph.linalg.svd", square=False, matrix_only=True)
-    return _results(_impl(a).svd(a, full_matrices), return_info)
+    return _results(_spectral(a).svd(a, full_matrices), return_info)
 
 
 def check(*infos: Any) -> None:
@@ -111,21 +133,73 @@ def check(*infos: Any) -> None:
             raise LinAlgFailure(
                 f"cupygraph.linalg: factorisation {k} failed for {len(failed)} matrix(es), first at batch index "
                 f"{tuple(int(i) for i in failed[0])} (info {int(values[tuple(failed[0])])}): a singular matrix "
-                "(solve, inv), one not positive definite (cholesky) or no convergence (eigh, svd); its results are NaN")
+                "(solve, inv), one not positive definite (cholesky) or no convergence or a NaN value (eigh, svd); its "
+                "results are NaN")
+
+
+def _is_sparse(x: Any) -> bool:
+    """A SciPy or cupyx.scipy.sparse matrix (looked up by its attributes: SciPy is never imported here)."""
+    return hasattr(x, "format") and hasattr(x, "nnz") and hasattr(x, "shape")
+
+
+def _check_spmm(sparse: Any, dense: Any, dense_first: bool) -> Any:
+    """The checks both backends make; returns the result dtype."""
+    what = "cupygraph.linalg.spmm"
+    sparse_name, dense_name = ("b", "a") if dense_first else ("a", "b")
+    if _is_sparse(dense):
+        raise TypeError(f"{what}: one operand must be dense, got two sparse matrices; convert {dense_name!r} with "
+                        ".toarray()")
+    if sparse.format != "csr":
+        raise TypeError(f"{what}: argument {sparse_name!r} must be a CSR matrix, got {sparse.format.upper()} "
+                        f"({type(sparse).__name__}); convert with {sparse_name}.tocsr()")
+    shape = getattr(dense, "shape", None)
+    rows, cols = sparse.shape
+    if shape is None or len(shape) != 2 or shape[1 if dense_first else 0] != (rows if dense_first else cols):
+        need = f"a 2-D array of {rows} columns" if dense_first else f"a 2-D array of {cols} rows"
+        raise ValueError(f"{what}: argument {dense_name!r} must be {need} ({sparse_name} is {rows}x{cols}), got "
+                         f"{tuple(shape) if shape is not None else type(dense).__name__}")
+    dtype = np.result_type(sparse.dtype, dense.dtype)
+    if dtype.char not in "fd":
+        raise TypeError(f"{what}: float32 and float64 are supported, got {dtype} (from {sparse.dtype} and "
+                        f"{dense.dtype}); cast first")
+    return dtype
 
 
 def spmm(a: Any, b: Any) -> Any:
-    """``a @ b`` for a CSR matrix a (M, K) and a dense 2-D b (K, N).
+    """``a @ b`` where one operand is a CSR matrix and the other a dense 2-D array.
 
-    On the GPU (a ``cupyx.scipy.sparse.csr_matrix`` and a CuPy array) one cuSPARSE SpMM that
-    captures; on the host (a ``scipy.sparse`` matrix and a NumPy array) SciPy's product.
+    ``spmm(csr, dense)``: a (M, K) CSR, b (K, N) dense; ``spmm(dense, csr)``: a (M, K) dense, b
+    (K, N) CSR. The result is a dense C-ordered (M, N) array of the operands' result dtype (float32
+    or float64). On the GPU (a ``cupyx.scipy.sparse.csr_matrix`` and a CuPy array) it is cuSPARSE's
+    SpMM, which captures into a graph; on the host (``scipy.sparse`` and NumPy) SciPy's product.
     """
-    if _on_gpu(b):
-        from ._spmm import spmm as on_device
+    if not _is_sparse(a) and not _is_sparse(b):
+        raise TypeError("cupygraph.linalg.spmm: one operand must be a CSR matrix (cupyx.scipy.sparse.csr_matrix "
+                        f"on the GPU, scipy.sparse on the host), got {type(a).__name__} and {type(b).__name__}; for "
+                        "two dense arrays use cupygraph.matmul")
+    dense_first = not _is_sparse(a)
+    sparse, dense = (b, a) if dense_first else (a, b)
+    dtype = _check_spmm(sparse, dense, dense_first)
+    if _on_gpu(dense) != (type(sparse).__module__.split(".", 1)[0] == "cupyx"):
+        raise TypeError(f"cupygraph.linalg.spmm: both operands must live on one side, a cupyx.scipy.sparse matrix "
+                        f"with a CuPy array (GPU) or a scipy.sparse matrix with a NumPy array (host), got "
+                        f"{type(sparse).__module__}.{type(sparse).__name__} and {type(dense).__name__}")
+    if _on_gpu(dense):
+        from . import _spmm
 
-        return on_device(a, b)
+        return _spmm.dense_csr(dense, sparse, dtype) if dense_first else _spmm.csr_dense(sparse, dense, dtype)
     from ..backends.host_guard import capture_run_active, guarded
 
-    plain = b.view(np.ndarray) if isinstance(b, np.ndarray) else b
-    result = np.asarray(a @ plain)
+    plain = dense.view(np.ndarray) if isinstance(dense, np.ndarray) else np.asarray(dense)
+    result = _dense_csr_host(plain, sparse, dtype) if dense_first else np.asarray(sparse @ plain)
+    result = np.ascontiguousarray(result, dtype=dtype)
     return guarded(result) if capture_run_active() else result
+
+
+def _dense_csr_host(x: np.ndarray, s: Any, dtype: Any) -> np.ndarray:
+    """``x @ s`` from s's CSR arrays: SciPy's own ``dense @ csr`` rebuilds index arrays through
+    ``np.asarray`` from SciPy's frames, which a host capture would take for the user's uploads."""
+    rows = np.repeat(np.arange(s.shape[0]), np.diff(s.indptr))
+    out = np.zeros((x.shape[0], s.shape[1]), dtype=dtype)
+    np.add.at(out.T, s.indices, (x[:, rows].astype(dtype) * s.data.astype(dtype)).T)  # column j += x[:, i] s[i, j]
+    return out

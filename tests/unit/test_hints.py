@@ -110,6 +110,17 @@ def test_host_mask_assignment_refusal_suggests_where_with_the_users_names():
 def test_csr_products_name_cupygraph_linalg_spmm():
     hint = replacement("library_call", "cupyx.scipy.sparse._base.spmatrix.__matmul__", "y = a @ x")
     assert "`cupygraph.linalg.spmm(csr, dense)`" in hint
+    hint = replacement("library_call", "cupyx.scipy.sparse._base.spmatrix.__rmatmul__", "y = x @ a")
+    assert "`cupygraph.linalg.spmm(dense, csr)`" in hint
+
+
+@pytest.mark.parametrize(("name", "called"), [("eigh", "cupy.linalg._eigenvalue.eigh"),
+                                             ("svd", "cupy.linalg._decomposition.svd")])
+def test_eigh_and_svd_hints_name_the_size_that_captures(name, called):
+    from cupygraph.linalg._routes import CAPTURE_MAX
+
+    hint = replacement("library_call", called, f"r = cupy.linalg.{name}(a)")
+    assert f"`cupygraph.linalg.{name}`" in hint and f"up to {CAPTURE_MAX}x{CAPTURE_MAX}" in hint
 
 
 @pytest.mark.parametrize(("called", "expected"), [

@@ -103,23 +103,102 @@ def test_they_capture_under_jit_where_np_linalg_falls_back():
     assert f_cg.registry.num_graphs() == 1 and f_cg.stats().fallbacks == 0
 
 
-def test_spmm_is_the_matrix_product_and_captures_on_the_host():
-    # Any matrix with ``@`` serves on the host (a scipy.sparse CSR matrix in practice; dense here).
-    a = np.where(RNG.random((6, 4)) < 0.5, RNG.standard_normal((6, 4)), 0.0)
+def test_spmm_is_the_matrix_product_in_either_order_and_captures_on_the_host():
+    sparse = pytest.importorskip("scipy.sparse")
+    s = sparse.random(6, 4, density=0.5, format="csr", random_state=1)
 
     def fn(x):
-        return la.spmm(a, x.T) * 2
+        return la.spmm(s, x[:, :4].T) * 2, la.spmm(x, s)
 
     f = cg.jit(fn, config=dict(backend="host", max_capture_size=8))
     for seed in range(3):
-        x = np.random.default_rng(seed).standard_normal((8, 4))
+        x = np.random.default_rng(seed).standard_normal((8, 6))
         if seed == 0:  # the graph reads the matrix by address, as on the GPU: said once
-            with pytest.warns(cg.ForeignMemoryWarning, match="closure variable 'a'"):
+            with pytest.warns(cg.ForeignMemoryWarning, match="closure variable 's'"):
                 got = f(x)
         else:
             got = f(x)
-        np.testing.assert_array_equal(got, (a @ x.T) * 2)
-    assert f.registry.num_graphs() == 1
+        np.testing.assert_array_equal(got[0], (s @ x[:, :4].T) * 2)
+        np.testing.assert_array_equal(got[1], la.spmm(x, s))
+        np.testing.assert_allclose(got[1], x @ s, rtol=1e-12, atol=1e-12)
+        assert got[1].dtype == np.float64 and got[1].flags.c_contiguous
+    assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0
+
+
+def test_spmm_result_dtype_is_the_operands_result_type():
+    sparse = pytest.importorskip("scipy.sparse")
+    s = sparse.random(5, 3, density=0.6, format="csr", random_state=2, dtype=np.float32)
+    x = np.arange(10, dtype=np.float32).reshape(2, 5)
+    assert la.spmm(x, s).dtype == np.float32 and la.spmm(s.T.tocsr(), x.T).dtype == np.float32
+    np.testing.assert_allclose(la.spmm(x.astype(np.int64), s), x @ s.toarray(), rtol=1e-6)
+    assert la.spmm(x.astype(np.int64), s).dtype == np.float64
+
+
+@pytest.mark.parametrize(("call", "error", "match"), [
+    (lambda sp: la.spmm(np.ones((2, 5)), np.ones((5, 3))), TypeError, "one operand must be a CSR matrix"),
+    (lambda sp: la.spmm(sp.random(5, 3, format="csc"), np.ones((3, 2))), TypeError, r"a.tocsr\(\)"),
+    (lambda sp: la.spmm(np.ones((2, 5)), sp.random(5, 3, format="coo")), TypeError, r"b.tocsr\(\)"),
+    (lambda sp: la.spmm(np.ones((2, 4)), sp.random(5, 3, format="csr")), ValueError, "5 columns"),
+    (lambda sp: la.spmm(sp.random(5, 3, format="csr"), np.ones(3)), ValueError, "3 rows"),
+    (lambda sp: la.spmm(sp.random(5, 3, format="csr"), sp.random(3, 2, format="csr")), TypeError, "two sparse"),
+    (lambda sp: la.spmm(np.ones((2, 5), np.complex64), sp.random(5, 3, format="csr")), TypeError, "complex"),
+])
+def test_spmm_refuses_what_the_gpu_refuses_by_name(call, error, match):
+    sparse = pytest.importorskip("scipy.sparse")
+    with pytest.raises(error, match=match):
+        call(sparse)
+
+
+def _ascending_and_numpys(a, w, v):
+    want_w, want_v = np.linalg.eigh(a)
+    np.testing.assert_array_equal(w, want_w)
+    np.testing.assert_array_equal(v, want_v)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_eigh_and_svd_up_to_32_by_32_capture(dtype):
+    def fn(a):
+        w, v = la.eigh(cg.matmul(a, a.T) + 32 * np.eye(32, dtype=a.dtype))
+        u, s, vh = la.svd(a[:, :5], full_matrices=False)
+        return w, v, u, s, vh
+
+    f = cg.jit(fn, config=dict(backend="host", max_capture_size=32))
+    for seed in range(3):
+        a = np.random.default_rng(seed).standard_normal((32, 7)).astype(dtype)
+        got = f(a)
+        want = fn(a)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+            assert g.dtype == dtype
+        _ascending_and_numpys(cg.matmul(a, a.T) + 32 * np.eye(32, dtype=dtype), got[0], got[1])
+    assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0
+
+
+@pytest.mark.parametrize(("name", "fn", "routine", "dims"), [
+    ("eigh", lambda a: la.eigh(cg.matmul(a, a.T))[0], "dsyevd", "40x40"),
+    ("svd", lambda a: la.svd(a)[1], "dgesvd", "40x6"),
+])
+def test_eigh_and_svd_of_larger_matrices_run_eagerly_naming_the_size(name, fn, routine, dims):
+    f = cg.jit(fn, config=dict(backend="host", max_capture_size=40))
+    for seed in range(2):
+        a = np.random.default_rng(seed).standard_normal((40, 6))  # 40 rows: a capture size, no padding
+        np.testing.assert_array_equal(f(a), fn(a))
+    assert f.registry.num_graphs() == 0 and f.stats().fallbacks_by_reason == {"library_call": 2}
+    detail = f.stats().detail("library_call")
+    assert f"cupygraph.linalg.{name} of a {dims} matrix" in detail and routine in detail and "up to 32x32" in detail
+
+
+def test_a_nan_eigen_or_singular_value_is_a_failure_in_info():
+    a = spd(3)
+    a[2, 0] = np.nan  # the lower triangle, which eigh reads
+    w, v, info = la.eigh(a, return_info=True)
+    assert int(info) == 1 and np.isnan(w).all() and np.isnan(v).all()
+    u, s, vh, info = la.svd(a, return_info=True)
+    assert int(info) == 1 and np.isnan(s).all() and np.isnan(u).all() and np.isnan(vh).all()
+    with pytest.raises(la.LinAlgFailure):
+        la.check(info)
+    a[2, 0] = a[0, 2]
+    la.check(la.eigh(a, return_info=True)[2], la.svd(a, return_info=True)[3])
 
 
 @pytest.mark.parametrize("subscripts", ["ij,jk->ik", "bij,bkj->bik", "ij,kj->ki", "bij,bjk->bki", "ijk,k->ij",
