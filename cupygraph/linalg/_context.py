@@ -22,15 +22,17 @@ Contract:
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from typing import Any, Optional
 
 from ..backends.capturing import stream_is_capturing
-from ..backends.holding import hold, holding_active, scopes_open
+from ..backends.holding import hold, holding_active
 from ..errors import CaptureError
 from ..reasons import FallbackReason
 from ._binding import Binding, binding
+from ._retire import destroy_retired, pending, retire
 
 WORKSPACE_HOPPER = 32 << 20  # cuBLAS's recommendation for sm_90 and newer
 WORKSPACE_OTHER = 4 << 20
@@ -85,7 +87,7 @@ class Handle:
         self.pointer_mode = 0
         with _lock:
             _handles.add(self)
-        weakref.finalize(self, _retire, lib, self.ptr, device_id)
+        weakref.finalize(self, retire, functools.partial(lib.destroy, self.ptr), device_id)
 
     def bind(self, stream_ptr: int, workspace: Workspace) -> None:
         if self.stream_ptr != stream_ptr or self._workspace() is not workspace:
@@ -105,30 +107,6 @@ _live: weakref.WeakValueDictionary[tuple[int, int, int], Workspace] = weakref.We
 _eager: dict[tuple[int, int, int], Workspace] = {}
 _workspaces: weakref.WeakSet[Workspace] = weakref.WeakSet()
 _handles: weakref.WeakSet[Handle] = weakref.WeakSet()
-_retired: list[tuple[Binding, int, int]] = []
-
-
-def _retire(lib: Binding, ptr: int, device_id: int) -> None:
-    """A handle nothing holds: destroyed later, at a safe point (this may run inside a capture).
-
-    No lock: a finaliser can run in any thread at any allocation, also while ``_lock`` is held;
-    ``list.append`` is atomic.
-    """
-    _retired.append((lib, ptr, device_id))
-
-
-def destroy_retired(stream: Any = None) -> int:
-    """Destroy the handles nothing holds, unless a capture might be running; returns how many."""
-    if not _retired or scopes_open() or (stream is not None and stream_is_capturing(stream)):
-        return 0
-    import cupy
-
-    retired = _retired[:]
-    del _retired[: len(retired)]  # handles retired meanwhile stay for the next time
-    for lib, ptr, device_id in retired:
-        with cupy.cuda.Device(device_id):
-            lib.destroy(ptr)
-    return len(retired)
 
 
 def _stream_key(device_id: int, stream: Any) -> tuple[int, int, int]:
@@ -165,7 +143,7 @@ def handle_for(device_id: int, stream: Any) -> Handle:
             raise _not_prepared("handle", stream)
         destroy_retired(stream)
         handle = handles[device_id] = Handle(binding(), device_id)
-    elif _retired:
+    elif pending():
         destroy_retired(stream)
     handle.bind(int(stream.ptr), workspace_for(device_id, stream))
     if holding_active():
@@ -191,6 +169,6 @@ def release_unused() -> dict[str, int]:
 def resources() -> dict[str, int]:
     """Live cuBLAS handles (not yet destroyed), workspaces and workspace bytes, in this process."""
     with _lock:
-        handles = len(_handles) + len(_retired)
+        handles = len(_handles) + pending()
         workspaces = list(_workspaces)
     return {"handles": handles, "workspaces": len(workspaces), "workspace_bytes": sum(w.nbytes for w in workspaces)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from ..backends.capturing import stream_is_capturing
 from ..backends.holding import hold, holding_active
 from ..errors import BackendUnavailableError, CaptureError
 from ..reasons import FallbackReason
+from ._retire import destroy_retired, retire
 
 
 class LazyBinding:
@@ -41,11 +43,14 @@ class ThreadHandles:
     """One library handle per thread and device, bound to the current stream when taken.
 
     A handle is made outside captures only (making one allocates); the recording being captured
-    holds the handles it used (``backends/holding.py``), so a graph never outlives its handle.
+    holds the handles it used (``backends/holding.py``), so a graph never outlives its handle. Once
+    nothing holds a handle (its thread ended, its graphs were released) it is destroyed at the next
+    safe point (``_retire.py``).
     """
 
     def __init__(self, make: Callable[[int], Any], library: str, needed_by: str):
-        """``make(device_id)`` gives an object with ``lib``, ``ptr`` and ``stream_ptr`` (-1 at first)."""
+        """``make(device_id)`` gives an object with ``lib``, ``ptr``, ``stream_ptr`` (-1 at first) and
+        ``closer()``: a callable that destroys what the object made, holding no reference to it."""
         self._make, self._library, self._needed_by = make, library, needed_by
         self._local = threading.local()
 
@@ -59,7 +64,9 @@ class ThreadHandles:
                     f"{FallbackReason.LIBRARY_CALL.text}: {self._needed_by} has no {self._library} handle in this "
                     "thread yet, and making one during a capture would allocate; run the function once before "
                     "capturing (jit's num_warmups >= 1)")
+            destroy_retired(stream)
             found = handles[device_id] = self._make(device_id)
+            weakref.finalize(found, retire, found.closer(), device_id)
         if found.stream_ptr != int(stream.ptr):
             found.lib.set_stream(found.ptr, int(stream.ptr))
             found.stream_ptr = int(stream.ptr)

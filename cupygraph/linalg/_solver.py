@@ -21,6 +21,7 @@ float32 and float64 (``s``/``d`` routines); other dtypes are refused with a mess
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import cupy
@@ -54,6 +55,16 @@ class _Handle:
         self.params = int(lib.create_params())
         self.gesvdj_params = int(lib.create_gesvdj_info())
         self.workspace_sizes: dict[tuple[Any, ...], Any] = {}
+
+    def closer(self) -> Callable[[], None]:
+        lib, ptr, params, gesvdj = self.lib, self.ptr, self.params, self.gesvdj_params
+
+        def close() -> None:
+            lib.destroy_params(params)
+            lib.destroy_gesvdj_info(gesvdj)
+            lib.destroy(ptr)
+
+        return close
 
     def call(self, routine: str, *args: Any) -> Any:
         try:

@@ -13,6 +13,8 @@ dense @ CSR is ``(s^T @ x^T)^T``: see ``dense_csr``.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import cupy
@@ -28,6 +30,9 @@ _library = LazyBinding("cusparse", "cupygraph.linalg.spmm needs")
 class _Handle:
     def __init__(self, lib: Any):
         self.lib, self.ptr, self.stream_ptr = lib, int(lib.create()), -1
+
+    def closer(self) -> Callable[[], None]:
+        return functools.partial(self.lib.destroy, self.ptr)
 
 
 _handles = ThreadHandles(lambda device_id: _Handle(_library()), "cuSPARSE", "cupygraph.linalg.spmm")

@@ -321,3 +321,32 @@ def test_mlp_example_runs_as_full_graphs():
     result = module.main(["--calls", "40", "--max-batch", "64", "--backend", "cupy"])
     # Eager runs the GEMMs at the real batch size, the graph at the padded one: equal up to rounding.
     assert result["fallbacks"] == 0 and result["graphs"] >= 3 and result["worst"] < 1e-4
+
+
+def test_cusolver_and_cusparse_handles_of_an_ended_thread_are_destroyed():
+    """A thread's cuSOLVER and cuSPARSE handles go once the thread ended and nothing holds them
+    (they were kept for the process's life before); the library keeps working afterwards."""
+    import cupyx.scipy.sparse
+
+    from cupygraph.linalg import _retire
+
+    cupy.cuda.Device(0).use()
+    rng = np.random.default_rng(5)
+    a = cupy.asarray(rng.standard_normal((8, 8)) + 8 * np.eye(8))
+    b = cupy.asarray(rng.standard_normal((8, 3)))
+    sparse = cupyx.scipy.sparse.random(8, 8, density=0.3, format="csr", dtype=np.float64, random_state=1)
+
+    def work() -> None:
+        cg.linalg.solve(a, b)
+        cg.linalg.spmm(sparse, b)
+        cupy.cuda.get_current_stream().synchronize()
+
+    _retire.destroy_retired()
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    gc.collect()
+    assert _retire.pending() >= 2  # the thread's cuSOLVER and cuSPARSE handles, queued
+    assert _retire.destroy_retired() >= 2 and _retire.pending() == 0
+    np.testing.assert_allclose(cupy.asnumpy(cg.linalg.solve(a, b)), np.linalg.solve(cupy.asnumpy(a), cupy.asnumpy(b)),
+                               rtol=1e-10)

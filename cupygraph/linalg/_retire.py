@@ -1,0 +1,44 @@
+"""Library handles nothing holds any more, destroyed later at a safe point (one list for cuBLAS,
+cuSOLVER and cuSPARSE).
+
+A handle's finaliser may run in any thread at any allocation, inside a capture too, where
+destroying a handle (which synchronises) would break the capture. So the finaliser only queues
+its destroy call; ``destroy_retired`` runs the queue where no capture can be running: when a
+thread takes a handle outside a capture, and from ``cupygraph.linalg.release_unused``. A graph
+holds the handles it uses (``backends/holding.py``), so a queued handle serves no live graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..backends.capturing import stream_is_capturing
+from ..backends.holding import scopes_open
+
+_retired: list[tuple[Callable[[], None], int]] = []
+
+
+def retire(destroy: Callable[[], None], device_id: int) -> None:
+    """Queue ``destroy`` (a handle's) for ``destroy_retired``. No lock: ``list.append`` is atomic, and
+    a finaliser may run while any lock is held."""
+    _retired.append((destroy, device_id))
+
+
+def pending() -> int:
+    """Handles queued and not destroyed yet."""
+    return len(_retired)
+
+
+def destroy_retired(stream: Any = None) -> int:
+    """Destroy the queued handles, unless a capture might be running; returns how many."""
+    if not _retired or scopes_open() or (stream is not None and stream_is_capturing(stream)):
+        return 0
+    import cupy
+
+    retired = _retired[:]
+    del _retired[: len(retired)]  # handles retired meanwhile stay for the next time
+    for destroy, device_id in retired:
+        with cupy.cuda.Device(device_id):
+            destroy()
+    return len(retired)
