@@ -16,6 +16,7 @@ nothing here asserts a time. On the host backend it runs too (perf_counter), for
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import statistics
@@ -103,13 +104,29 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             row["scaling"] = row["dist_graph"] / row["one_graph"]
             if "dist_eager" in row:
                 row["graph_vs_eager"] = row["dist_graph"] / row["dist_eager"]
+                row["one_graph_vs_eager"] = row["one_graph"] / row["one_eager"]
             print(json.dumps(row), flush=True)
         rows.append(row)
-    if comm.rank == 0 and args.out is not None:
-        device = "host" if comm.backend_name == "host" else xp.cuda.runtime.getDeviceProperties(comm.device)["name"]
-        device = device.decode() if isinstance(device, bytes) else device
-        args.out.write_text(json.dumps({"device": device, "ranks": comm.size, "rows": rows}, indent=1))
+        if comm.rank == 0 and args.out is not None:  # after every size: a later size that fails keeps these
+            args.out.write_text(json.dumps({"device": device_name(comm, xp), "ranks": comm.size, "steps": args.steps,
+                                            "calls": args.calls, "repeats": args.repeats, "rows": rows}, indent=1))
+        release_memory(xp)
     return rows
+
+
+def device_name(comm: Any, xp: Any) -> str:
+    if comm.backend_name == "host":
+        return "host"
+    name = xp.cuda.runtime.getDeviceProperties(comm.device)["name"]
+    return str(name.decode() if isinstance(name, bytes) else name)
+
+
+def release_memory(xp: Any) -> None:
+    """Give the last size's memory back (its graphs went with their functions) before a larger size."""
+    gc.collect()
+    if xp.__name__ == "cupy":
+        xp.cuda.Device().synchronize()
+        xp.get_default_memory_pool().free_all_blocks()
 
 
 if __name__ == "__main__":

@@ -2,11 +2,16 @@
 
 Each check uses fresh random data and compares with a result computed independently (NumPy on
 data every rank can regenerate, or the eager NCCL call), bit for bit where the arithmetic is the
-same. A rank prints ``PASS <name>``; a failure aborts the whole job (no rank left waiting).
+same; before a replay is compared, its static outputs and the free memory of its pool are poisoned.
+A rank prints ``PASS <name>`` or ``FAIL <name>``; after each check the ranks agree on the result,
+so one rank's failure leaves no other waiting. Every check is bounded: a watchdog
+(``faulthandler``) prints every thread's stack and ends the rank after ``CHECK_LIMIT_S`` seconds,
+and the launcher's ``timeout`` bounds the whole job.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import sys
 import traceback
 from pathlib import Path
@@ -16,9 +21,12 @@ import numpy as np
 
 import cupygraph as cg
 from cupygraph import distributed as dist
+from cupygraph.testing.memcheck import poison_family
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from repo_files import load_example
+
+CHECK_LIMIT_S = 60  # not a performance bound: a hang ends the rank with its stack instead of blocking the job
 
 
 def host_rows(seed: int, rows: int, cols: int = 64) -> np.ndarray:
@@ -50,17 +58,68 @@ def step(comm):
     return fn
 
 
+def same_bits(got, want) -> bool:
+    return got.shape == want.shape and got.dtype == want.dtype and bool(
+        cupy.array_equal(cupy.ascontiguousarray(got).view(cupy.uint8), cupy.ascontiguousarray(want).view(cupy.uint8)))
+
+
+def poison(f) -> None:
+    """Fill the static outputs of every graph of ``f`` and its pool's free memory with 0xFF bytes: a
+    replay that does not write an output (an NCCL node that kept old addresses, say) shows."""
+    for entry in f.registry.entries():
+        for leaf in flatten_arrays(entry.cudagraph.outputs):
+            leaf.view(cupy.uint8).fill(0xFF)
+    poison_family(f.registry.backend)
+    cupy.cuda.Device().synchronize()
+
+
+def flatten_arrays(tree):
+    if isinstance(tree, cupy.ndarray):
+        return [tree]
+    if isinstance(tree, (tuple, list)):
+        return [leaf for item in tree for leaf in flatten_arrays(item)]
+    return []
+
+
 def check_graph_replay_equals_eager(comm, mode="FULL"):
     fn = step(comm)
     f = dist.jit(fn, comm=comm, config=dict(mode=mode, capture_sizes=[8, 16]))
     for call in range(4):
         x = cupy.asarray(host_rows(100 + call + 17 * comm.rank, 16))
-        got = f(x)
         want = fn(x)
+        poison(f)
+        got = f(x)
         for a, b in zip(got, want):
-            assert bool((a == b).all()), f"call {call}: replay differs from eager"
+            assert same_bits(a, b), f"call {call}: replay differs from eager"
     s = f.stats()
     assert s.captures == 1 and s.hits == 3 and s.fallbacks == 0, s.to_dict()
+    if comm.backend_name == "cupy":
+        # NCCL keeps the buffers' addresses where re-pointing kernel nodes cannot reach: nothing is bound,
+        # and the audit counts NCCL's own memory as held with the communicator, not as foreign.
+        assert not s.rebinds_by_argument and s.copies_by_argument, s.to_dict()
+        (entry,) = f.registry.entries()
+        audit = getattr(entry.cudagraph, "audit", None)
+        assert audit is None or not audit.foreign(), [r.describe() for r in audit.foreign()]
+
+
+def check_heat_graph_equals_eager(comm):
+    """Halo rows by NCCL send/recv inside the graph: every rank's slab bit for bit as the eager steps."""
+    heat = load_example("distributed_heat")
+    slab = heat.Slab(comm, 512, cupy)
+    coef = cupy.full((1,), 0.2, dtype=cupy.float32)
+    graphed = heat.make_step(slab, 6, graphs=True, backend=comm.backend_name)
+    eager = heat.make_step(slab, 6, graphs=False, backend=comm.backend_name)
+    u = slab.initial()
+    u = u + cupy.asarray(np.random.default_rng(900 + comm.rank).random(u.shape, dtype=np.float32)) * 1e-3
+    for call in range(3):
+        want = eager(coef, u)
+        given = u.copy()  # view outputs: the previous output is about to be poisoned
+        poison(graphed)
+        got = graphed(coef, given)
+        assert same_bits(got, want), f"call {call}: graphed halo exchange differs from eager on rank {comm.rank}"
+        u = want
+    s = graphed.stats()
+    assert s.captures == 1 and s.hits == 2 and s.fallbacks == 0, s.to_dict()
 
 
 def check_piecewise_pieces(comm):
@@ -118,6 +177,25 @@ def check_fallback_together(comm):
     check_graph_replay_equals_eager(comm)
 
 
+def check_raise_mode_on_every_rank(comm):
+    def fn(x):
+        y = comm.all_reduce(x)
+        if comm.rank == 1:
+            float(y.sum())  # this rank's capture fails (after the collective: the warm-ups stay in step)
+        return y
+
+    f = dist.jit(fn, comm=comm, config=dict(capture_sizes=[8], on_capture_error="raise"))
+    try:
+        f(cupy.asarray(host_rows(450 + comm.rank, 8)))
+    except cg.CaptureError as err:
+        assert ("another rank" in str(err)) == (comm.rank == 0), str(err)
+    else:
+        raise AssertionError(f"no CaptureError on rank {comm.rank}")
+    # Every rank is still in step: an eager collective gives the sum of both ranks' rows.
+    got = cupy.asnumpy(comm.all_reduce(cupy.asarray(host_rows(460 + comm.rank, 8))))
+    np.testing.assert_allclose(got, host_rows(460, 8) + host_rows(461, 8), rtol=1e-6)
+
+
 def check_collective_in_loop_refused(comm):
     def fn(x):
         count = cupy.zeros(1, cupy.int32)
@@ -148,7 +226,8 @@ def check_cg_converges(comm):
 
 
 CHECKS = [check_eager_collectives, check_graph_replay_equals_eager, check_piecewise_pieces, check_lockstep_padding,
-          check_fallback_together, check_heat_equals_one_gpu, check_cg_converges, check_collective_in_loop_refused]
+          check_heat_graph_equals_eager, check_fallback_together, check_raise_mode_on_every_rank,
+          check_heat_equals_one_gpu, check_cg_converges, check_collective_in_loop_refused]
 
 
 def main() -> int:
@@ -160,6 +239,7 @@ def main() -> int:
           flush=True)
     failed = 0
     for check in CHECKS:
+        faulthandler.dump_traceback_later(CHECK_LIMIT_S, exit=True)
         try:
             check(comm)
             cupy.cuda.Device().synchronize()
@@ -169,8 +249,10 @@ def main() -> int:
             ok = False
         # Every rank learns every result, so one failure does not leave the other waiting.
         all_ok = comm.agree_all(ok)
+        faulthandler.cancel_dump_traceback_later()
         print(f"{'PASS' if ok else 'FAIL'} {check.__name__} on rank {comm.rank}", flush=True)
         failed += not all_ok
+    print(f"rank {comm.rank}: {len(CHECKS) - failed} of {len(CHECKS)} checks passed on every rank", flush=True)
     return 1 if failed else 0
 
 
