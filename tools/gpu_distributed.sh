@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The distributed GPU session on a 2-GPU machine: per-device graphs in one process, the MPI + NCCL
+# The distributed GPU session on a 2-GPU machine (NRANKS=4 on a 4-GPU one): per-device graphs in one process, the MPI + NCCL
 # checks on two ranks, then the strong-scaling bench. Logs and JSON go to ${OUT:-.}.
 #
 # MPI must be one implementation end to end: MPICH's wheel, installed with --prefix (pip's --target
@@ -22,23 +22,24 @@ export PATH=$MPICH/bin:$PATH
 export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 MPIEXEC=$MPICH/bin/mpiexec
 SIZES=${SIZES:-256 1024 4096 16384 24576}
+NRANKS=${NRANKS:-2}  # one rank per GPU: 4 on a 4-GPU machine
 {
   echo "mpiexec: $MPIEXEC; libmpi: $MPI4PY_LIBMPI"; date -u
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
   nvidia-smi topo -m 2>/dev/null | head -n 4
   python3 -c "import cupy; from cupy.cuda import nccl; print('cupy', cupy.__version__, 'nccl', nccl.get_version())"
 } 2>&1 | tee "$OUT/env.log"
-ranks=$(timeout -k 5 30 "$MPIEXEC" -n 2 python3 -c "from mpi4py import MPI; print(MPI.COMM_WORLD.size)" | sort -u)
-echo "mpi4py sees ${ranks:-nothing} ranks under mpiexec -n 2" | tee -a "$OUT/env.log"
+ranks=$(timeout -k 5 30 "$MPIEXEC" -n "$NRANKS" python3 -c "from mpi4py import MPI; print(MPI.COMM_WORLD.size)" | sort -u)
+echo "mpi4py sees ${ranks:-nothing} ranks under mpiexec -n $NRANKS" | tee -a "$OUT/env.log"
 timeout -k 5 40 python3 tests/gpu/mpi/per_device_checks.py 2>&1 | tee "$OUT/per_device.log"
 echo "per-device rc=${PIPESTATUS[0]}"
-if [ "$ranks" != "2" ]; then echo "MPI launcher and mpi4py disagree: not running the 2-rank parts"; exit 1; fi
+if [ "$ranks" != "$NRANKS" ]; then echo "MPI launcher and mpi4py disagree: not running the 2-rank parts"; exit 1; fi
 date -u
-timeout -k 10 140 "$MPIEXEC" -n 2 python3 tests/gpu/mpi/distributed_gpu_checks.py 2>&1 | tee "$OUT/dist_checks.log"
+timeout -k 10 140 "$MPIEXEC" -n "$NRANKS" python3 tests/gpu/mpi/distributed_gpu_checks.py 2>&1 | tee "$OUT/dist_checks.log"
 echo "checks rc=${PIPESTATUS[0]}" | tee -a "$OUT/dist_checks.log"
 date -u
 # shellcheck disable=SC2086
-timeout -k 10 140 "$MPIEXEC" -n 2 python3 tools/bench_distributed.py --sizes $SIZES --steps 20 \
+timeout -k 10 140 "$MPIEXEC" -n "$NRANKS" python3 tools/bench_distributed.py --sizes $SIZES --steps 20 \
   --calls 10 --repeats 5 --out "$OUT/bench_distributed.json" 2>&1 | tee "$OUT/bench.log"
 echo "bench rc=${PIPESTATUS[0]}" | tee -a "$OUT/bench.log"
 date -u
