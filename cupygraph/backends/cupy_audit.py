@@ -385,4 +385,8 @@ def _audit(backend: Any, recording: Any, graphs: Sequence[int], fn: Any, args: S
 
 
 def _library_of(name: str) -> Optional[str]:
-    return "cuFFT" if is_cufft_kernel(name) else None
+    if is_cufft_kernel(name):
+        return "cuFFT"
+    # NCCL's kernels (ncclDevKernel_AllReduce_..., mangled) read its communicator's own memory;
+    # a graph that records them holds the communicator (cupygraph.distributed.nccl).
+    return "NCCL" if "ncclDevKernel" in name or "ncclKernel" in name else None

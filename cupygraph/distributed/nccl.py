@@ -6,6 +6,12 @@ come from NCCL, not from cupygraph: capturing a collective is itself collective 
 capture, and later launch, the graph made from the same capture — ``LockstepFunction`` ensures
 it), and one GPU per process (several GPUs per process under capture can deadlock).
 
+A graph that records a collective holds this communicator (``holding.hold``), as a graph holds
+a cuBLAS workspace: NCCL keeps the buffers' addresses in its own plan (and, for captured calls,
+may register them with the peer GPUs), where re-pointing the graph's kernel nodes cannot reach
+them. So such a graph never binds the caller's arrays (zero-copy reason ``library_state``), and
+the communicator lives as long as the graphs that use it.
+
 The host side (``agree_max``, ``barrier``, the unique id at start-up) goes over MPI: MPI calls are
 never captured, and the per-call agreement is a few microseconds on the host.
 """
@@ -16,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.holding import hold
 from .comm import Communicator
 from .mpi_host import MpiCommunicator
 
@@ -51,7 +58,8 @@ class NcclCommunicator(Communicator):
         self._ops = {"sum": nccl.NCCL_SUM, "prod": nccl.NCCL_PROD, "max": nccl.NCCL_MAX, "min": nccl.NCCL_MIN}
 
     def destroy(self) -> None:
-        """Free the NCCL communicator (collective: every rank calls it)."""
+        """Free the NCCL communicator (collective: every rank calls it). Graphs that recorded its
+        collectives must be cleared first: they hold the communicator and replay through it."""
         if self.nccl is not None:
             self.nccl.destroy()
             self.nccl = None
@@ -74,6 +82,7 @@ class NcclCommunicator(Communicator):
         if array.device.id != self.device:
             raise ValueError(f"{method}: the array is on device {array.device.id} but this rank's communicator "
                              f"uses device {self.device}; one GPU per process")
+        hold(self)  # inside a capture (or its warm-ups): the recording keeps the communicator, binds nothing
 
     def _empty(self, like: Any, shape: tuple[int, ...]) -> Any:
         with self._cupy.cuda.Device(self.device):

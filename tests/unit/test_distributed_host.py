@@ -224,3 +224,56 @@ def test_warmup_is_agreed_and_captures_on_every_rank_alike():
     g = dist.jit(lambda x: x * 2, comm=different, config=HOST)
     with pytest.raises(dist.DistributedError):
         g.warmup(rows(4), sizes=[2])
+
+
+def test_bench_report_marks_each_size_against_the_scaling_target(tmp_path) -> None:
+    import json
+
+    from repo_files import load_tool
+
+    saved = {"device": "Test GPU", "ranks": 2, "steps": 20, "calls": 10, "repeats": 5, "rows": [
+        {"n": 1024, "ranks": 2, "dist_graph": 30.0, "dist_eager": 60.0, "one_graph": 20.0, "one_eager": 40.0,
+         "scaling": 1.5, "graph_vs_eager": 0.5, "one_graph_vs_eager": 0.5},
+        {"n": 24576, "ranks": 2, "dist_graph": 510.0, "one_graph": 1000.0, "scaling": 0.51},
+    ]}
+    source, page = tmp_path / "bench.json", tmp_path / "distributed.md"
+    source.write_text(json.dumps(saved))
+    rows = load_tool("bench_distributed").main(["--report", str(source), "--markdown", str(page),
+                                                "--remark", "card and date"])
+    text = page.read_text()
+    assert [r["n"] for r in rows] == [1024, 24576]
+    assert "- card and date" in text and "Test GPU" in text
+    assert "| 1024×1024 | 30.0 | 60.0 | 20.0 | 40.0 | 1.500 ✗ |" in text
+    assert "| 24576×24576 | 510.0 | – | 1000.0 | – | 0.510 ✓ |" in text
+
+
+def test_bench_report_names_a_file_it_cannot_read(tmp_path, capsys) -> None:
+    from repo_files import load_tool
+
+    with pytest.raises(SystemExit):
+        load_tool("bench_distributed").main(["--report", str(tmp_path / "missing.json")])
+    assert "missing.json" in capsys.readouterr().err
+
+
+def test_a_recording_holds_the_nccl_communicator_of_its_collectives() -> None:
+    """A graph with an NCCL call must keep the communicator and bind nothing zero-copy (NCCL keeps the
+    buffers' addresses in its own plan); outside a capture nothing is held. NCCL itself is faked."""
+    from types import SimpleNamespace
+
+    from cupygraph.backends.holding import collecting_held
+    from cupygraph.distributed.nccl import NcclCommunicator
+
+    comm = object.__new__(NcclCommunicator)  # no CuPy here: the parts all_reduce touches, faked
+    comm.rank, comm.size, comm.device = 0, 2, 0
+    calls: list[tuple] = []
+    comm.nccl = SimpleNamespace(allReduce=lambda *args: calls.append(args))
+    comm._cupy = SimpleNamespace(cuda=SimpleNamespace(get_current_stream=lambda: SimpleNamespace(ptr=99)))
+    comm._dtypes, comm._ops = {"float32": 7}, {"sum": 0}
+    x = SimpleNamespace(dtype=np.dtype(np.float32), shape=(4,), ndim=1, size=4, data=SimpleNamespace(ptr=4096),
+                        flags=SimpleNamespace(c_contiguous=True), device=SimpleNamespace(id=0))
+    comm.all_reduce(x, out=x)
+    held: list = []
+    with collecting_held(held):
+        comm.all_reduce(x, out=x)
+    assert held == [comm]
+    assert calls == [(4096, 4096, 4, 7, 0, 99)] * 2
