@@ -193,7 +193,7 @@ def classify(
             if allocation is None:
                 continue  # not device memory: a size, a stride, a scalar
             if node.library is not None:
-                label = f"{node.library} internal memory, held with its plan"
+                label = f"{node.library} internal memory, held with its plan or handle"
                 note("held", allocation[0], label, word, node, allocation)
             else:
                 note("unknown", allocation[0], "device memory of unknown owner", word, node, allocation)

@@ -26,6 +26,7 @@ from .audit import AuditReport, NodeRefs, Region, classify
 from .cupy_fft import cached_plan_work_areas, is_cufft_kernel, plan_work_areas
 from .foreign import Watch, describe_array, find_arrays, warn_foreign
 from .holding import held_regions
+from .library_kernels import library_of
 
 logger = logging.getLogger("cupygraph")
 
@@ -361,7 +362,7 @@ def _audit(backend: Any, recording: Any, graphs: Sequence[int], fn: Any, args: S
         regions.append(Region(ptr, size, "held", label))
     for ptr, size in backend.pool_regions():
         regions.append(Region(ptr, size, "pool", "the function's memory pool"))
-    walker = GraphWalker(_library_of if recording.held else lambda name: None)
+    walker = GraphWalker(library_of if recording.held else lambda name: None)
     for graph in graphs:
         walker.walk(int(graph))
     regions.extend(walker.owned)
@@ -382,11 +383,3 @@ def _audit(backend: Any, recording: Any, graphs: Sequence[int], fn: Any, args: S
         regions.append(Region(ptr, size, "foreign", "the work area of a cuFFT plan in CuPy's plan cache, freed "
                                                     "when the plan leaves the cache"))
     return classify(walker.nodes, regions, allocation_of, walker.unaudited), watches
-
-
-def _library_of(name: str) -> Optional[str]:
-    if is_cufft_kernel(name):
-        return "cuFFT"
-    # NCCL's kernels (ncclDevKernel_AllReduce_..., mangled) read its communicator's own memory;
-    # a graph that records them holds the communicator (cupygraph.distributed.nccl).
-    return "NCCL" if "ncclDevKernel" in name or "ncclKernel" in name else None

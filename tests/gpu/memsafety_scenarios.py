@@ -307,7 +307,7 @@ def scenario_dump() -> None:
     graphed = cg.jit(lambda x: cupy.fft.fft(x * 2, axis=1) + 1, config=FFT_ONLY)
     graphed(complex_random(rng))
     rec = recording(graphed)
-    walker = cupy_audit.GraphWalker(cupy_audit._library_of)
+    walker = cupy_audit.GraphWalker(cupy_audit.library_of)
     walker.walk(int(rec.graph.graph))
     drv = walker.drv
     for node in walker.nodes:
