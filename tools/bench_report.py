@@ -213,8 +213,9 @@ def page(payload: dict, control_flow: Optional[dict] = None, label: str = "", pl
            ""]
     if control_flow:
         meta = control_flow.get("meta", {})
-        out += [f"Control flow: `{meta.get('command', 'python3 tools/bench_control_flow.py')}` in the same device "
-                f"session ({meta.get('device')}, {meta.get('date')}).", ""]
+        # Card and date only: whether it ran in the same device session is the remarks' to say.
+        out += [f"Control flow: `{meta.get('command', 'python3 tools/bench_control_flow.py')}` on "
+                f"{meta.get('device')}, {meta.get('date')}.", ""]
     out += [f"- {r}" for r in remarks] + ([""] if remarks else [])
     out += ["## Method", "", METHOD, "", "## Headline", ""]
     for workload, sentences in headline(rows).items():
