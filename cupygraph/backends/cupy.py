@@ -31,6 +31,7 @@ from .pdl import apply_pdl
 from .piecewise import recording_breaks
 
 _runtime = cupy.cuda.runtime
+_current_stream = cupy.cuda.get_current_stream
 _CAPTURE_MODES = {
     "global": _runtime.streamCaptureModeGlobal,
     "thread_local": _runtime.streamCaptureModeThreadLocal,
@@ -167,7 +168,7 @@ class CupyBackend(Backend):
             return cupy.empty(shape, dtype=dtype)
 
     def order_after_last_use(self) -> Any:
-        stream = cupy.cuda.get_current_stream()
+        stream = _current_stream()
         last = self._last_stream
         if last is not stream:
             if last is not None and last.ptr != stream.ptr:

@@ -157,7 +157,8 @@ class CUDAGraphEntry:
         self._binder = binder
         self._copy_rows = self.backend.copy_rows
         self._run_copied = self.run
-        self.run = self._run_bound  # type: ignore[method-assign]
+        plain = self._write_back is None and not binder.needs_finish and self._single and binder.binds_outputs
+        self.run = self._run_bound_plain if plain else self._run_bound  # type: ignore[method-assign]
 
     @property
     def cudagraph(self) -> Recording:
@@ -271,6 +272,17 @@ class CUDAGraphEntry:
                         "function writes into its arguments; a replay could not show the write through both: "
                         "call the function eagerly, or pass separate arrays"
                     )
+
+    def _run_bound_plain(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
+        """``_run_bound`` for the common case, its checks decided once: one output, bound, and nothing
+        written back or finished after the launch."""
+        if rows != self.padded:
+            return self._run_bound(inputs, rows, whole)
+        copied, fresh = self._binder.bind(inputs, whole, self._copy_rows, self.backend.order_after_last_use())
+        if copied:
+            self._arena.state = (id(self), rows)
+        self.launch()
+        return fresh[0]
 
     def _run_bound(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
         """``run`` with zero-copy: arguments and outputs bound to the caller's arrays where allowed."""

@@ -40,7 +40,9 @@ def install_write_back(entry: CUDAGraphEntry, written: Sequence[int]) -> _WriteB
     write_back = entry._write_back = _WriteBack(entry._arena, entry.static_inputs, entry.whole_inputs, entry.written)
     if entry.binding is not None:
         # Zero-copy: ``_run_bound`` writes back what it copied; its copy path (padded batches) does too.
+        # (Not ``_run_bound_plain``, chosen at capture for entries that write nothing back.)
         entry._run_copied = entry._run_and_write_back
+        entry.run = entry._run_bound  # type: ignore[method-assign]
     else:
         entry.run = entry._run_and_write_back  # type: ignore[method-assign]
     return write_back

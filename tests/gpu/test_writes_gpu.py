@@ -61,3 +61,22 @@ def test_a_function_that_writes_nothing_keeps_its_arguments_without_warmups():
             assert_same(f(x), cupy.tanh(before) * 3)
             assert_same(x, before)
         assert [entry.written for entry in f.registry.entries()] == [(), ()]  # graphs for 4 and 8 rows
+
+
+def test_writes_into_a_copied_argument_reach_the_caller_at_a_capture_size():
+    """At a capture size the arguments are bound (zero-copy) except one of another layout, which is
+    copied in: the function's write into it must still come back to the caller, as eagerly, although
+    only the first replay (num_warmups=0) can find that it writes."""
+    rng = np.random.default_rng(23)
+    with cupy.cuda.Device(0):
+        f = cg.jit(scale_and_shift, config=CFG)
+        for _ in range(4):
+            x, bias = rand(rng, 8, 128)[:, ::2], rand(rng, 64)  # x strided: copied; bias bound
+            xe, be = x.copy(), bias.copy()
+            want = scale_and_shift(xe, be)
+            got = f(x, bias)
+            assert_same(got, want)
+            assert_same(x, xe)
+            assert_same(bias, be)
+        assert [entry.written for entry in f.registry.entries()] == [(0, 1)]
+        assert f.stats().fallbacks_by_reason == {}
