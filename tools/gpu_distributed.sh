@@ -43,3 +43,17 @@ timeout -k 10 140 "$MPIEXEC" -n "$NRANKS" python3 tools/bench_distributed.py --s
   --calls 10 --repeats 5 --out "$OUT/bench_distributed.json" 2>&1 | tee "$OUT/bench.log"
 echo "bench rc=${PIPESTATUS[0]}" | tee -a "$OUT/bench.log"
 date -u
+if [ "${DASK:-0}" = 1 ]; then
+  # Dask-CUDA example: one worker per GPU, no collectives. Its wheels (carried in .whl_dask/) go to
+  # their own directory, without those the machine already has (CuPy's own CUDA Python packages).
+  wheels=$(ls .whl_dask/*.whl)
+  for pair in cuda_core:cuda.core cuda_pathfinder:cuda.pathfinder pandas:pandas psutil:psutil packaging:packaging \
+              jinja2:jinja2 markupsafe:markupsafe; do
+    python3 -c "import ${pair#*:}" 2>/dev/null && wheels=$(echo "$wheels" | grep -v "/${pair%%:*}-")
+  done
+  # shellcheck disable=SC2086
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/dask_site $wheels
+  PYTHONPATH=$PYTHONPATH:/tmp/dask_site timeout -k 10 150 python3 examples/dask_cuda_pipeline.py --tasks 64 \
+    --rows-vary 2>&1 | tee "$OUT/dask.log"
+  echo "dask rc=${PIPESTATUS[0]}" | tee -a "$OUT/dask.log"
+fi
