@@ -25,10 +25,6 @@ SIZES = (32, 64, 128)
 """Capture sizes; tasks use exactly these batch sizes, so each graphed result can be compared with
 the eager one bit for bit (a padded batch may reduce its rows in another order)."""
 
-_PIPELINE: dict[str, Any] = {}
-"""The worker's jitted pipeline, made by its first task (a module global lives as long as the worker)."""
-
-
 def normalise(x: Any) -> Any:
     """The pipeline itself: centre and scale every row, then squash it."""
     import cupy
@@ -38,12 +34,18 @@ def normalise(x: Any) -> Any:
 
 
 def pipeline() -> Any:
-    """This worker's jitted function (one graph family, one registry, on this worker's GPU)."""
-    if "fn" not in _PIPELINE:
+    """This worker's jitted function (one graph family, one registry, on this worker's GPU), kept on
+    the worker object: a module global would not do, as the tasks of a script's ``__main__`` travel
+    by value, each with its own copy of the module's globals."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    fn = getattr(worker, "cupygraph_pipeline", None)
+    if fn is None:
         import cupygraph as cg
 
-        _PIPELINE["fn"] = cg.jit(normalise, config=dict(capture_sizes=list(SIZES)))
-    return _PIPELINE["fn"]
+        fn = worker.cupygraph_pipeline = cg.jit(normalise, config=dict(capture_sizes=list(SIZES)))
+    return fn
 
 
 def task(seed: int, rows: int, cols: int) -> dict[str, Any]:
@@ -56,9 +58,9 @@ def task(seed: int, rows: int, cols: int) -> dict[str, Any]:
     return {"seed": seed, "pid": os.getpid(), "mean_abs": float(cupy.abs(y).mean()), "same_as_eager": same}
 
 
-def worker_stats() -> dict[str, Any]:
+def worker_stats(dask_worker: Any) -> dict[str, Any]:
     """Run on every worker by ``client.run``: its pipeline's statistics (empty before its first task)."""
-    fn = _PIPELINE.get("fn")
+    fn = getattr(dask_worker, "cupygraph_pipeline", None)
     return {} if fn is None else fn.stats().to_dict()
 
 
