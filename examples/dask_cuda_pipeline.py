@@ -37,7 +37,7 @@ def pipeline() -> Any:
     """This worker's jitted function (one graph family, one registry, on this worker's GPU), kept on
     the worker object: a module global would not do, as the tasks of a script's ``__main__`` travel
     by value, each with its own copy of the module's globals."""
-    from distributed import get_worker
+    from dask.distributed import get_worker
 
     worker = get_worker()
     fn = getattr(worker, "cupygraph_pipeline", None)
