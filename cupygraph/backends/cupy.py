@@ -223,7 +223,7 @@ class CupyBackend(Backend):
                 # and live as long as the recording, whatever happens to CuPy's cache.
                 # cuBLAS workspaces/handles and RNG states used by the graph join ``held`` (holding.py).
                 with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held), \
-                        collecting_held(held), collecting_bodies() as bodies, intercepted_uploads() as uploads:
+                        collecting_held(held), collecting_bodies() as bodies, intercepted_uploads(fn) as uploads:
                     sample = None
                     for _ in range(num_warmups):
                         sample = EventSample()  # the last run's: the first may compile kernels, make plans

@@ -143,9 +143,10 @@ def _where() -> str:
 
 
 @contextmanager
-def intercepted_uploads() -> Iterator[UploadLedger]:
-    """Uploads in this thread go through the ledger meanwhile (warm-ups and capture of one graph)."""
+def intercepted_uploads(fn: Any = None) -> Iterator[UploadLedger]:
+    """Uploads in this thread go through the ledger meanwhile (warm-ups and capture of ``fn``'s graph;
+    its module's own names for the creators too: ``from cupy import asarray``)."""
     ledger = new_ledger()
-    with _interception.active(_Handler(ledger)):
+    with _interception.active(_Handler(ledger), fn):
         yield ledger
     ledger.raise_refusal()

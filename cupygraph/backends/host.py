@@ -91,7 +91,7 @@ class HostRecording(Recording):
         if not self._snapshots:
             return self._fn(*self._args, **self._kwargs)
         # Guarded (inactive) views, as at capture: the function's own arrays are not uploads.
-        with replaying(self._snapshots):
+        with replaying(self._snapshots, self._fn):
             return self._fn(*[guarded(a) for a in self._args], **self._kwargs)
 
     def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
@@ -168,7 +168,7 @@ class HostBackend(Backend):
         # ``pdl`` is accepted and unused: a host recording re-executes the function and has no
         # graph edges to make programmatic (the edge decision itself is tested on descriptions).
         # Host uploads go through the ledger (``host_uploads``), as on the GPU.
-        with intercepted_uploads() as uploads:
+        with intercepted_uploads(fn) as uploads:
             sample = None
             for _ in range(num_warmups):
                 sample = HostSample()  # the last run's: the first may pay for one-time setup
@@ -181,7 +181,7 @@ class HostBackend(Backend):
             # reach is undone, so only replays write there, as on the GPU (else an in-place function
             # would change the caller's arrays twice on a first call: capture run, then replay).
             # The capture run sees views of the same buffers that refuse what CuPy refuses under capture.
-            with _undone(touched), refusing(piecewise), numpy_escapes_refused():
+            with _undone(touched), refusing(piecewise), numpy_escapes_refused(fn):
                 outputs = fn(*[guarded(a) for a in args], **kwargs)
         # The caller gets plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy returns).
         recording = HostRecording(fn, args, kwargs, _plain_outputs(outputs), piecewise)

@@ -89,7 +89,8 @@ _interception = Interception(_targets)
 
 
 @contextmanager
-def numpy_escapes_refused() -> Iterator[None]:
-    """The refusing wrappers in place for this thread's capture run (other threads: the originals)."""
-    with _interception.active(_refuse_escape):
+def numpy_escapes_refused(fn: Any = None) -> Iterator[None]:
+    """The refusing wrappers in place for this thread's capture run of ``fn`` (other threads: the
+    originals), its module's own names for them included."""
+    with _interception.active(_refuse_escape, fn):
         yield

@@ -183,19 +183,20 @@ class _Replayer:
 
 
 @contextmanager
-def intercepted_uploads() -> Iterator[_Recorder]:
-    """Warm-ups and capture run of one host recording: uploads go through the ledger."""
+def intercepted_uploads(fn: Any = None) -> Iterator[_Recorder]:
+    """Warm-ups and capture run of one host recording of ``fn``: uploads go through the ledger (its
+    module's own names for the creators too: ``from numpy import asarray``)."""
     recorder = _Recorder(new_ledger())
-    with _interception.active(recorder):
+    with _interception.active(recorder, fn):
         yield recorder
     recorder.ledger.raise_refusal()
 
 
 @contextmanager
-def replaying(snapshots: list[np.ndarray]) -> Iterator[None]:
-    """A replay of a recording that baked uploads in: each returns its snapshot again."""
+def replaying(snapshots: list[np.ndarray], fn: Any = None) -> Iterator[None]:
+    """A replay of a recording of ``fn`` that baked uploads in: each returns its snapshot again."""
     replayer = _Replayer(snapshots)
-    with _interception.active(replayer):
+    with _interception.active(replayer, fn):
         yield
     if replayer.next != len(snapshots):
         raise ReplayMismatch(f"the replay made {replayer.next} host upload(s) where the capture baked in "

@@ -193,13 +193,19 @@ class Interception:
         self._scopes = 0
         self._saved: list[tuple[Any, str, bool, Any, Any]] = []
         self._local = threading.local()
+        self._names: dict[tuple[int, str], list[Any]] = {}
+        """Names a function's module bound to a replaced function (``from numpy import asarray``):
+        (id of the namespace, name) -> [namespace, original, replacement, scopes using it]."""
 
     @contextmanager
-    def active(self, handler: Handler) -> Iterator[None]:
+    def active(self, handler: Handler, fn: Any = None) -> Iterator[None]:
+        """``handler`` sees this thread's calls meanwhile; with ``fn``, also the calls its module
+        makes through names it imported directly (its globals are patched as the modules are)."""
         with self._lock:
             if self._scopes == 0:
                 self._install()
             self._scopes += 1
+            names = self._patch_names(fn)
         previous = getattr(self._local, "handler", None)
         self._local.handler = handler
         try:
@@ -207,9 +213,39 @@ class Interception:
         finally:
             self._local.handler = previous
             with self._lock:
+                self._unpatch_names(names)
                 self._scopes -= 1
                 if self._scopes == 0:
                     self._restore()
+
+    def _patch_names(self, fn: Any) -> list[tuple[int, str]]:
+        namespace = function_globals(fn)
+        if namespace is None:
+            return []
+        replacements = {id(value): (value, replacement) for _, _, _, value, replacement in self._saved
+                        if value is not None}
+        used = []
+        for name, value in list(namespace.items()):
+            key = (id(namespace), name)
+            entry = self._names.get(key)
+            if entry is None:
+                hit = replacements.get(id(value))
+                if hit is None or hit[0] is not value:
+                    continue
+                entry = self._names[key] = [namespace, value, hit[1], 0]
+                namespace[name] = hit[1]
+            entry[3] += 1
+            used.append(key)
+        return used
+
+    def _unpatch_names(self, used: list[tuple[int, str]]) -> None:
+        for key in used:
+            entry = self._names[key]
+            entry[3] -= 1
+            if entry[3] == 0:
+                namespace, original, replacement, _ = self._names.pop(key)
+                if namespace.get(key[1]) is replacement:  # rebound by the module since: its own now
+                    namespace[key[1]] = original
 
     def _install(self) -> None:
         for owner, name, label in self._targets():
@@ -239,3 +275,17 @@ class Interception:
             return handler(label, original, args, kwargs)
 
         return intercepted
+
+
+def function_globals(fn: Any) -> Optional[dict[str, Any]]:
+    """The module namespace ``fn`` looks its names up in (through ``functools.partial`` and
+    decorators that set ``__wrapped__``), or None (a builtin, a callable object)."""
+    for _ in range(16):
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif getattr(fn, "__wrapped__", None) is not None:
+            fn = fn.__wrapped__
+        else:
+            break
+    namespace = getattr(fn, "__globals__", None)
+    return namespace if isinstance(namespace, dict) else None

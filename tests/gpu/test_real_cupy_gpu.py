@@ -44,6 +44,24 @@ def scaled(x):
     return x * cupy.asarray(WEIGHTS)  # upload-line
 
 
+asarray_by_name = cupy.asarray  # bound by name in this module, as ``from cupy import asarray`` does
+
+
+def scaled_by_name(x):
+    return x * asarray_by_name(WEIGHTS)  # upload-by-name
+
+
+def test_a_creator_bound_by_name_is_an_upload_too():
+    with cupy.cuda.Device(0):
+        f = cg.jit(scaled_by_name, config=CONFIG)
+        run_three(scaled_by_name, f, lambda s: (fresh(s),))
+        assert f.registry.num_graphs() == 0 and "# upload-by-name" in f.stats().detail("host_upload")
+        g = cg.jit(scaled_by_name, config={**CONFIG, "host_uploads": "constant"})
+        run_three(scaled_by_name, g, lambda s: (fresh(s),))
+        assert g.registry.num_graphs() == 1 and g.stats().fallbacks == 0, g.stats().to_dict()
+        assert globals()["asarray_by_name"] is cupy.asarray  # the module's name is the original again
+
+
 def test_an_upload_falls_back_by_default_naming_the_call_and_line():
     with cupy.cuda.Device(0):
         f = cg.jit(scaled, config=CONFIG)

@@ -10,6 +10,7 @@ import logging
 
 import numpy as np
 import pytest
+from numpy import asarray as asarray_by_name  # a creator the module binds by name
 
 import cupygraph as cg
 from cupygraph.backends.uploads import UploadLedger
@@ -255,3 +256,29 @@ def test_a_generator_made_inside_the_function_is_no_upload():
         np.testing.assert_array_equal(f(data(seed)), noisy(data(seed)))
     assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0 and f.stats().baked_uploads == {}
     assert np.random.default_rng(7).standard_normal(3).shape == (3,)  # restored after the capture
+
+
+def scaled_by_name(x):
+    w = asarray_by_name(WEIGHTS)  # upload-by-name
+    return x * w
+
+
+def test_a_creator_imported_by_name_is_an_upload_too():
+    # ``from numpy import asarray`` binds the function in the user's module, out of reach of the
+    # patched numpy module: the capture patches the function's own globals as well (and puts the
+    # original back), so the host refuses or bakes it as it does np.asarray, and as the GPU does.
+    f = cg.jit(scaled_by_name, config=host())
+    for seed in range(2):
+        x = data(seed)
+        np.testing.assert_array_equal(f(x), scaled_by_name(x))
+    assert f.registry.num_graphs() == 0 and f.stats().fallbacks_by_reason == {"host_upload": 2}
+    assert "# upload-by-name" in f.stats().detail("host_upload")
+    assert globals()["asarray_by_name"] is np.asarray
+    g = cg.jit(scaled_by_name, config=host(host_uploads="constant"))
+    for seed in range(3):
+        x = data(seed)
+        np.testing.assert_array_equal(g(x), scaled_by_name(x))
+    assert g.registry.num_graphs() == 1 and g.stats().fallbacks == 0
+    ((call, nbytes),) = g.stats().baked_uploads.items()
+    assert nbytes == 24 and "# upload-by-name" in call
+    assert globals()["asarray_by_name"] is np.asarray
