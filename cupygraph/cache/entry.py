@@ -332,6 +332,9 @@ class CUDAGraphEntry:
     def release(self) -> None:
         """Free the executable and the static buffers (the entry is unusable afterwards)."""
         self.alive = False
+        if self._binder is not None:  # first: it gives the recording its own launch back
+            self._binder.release()
+            self._binder = None
         self.recording.release()
         self.static_inputs = []
         self.whole_inputs = []
@@ -339,9 +342,6 @@ class CUDAGraphEntry:
         self.__dict__.pop("run", None)  # a bound method of this entry: drop the reference cycle
         self.__dict__.pop("launch", None)
         self.__dict__.pop("_run_copied", None)
-        if self._binder is not None:
-            self._binder.release()
-            self._binder = None
         self._write_back = None  # it holds the static buffers too
         self._arena = InputArena()  # drop the shared buffers: the registry may be returning them
 
