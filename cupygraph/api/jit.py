@@ -1,8 +1,7 @@
 """``cupygraph.jit``: the JAX-style front door that captures per batch shape and replays.
 
 The hot path is ``GraphedFunction.__call__`` with a known plan: find the plan, ``entry.run``.
-Classifying arguments, asking the dispatcher and the cache, capturing: once per new signature.
-"""
+Classifying arguments, asking the dispatcher and the cache, capturing: once per new signature."""
 
 from __future__ import annotations
 
@@ -135,6 +134,7 @@ class GraphedFunction:
         self._stats = self.registry.stats()
         self._plans = PlanCache(self.backend.array_type, self.constant_argnums, self._stats.record_fast_hits)
         self.registry.add_settler(self._plans.drain)  # the fast path's hits, counted on its plans
+        weakref.finalize(self, self._plans.drain)  # and those of a function that goes, before it goes
         self._generation = self.registry.generation
         self._constants_seen: dict[tuple[Any, ...], tuple[ConstArg, ...]] = {}
         self._template: Optional[Template] = None

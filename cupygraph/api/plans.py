@@ -97,7 +97,7 @@ class PlanCache:
                 if last[1] is dtype and last[0] == shape:
                     return last[2]
                 plan = self._plans.get(((shape, dtype),))
-                if plan is not None:
+                if plan is not None and plan.entry is not RETIRED:  # (a retired plan is not kept)
                     self._last = (shape, dtype, plan)
                 return plan
         if positions:

@@ -116,6 +116,8 @@ class CupyBinder:
         self._active: Bank = first_bank(self._keep, recording.launch if recording is not None else _no_launch,
                                         list(self._home))
         self._banks = [self._active]
+        self._one_bank = False
+        """The driver refused a second executable: this binder keeps one."""
         self._calls = 0
         """Calls of ``bind`` since the last ``settle``."""
         self.node_updates = 0
@@ -255,11 +257,13 @@ class CupyBinder:
                 return
         target = active
         if not active.fresh:
-            if len(self._banks) < MAX_BANKS:
+            if len(self._banks) < MAX_BANKS and not self._one_bank:
                 made = another_bank(self._keep, list(self._home))
                 if made is not None:
                     self._banks.append(made)
                     target = made
+                else:
+                    self._one_bank = True  # refused once (logged): never instantiated again per call
             else:  # with two banks: the one not launched last
                 target = self._banks[0] if self._banks[1] is active else self._banks[1]
         dirty: list[KernelNode] = []
@@ -268,6 +272,8 @@ class CupyBinder:
                 slot.point(address)  # every word of every node set below must hold this call's address
             if address != held:
                 dirty.extend(slot.nodes)
+        # Unknown until every node is set: a failure halfway must not leave a list that matches.
+        target.current = [-1] * len(want)
         self._apply(target, dirty)
         target.current = list(want)
         self._switch(target)

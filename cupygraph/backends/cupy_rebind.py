@@ -27,7 +27,7 @@ import cupy
 
 from ..pytree import flatten
 from .binding import BufferFacts, CopyReason
-from .cupy_audit import GraphWalker, _driver, _ok, pointer_offsets
+from .cupy_audit import GraphWalker, _driver, _ok
 
 logger = logging.getLogger("cupygraph")
 
@@ -173,11 +173,14 @@ def _kernel_words(drv: Any, walker: GraphWalker, scan: _Scan, executable: int, n
     made = KernelNode(executable, int(node), p, layout)
     data = ctypes.string_at(ctypes.addressof(made.block), len(made.block))
     for offset, size in layout:
-        # The audit's reading of CuPy's structs: a CIndexer's uninitialised index words are no pointers.
-        for at in pointer_offsets(data[offset:offset + size], offset):
-            word = struct.unpack_from("<Q", data, offset + at)[0]
+        # Every aligned word, not the audit's reading of CuPy's structs (``cupy_audit.pointer_offsets``):
+        # a user's struct can look like a CIndexer and still hold pointers. A word missed here would
+        # leave a node on the static buffer while the call binds the caller's array; a garbage word
+        # taken for a pointer only costs a re-point of a word nobody reads, or a copy.
+        for at in range(offset + (-offset) % 8, offset + size - 7, 8):
+            word = struct.unpack_from("<Q", data, at)[0]
             if word >= _SMALLEST_ADDRESS:
-                scan.words.append((word, made, offset + at, "kernel"))
+                scan.words.append((word, made, at, "kernel"))
     return True
 
 

@@ -205,7 +205,10 @@ class Interception:
             if self._scopes == 0:
                 self._install()
             self._scopes += 1
-            names = self._patch_names(fn)
+            try:
+                names = self._patch_names(fn)
+            except Exception:  # best effort: the modules' own names stay patched whatever happens
+                names = []
         previous = getattr(self._local, "handler", None)
         self._local.handler = handler
         try:

@@ -1,16 +1,16 @@
 """The graph cache: entries, capture-after, failed keys, eviction, memory accounting and statistics.
 
-``GraphStore`` is the one cache every front door uses (``CUDAGraphRegistry`` is it, with the
-seed's batch-size API and the dispatcher's registered graphs on top): ``jit``,
-``CUDAGraphManager``, the vLLM-style wrappers and ``CudagraphDispatcher`` keep no graphs of
-their own. A front door asks ``admit(key)`` what a call does (replay the entry held, run eagerly
-because the key is cold or failed, or capture now), and captures through ``capture_or_fail``.
-"""
+``GraphStore`` is the one cache every front door uses (``CUDAGraphRegistry`` is it, with the seed's
+batch-size API and the dispatcher's registered graphs on top): ``jit``, ``CUDAGraphManager``, the
+vLLM-style wrappers and ``CudagraphDispatcher`` keep no graphs of their own. A front door asks
+``admit(key)`` what a call does (replay the entry held, run eagerly because the key is cold or
+failed, or capture now), and captures through ``capture_or_fail``."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
@@ -74,7 +74,7 @@ class GraphStore:
         self._stats = CUDAGraphStats()
         self._generation = 0
         self._view_epoch = ViewEpoch()
-        self._settlers: list[Callable[[], None]] = []
+        self._settlers: list[weakref.WeakMethod[Callable[[], None]]] = []
 
     @property
     def family_lock(self) -> threading.RLock:
@@ -132,14 +132,16 @@ class GraphStore:
         return self.num_graphs()
 
     def add_settler(self, settle: Callable[[], None]) -> None:
-        """``settle()`` hands counts a hot path kept aside to the statistics; ``stats()`` calls it first."""
-        self._settlers.append(settle)
+        """``settle()`` (a bound method, held weakly) hands kept-aside counts to ``stats()``."""
+        self._settlers.append(weakref.WeakMethod(settle))
 
     def stats(self) -> CUDAGraphStats:
         """The statistics, with the counts the hot paths keep aside (hits, zero-copy binds) folded in
         (under the family lock, which the hot paths hold while counting)."""
         with self._family_lock:
-            for settle in [*self._settlers, *(e.binding.settle for e in self.entries() if e.binding is not None)]:
+            live = [settle for settle in (ref() for ref in self._settlers) if settle is not None]
+            self._settlers = [weakref.WeakMethod(settle) for settle in live]  # the dead ones dropped
+            for settle in [*live, *(e.binding.settle for e in self.entries() if e.binding is not None)]:
                 settle()
         return self._stats
 

@@ -10,11 +10,14 @@ holds the handles it uses (``backends/holding.py``), so a queued handle serves n
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from ..backends.capturing import stream_is_capturing
 from ..backends.holding import scopes_open
+
+logger = logging.getLogger("cupygraph")
 
 _retired: list[tuple[Callable[[], None], int]] = []
 
@@ -36,9 +39,15 @@ def destroy_retired(stream: Any = None) -> int:
         return 0
     import cupy
 
-    retired = _retired[:]
-    del _retired[: len(retired)]  # handles retired meanwhile stay for the next time
-    for destroy, device_id in retired:
-        with cupy.cuda.Device(device_id):
-            destroy()
-    return len(retired)
+    done = 0
+    while True:
+        try:
+            destroy, device_id = _retired.pop()  # atomic: two threads never take the same handle
+        except IndexError:
+            return done
+        try:
+            with cupy.cuda.Device(device_id):
+                destroy()
+            done += 1
+        except Exception as err:  # one handle that cannot be destroyed must not keep the others
+            logger.debug("cupygraph: a library handle could not be destroyed: %s: %s", type(err).__name__, err)
