@@ -76,10 +76,12 @@ def first_bank(steps: Sequence[Any], launch: Callable[[], None], current: list[i
 class _Executable:
     """A graph step launched through another instantiation of its graph."""
 
-    __slots__ = ("graphExec",)
+    __slots__ = ("bank", "graphExec")
 
     def __init__(self, handle: int):
         self.graphExec = handle
+        self.bank: Optional[Bank] = None
+        """Its bank, kept alive by whoever can still launch this (``recording.launch``)."""
 
     def launch(self, stream: Any = None) -> None:
         cupy.cuda.runtime.graphLaunch(self.graphExec, (cupy.cuda.get_current_stream() if stream is None
@@ -119,7 +121,11 @@ def another_bank(steps: Sequence[Any], current: list[int]) -> Optional[Bank]:
         Bank(_launch_nothing, {}, [], made).destroy()
         return None
     launch = launched[0].launch if len(launched) == 1 else functools.partial(_launch_all, tuple(launched))
-    return Bank(launch, executables, current, made)
+    bank = Bank(launch, executables, current, made)
+    for step in launched:
+        if isinstance(step, _Executable):
+            step.bank = bank  # a cycle on purpose: the executables outlive no launcher of theirs
+    return bank
 
 
 def _launch_nothing() -> None:
