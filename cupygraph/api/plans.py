@@ -97,7 +97,7 @@ class PlanCache:
                 if last[1] is dtype and last[0] == shape:
                     return last[2]
                 plan = self._plans.get(((shape, dtype),))
-                if plan is not None and plan.entry is not RETIRED:  # (a retired plan is not kept)
+                if plan is not None and plan.entry.alive:  # (a retired plan, or a gone entry's, is not kept)
                     self._last = (shape, dtype, plan)
                 return plan
         if positions:
