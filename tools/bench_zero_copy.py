@@ -119,29 +119,6 @@ def keeper(graphed, *args):
     return call
 
 
-def profile_one_kernel() -> None:
-    import cProfile
-    import io
-    import pstats
-
-    import cupy
-
-    import cupygraph as cg
-
-    x = cupy.asarray(np.ones((1, 256), np.float32))
-    auto = cg.jit(lambda v: v * np.float32(2.0), config=dict(capture_sizes=[1], input_binding="auto"))
-    auto(x)
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(20000):
-        auto(x)
-    profile.disable()
-    cupy.cuda.Device().synchronize()
-    text = io.StringIO()
-    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(16)
-    print(text.getvalue(), file=sys.stderr)
-
-
 def bare_no_copies(fn, x):
     """A hand-captured graph on ``x`` itself: launched, it reads and writes fixed buffers, no copies."""
     from tools.bench_cupy import BareGraph
@@ -241,7 +218,7 @@ def summary(payload: dict) -> list[str]:
     return lines
 
 
-def measure(quick: bool, profile: bool = False) -> dict:
+def measure(quick: bool) -> dict:
     """Every row of this benchmark, on device 0."""
     import cupy
 
@@ -253,8 +230,6 @@ def measure(quick: bool, profile: bool = False) -> dict:
     reps = 500 if quick else 2000
     rng = np.random.default_rng(1)
     results = [one_kernel(reps * 5)]
-    if profile:
-        profile_one_kernel()
     for n in (1024, 65536):
         x = cupy.asarray(rng.standard_normal((n,)).astype(np.float32))
         results.append(workload_rows("chain", chain_fn(100), x, reps))
@@ -274,9 +249,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--profile", action="store_true", help="print where a zero-copy call spends its time")
     options = parser.parse_args(argv)
-    payload = measure(options.quick, options.profile)
+    payload = measure(options.quick)
     text = json.dumps(payload, indent=1)
     print(text)
     if options.out:
