@@ -33,13 +33,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Optional
 
 import numpy as np
 
-from ..backends.host_guard import reads_allowed
-from .nodes import capturing_stream, describe, graph_cond, graph_while, probe, warm_kernels
+from ..backends.host_guard import capture_run_active, reads_allowed
+from .nodes import (
+    capturing_stream,
+    describe,
+    graph_cond,
+    graph_while,
+    host_value_refused,
+    no_graph_breaks,
+    probe,
+    warm_kernels,
+)
 
 __all__ = ["cond", "conditional_nodes_unavailable_reason", "inside_conditional", "while_loop"]
 
@@ -88,10 +97,10 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Optional[Callable[[], 
         if stream is None:
             if _is_cupy(pred):
                 warm_kernels()
-            if _host_truth(pred, "cond's pred"):
-                true_fn()
-            elif false_fn is not None:
-                false_fn()
+            chosen = true_fn if _host_truth(pred, "cond's pred") else false_fn
+            if chosen is not None:
+                with _as_recorded("cond"):
+                    chosen()
             return None
         graph_cond(stream, pred, true_fn, false_fn)
     return None
@@ -129,8 +138,15 @@ def _check_max_iters(max_iters: Optional[int]) -> int:
     return int(max_iters)
 
 
+def _as_recorded(what: str) -> Any:
+    """The body's context on the host: under a host capture, what the GPU's recorded body allows."""
+    return no_graph_breaks(what) if capture_run_active() else nullcontext()
+
+
 def _host_truth(value: Any, what: str) -> bool:
     if isinstance(value, (bool, int, float, np.bool_, np.number)):
+        if capture_run_active():  # the GPU refuses a host condition under capture: so does its reference
+            raise host_value_refused(value, what)
         return bool(value)
     size = getattr(value, "size", None)
     if size is None or not hasattr(value, "item"):
@@ -161,7 +177,8 @@ def _host_while(cond_fn: Callable[[], Any], body_fn: Callable[[], Any], limit: i
     if _is_cupy(flag):
         warm_kernels()
     while _host_truth(flag, "while_loop's cond_fn()") and (limit < 0 or count < limit):
-        body_fn()
+        with _as_recorded("while_loop"):
+            body_fn()
         count += 1
         flag = cond_fn()
     return _count_like(flag, count)

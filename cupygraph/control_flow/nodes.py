@@ -203,10 +203,7 @@ def _device_flag(value: Any, what: str) -> tuple[Any, np.int32]:
     import cupy
 
     if not isinstance(value, cupy.ndarray):
-        raise CaptureError(
-            f"{what} gave {describe(value)} during a CUDA graph capture; it must be a one-element CuPy "
-            "array computed on the device (a host value would be frozen into the graph)"
-        )
+        raise host_value_refused(value, what)
     if value.size != 1:
         raise ValueError(f"{what} must hold exactly one element, got {describe(value)}")
     if value.device.id != cupy.cuda.Device().id:
@@ -232,8 +229,16 @@ class _RefuseBreaks:
                            "ops eagerly between pieces; move it out of the loop or use FULL mode")
 
 
+def host_value_refused(value: Any, what: str) -> CaptureError:
+    """The error for a condition given as a host value while a capture records it."""
+    return CaptureError(f"{what} gave {describe(value)} during a CUDA graph capture; it must be a one-element "
+                        "array computed on the device (a host value would be frozen into the graph)")
+
+
 @contextmanager
-def _no_graph_breaks(what: str) -> Iterator[None]:
+def no_graph_breaks(what: str) -> Iterator[None]:
+    """A ``graph_break`` inside a conditional body is refused (on the GPU and, while a host capture
+    runs, on the host: both record bodies that cannot run ops eagerly between pieces)."""
     from ..backends.piecewise import recording_breaks
 
     with recording_breaks(_RefuseBreaks(what)):
@@ -257,7 +262,7 @@ def _record_body(cuda: _Cuda, stream: Any, node: Any, body: Any, record: Callabl
         raise
     error: Optional[BaseException] = None
     try:
-        with _no_graph_breaks(what):
+        with no_graph_breaks(what):
             record()
     except BaseException as err:  # the body capture must end whatever happened
         error = err

@@ -173,10 +173,7 @@ def solve(a: Any, b: Any) -> tuple[Any, Any]:
     if not isinstance(b, cupy.ndarray):
         raise TypeError(f"{what}: argument 'b' must be a CuPy array here (a is one), got {type(b).__name__}")
     dtype = cupy.result_type(_float_dtype(a), _float_dtype(b))
-    vector = b.ndim == a.ndim - 1
-    if (b.shape[:-1] if vector else b.shape[:-2]) != a.shape[:-2] or b.shape[-1 if vector else -2] != a.shape[-1]:
-        raise ValueError(f"{what}: b of shape {b.shape} does not match a of shape {a.shape} (NumPy's rule: b is "
-                         "(..., M) or (..., M, K) with the batch axes of a)")
+    vector = b.ndim == a.ndim - 1  # (shapes checked by _solvers.solve, for both backends)
     with cupy.cuda.Device(a.device.id):
         out = cupy.empty(b.shape, dtype=dtype)
         info = cupy.zeros(a.shape[:-2], dtype=cupy.int32)

@@ -25,6 +25,10 @@ def _on_gpu(*values: Any) -> bool:
 
 
 def _impl(*values: Any) -> Any:
+    sides = {_on_gpu(v) for v in values}
+    if len(sides) > 1:
+        raise TypeError("cupygraph.linalg: the arguments mix CuPy and NumPy arrays; pass all of one kind "
+                        "(cupy.asarray(...) or cupy.asnumpy(...) first)")
     if _on_gpu(*values):
         from . import _solver
 
@@ -72,8 +76,13 @@ def _results(values: tuple[Any, ...], return_info: bool) -> Any:
 
 def solve(a: Any, b: Any, *, return_info: bool = False) -> Any:
     """NumPy's ``linalg.solve(a, b)`` (b is (..., M) or (..., M, K)); LU on cuSOLVER for CuPy arrays."""
-    _check_input(a, "cupygraph.linalg.solve", square=True, matrix_only=False)
-    _check_dtype(b, "b", "cupygraph.linalg.solve")
+    what = "cupygraph.linalg.solve"
+    _check_input(a, what, square=True, matrix_only=False)
+    _check_dtype(b, "b", what)
+    vector = b.ndim == a.ndim - 1
+    if (b.shape[:-1] if vector else b.shape[:-2]) != a.shape[:-2] or b.shape[-1 if vector else -2] != a.shape[-1]:
+        raise ValueError(f"{what}: b of shape {b.shape} does not match a of shape {a.shape} (NumPy's rule: b is "
+                         "(..., M) or (..., M, K) with the batch axes of a)")
     return _results(_impl(a, b).solve(a, b), return_info)
 
 

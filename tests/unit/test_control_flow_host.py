@@ -538,7 +538,7 @@ def test_sim_invalidated_body_is_not_resumed(monkeypatch):
 def test_sim_host_value_under_capture_is_a_capture_error(monkeypatch):
     sim = Sim(monkeypatch)
     sim.rt.captures[sim.s] = [Graph("top"), [], False]
-    with pytest.raises(CaptureError, match="one-element CuPy array"):
+    with pytest.raises(CaptureError, match="one-element array computed on the device"):
         cg.while_loop(lambda: True, lambda: None)
     with pytest.raises(CaptureError, match="pred"):
         cg.cond(np.array(True), lambda: None)
@@ -552,3 +552,28 @@ def test_unavailable_conditional_nodes_raise_capture_error(monkeypatch):
         cg.while_loop(lambda: sim.flag(lambda: True), lambda: None)
     with pytest.raises(CaptureError, match="cond cannot be recorded"):
         cg.cond(sim.flag(lambda: True), lambda: None)
+
+
+def test_a_host_capture_refuses_what_a_recorded_body_cannot_hold():
+    # The GPU records a cond/while_loop into conditional nodes: a Python bool condition would be
+    # frozen, and a graph break cannot run between pieces inside a body. The host refuses both too.
+    def host_pred(x):
+        y = x * 2
+        cg.cond(True, lambda: y.__setitem__(slice(None), y + 1))
+        return y
+
+    f = cg.jit(host_pred, config=dict(backend="host", capture_sizes=[4]))
+    x = np.arange(8.0).reshape(4, 2)
+    np.testing.assert_array_equal(f(x), x * 2 + 1)  # eagerly, with the reason counted
+    assert f.registry.num_graphs() == 0 and sum(f.stats().fallbacks_by_reason.values()) == 1
+
+    twice = cg.graph_break(lambda v: v * 2)
+
+    def break_in_body(x):
+        out = x.copy()
+        cg.cond(np.ones(1), lambda: out.__setitem__(slice(None), twice(out)))
+        return out
+
+    g = cg.jit(break_in_body, config=dict(backend="host", capture_sizes=[4], mode="PIECEWISE"))
+    np.testing.assert_array_equal(g(x), x * 2)
+    assert g.registry.num_graphs() == 0 and sum(g.stats().fallbacks_by_reason.values()) == 1

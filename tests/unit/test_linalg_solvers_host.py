@@ -217,3 +217,13 @@ def test_einsum_is_numpys_for_two_operands(subscripts):
 def test_einsum_refuses_what_it_cannot_do_by_name(subscripts, match):
     with pytest.raises(ValueError, match=match):
         la.einsum(subscripts, np.ones((3, 3)), np.ones((3, 4)))
+
+
+def test_solve_refuses_b_of_another_shape_on_the_host_as_on_the_gpu():
+    import cupygraph.linalg as la
+
+    a = np.eye(3)[None].repeat(2, axis=0) * 2.0
+    with pytest.raises(ValueError, match=r"linalg\.solve: b of shape \(3, 3\) does not match a of shape \(2, 3, 3\)"):
+        la.solve(a, np.ones((3, 3)))  # NumPy would broadcast and leave rows unwritten
+    with pytest.raises(ValueError, match="b of shape"):
+        la.solve(a[0], np.ones(4))
