@@ -54,12 +54,12 @@ class _Slot:
         patches = facts.patches if facts is not None and self.eligible else []
         self.cells = [(node.cell(at), delta) for node, at, delta in patches]
         self.nodes = tuple(dict.fromkeys(node for node, _, _ in patches))
-        self.home = self.written = int(buf.data.ptr) if buf is not None else 0
+        self.home = self.written = int(buf.data.ptr)
         """The captured address, and the one the parameter blocks hold now (which bank it reached is the bank's)."""
         self.logged = False
         self.copied = 0
         """Calls that copied this argument since the binder's last ``settle``."""
-        self.shape_dtype = (buf.shape, buf.dtype) if buf is not None else None
+        self.shape_dtype = (buf.shape, buf.dtype)
         self.ring: list[list[Any]] = []
         """Output arrays handed out lately: [array, stream, references when only the ring held it]."""
         self.recycle = buf is not None and buf.nbytes <= RECYCLE_BYTES
@@ -86,7 +86,7 @@ class CupyBinder:
 
     def __init__(self, bindings: CupyBindings, static: Sequence[Any], labels: Sequence[str],
                  leaves: Sequence[Any], bind_outputs: bool, counts: tuple[Counter[str], Counter[str]], name: str,
-                 constants: Sequence[tuple[int, Any]] = (), recording: Any = None):
+                 constants: Sequence[tuple[int, Any]], recording: Any):
         self._keep: Any = bindings.steps  # the executables live as long as their graph objects
         self._device = bindings.device_id
         self._set = set_params_function()
@@ -94,12 +94,12 @@ class CupyBinder:
         self._inputs = [_Slot(label, buf, bindings.inputs.get(int(buf.data.ptr)) if buf.nbytes else None)
                         for label, buf in zip(labels, static)]
         self._outputs: list[_Slot] = []
+        self._out_index: list[int] = []
         if bind_outputs:
             for i, (leaf, facts) in enumerate(zip(leaves, bindings.outputs)):
                 if facts is not None and facts.reason is None:
                     self._outputs.append(_Slot(output_label(i), leaf, facts))
-            self._out_index = [i for i, facts in enumerate(bindings.outputs)
-                               if facts is not None and facts.reason is None]
+                    self._out_index.append(i)
         self.binds_outputs = bool(self._outputs)
         self._constants: dict[int, _Slot] = {}
         for position, array in constants:
@@ -113,7 +113,7 @@ class CupyBinder:
         self._want = list(self._home)
         """This call's address per slot: inputs, then outputs, then constants (which keep theirs)."""
         self._recording = recording
-        self._active: Bank = first_bank(self._keep, recording.launch if recording is not None else _no_launch,
+        self._active: Bank = first_bank(self._keep, recording.launch,
                                         list(self._home))
         self._banks = [self._active]
         self._one_bank = False
@@ -203,22 +203,24 @@ class CupyBinder:
                             array = item[0]
                             break
                     if array is None:
-                        item = [cupy.ndarray(*slot.shape_dtype), stream, None]  # type: ignore[misc]
+                        item = [cupy.ndarray(*slot.shape_dtype), stream, None]
                         item[2] = _references(item)
                         slot.ring.append(item)
                         if len(slot.ring) > RING:
                             del slot.ring[0]
                         array = item[0]
                 else:
-                    array = cupy.ndarray(*slot.shape_dtype)  # type: ignore[misc]
+                    array = cupy.ndarray(*slot.shape_dtype)
                 want[i] = array.data.ptr
                 i += 1
                 fresh.append(array)
         self._calls += 1
-        if self._active.current != want:  # (the common case, the same addresses again, costs no call)
+        active = self._active
+        if active.current != want:  # (the common case, the same addresses again, costs no call)
             self._commit()
         else:
             self.away = True
+            active.fresh = False  # launched next: from now on an update must not wait for it
         return copied, fresh
 
     def settle(self) -> None:
@@ -234,7 +236,7 @@ class CupyBinder:
 
     @property
     def output_positions(self) -> list[int]:
-        return self._out_index if self._outputs else []
+        return self._out_index
 
     def home(self) -> None:
         """Point every node back at the static buffers (before a call that copies them all)."""
@@ -282,8 +284,7 @@ class CupyBinder:
         bank.fresh = False
         if bank is not self._active:
             self._active = bank
-            if self._recording is not None:
-                self._recording.launch = bank.launch
+            self._recording.launch = bank.launch
 
     def _apply(self, bank: Bank, dirty: list[KernelNode]) -> None:
         nodes = dict.fromkeys(dirty) if len(dirty) > 1 else dirty
@@ -297,8 +298,8 @@ class CupyBinder:
                 cupy.cuda.runtime.setDevice(cupy.cuda.runtime.getDevice())
                 status = setter(executable, node.handle, node.ref)
                 if status:
-                    raise RuntimeError(f"cuGraphExecKernelNodeSetParams failed with CUDA error {status}; "
-                                       "set input_binding='copy' to avoid re-pointing graph nodes")
+                    raise RuntimeError(f"{self._name}: cuGraphExecKernelNodeSetParams failed with CUDA error "
+                                       f"{status}; set input_binding='copy' to avoid re-pointing graph nodes")
             self.node_updates += 1
 
     def finish(self, fresh: Optional[Sequence[Any]]) -> None:
@@ -308,7 +309,7 @@ class CupyBinder:
         self.settle()
         for slot in self._outputs:
             slot.ring = []
-        if self._recording is not None and self._banks:
+        if self._banks:
             self._recording.launch = self._banks[0].launch
         for bank in self._banks[1:]:
             bank.destroy()
@@ -317,10 +318,6 @@ class CupyBinder:
         self._constants = {}
         self._keep = None
         self._inputs, self._outputs, self._slots = [], [], []
-
-
-def _no_launch() -> None:
-    raise RuntimeError("this binder was made without its recording: it cannot launch")
 
 
 def _call_reason(buf: Any, src: Any, device: int) -> CopyReason:

@@ -10,7 +10,7 @@ hands the block to ``cuGraphExecKernelNodeSetParams`` (through ctypes, the cheap
 Python), and only when the address differs from the one the executable already holds. The
 update affects later launches only, never one already enqueued.
 
-The caller holds the family lock around ``CupyBinder.prepare`` and the launch that follows.
+The caller holds the family lock around ``CupyBinder.bind`` and the launch that follows.
 """
 
 from __future__ import annotations

@@ -134,10 +134,8 @@ def _check_index(index: Any, what: str) -> None:
 
 
 class CaptureArray(np.ndarray):
-    """A static buffer (or an array derived from one) as the function sees it during a host capture.
-
-    Outside a capture run it behaves as a plain ndarray.
-    """
+    """A static buffer (or an array derived from one) as the function sees it during a host capture;
+    outside a capture run it behaves as a plain ndarray."""
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if _guard() is not None and ufunc.__name__ in _CUBLAS_UFUNCS:
@@ -239,6 +237,8 @@ class CaptureArray(np.ndarray):
     def __setitem__(self, index: Any, value: Any) -> None:
         if _guard() is not None:
             _check_index(index, "assignment")
+            if isinstance(value, (list, tuple)):  # CuPy uploads the values: refused under capture
+                _refuse(FallbackReason.HOST_UPLOAD, "assigning a Python list or tuple uploads it (assign an array)")
         np.ndarray.__setitem__(self, _plain_tree(index), _plain(value))
 
     def __iter__(self) -> Iterator[Any]:
@@ -287,8 +287,7 @@ for _name in ("argmax", "argmin", "take", "trace", "searchsorted", "choose", "su
 
 
 _LIBRARY_HINT = "which CuPy cannot capture (mark the op with cupygraph.graph_break and use PIECEWISE mode)"
-_CUBLAS_HINT = ("which CuPy cannot capture: use cupygraph.matmul or cupygraph.linalg.gemm, which capture (or mark "
-                "the op with cupygraph.graph_break and use PIECEWISE mode)")
+_CUBLAS_HINT = "which CuPy cannot capture (or mark the op with cupygraph.graph_break and use PIECEWISE mode)"
 _CUBLAS_UFUNCS = frozenset({"matmul", "vecdot", "matvec", "vecmat"})
 
 

@@ -38,8 +38,7 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
         except (TypeError, IndexError) as err:
             raise ValueError(f"cupygraph.linalg.tensordot: axes must be an int or a pair of axis lists, got {axes!r}"
                              ) from err
-    a_axes = [ax % a.ndim for ax in a_axes]
-    b_axes = [ax % b.ndim for ax in b_axes]
+    a_axes, b_axes = _axes(a_axes, a.ndim, "a", axes), _axes(b_axes, b.ndim, "b", axes)
     if len(a_axes) != len(b_axes) or any(a.shape[i] != b.shape[j] for i, j in zip(a_axes, b_axes)):
         raise ValueError(f"cupygraph.linalg.tensordot: shape mismatch for sum: a{tuple(a.shape)} axes {a_axes}, "
                          f"b{tuple(b.shape)} axes {b_axes}")
@@ -96,3 +95,14 @@ def einsum(subscripts: str, a: Any, b: Any) -> Any:
     order = batch + free_a + free_b
     result = _matmul(a3, b3).reshape([size[c] for c in order])
     return result.transpose([order.index(c) for c in output])
+
+
+def _axes(chosen: list[Any], ndim: int, name: str, axes: Any) -> list[int]:
+    """``chosen`` axes of operand ``name`` made non-negative; NumPy's errors for out-of-range or repeated ones."""
+    if any(not -ndim <= int(ax) < ndim for ax in chosen):
+        raise ValueError(f"cupygraph.linalg.tensordot: axes {axes!r} name an axis {name} does not have "
+                         f"({name} has {ndim} dimensions)")
+    out = [int(ax) % ndim for ax in chosen]
+    if len(set(out)) != len(out):
+        raise ValueError(f"cupygraph.linalg.tensordot: axes {axes!r} repeat an axis of {name}")
+    return out

@@ -282,3 +282,15 @@ def test_a_creator_imported_by_name_is_an_upload_too():
     ((call, nbytes),) = g.stats().baked_uploads.items()
     assert nbytes == 24 and "# upload-by-name" in call
     assert globals()["asarray_by_name"] is np.asarray
+
+
+def test_assigning_a_python_list_is_an_upload():
+    def fill_head(x):
+        y = x * 2
+        y[0] = [1.0, 2.0, 3.0]  # list-assign
+        return y
+
+    f = cg.jit(fill_head, config=host())
+    x = data(0)
+    np.testing.assert_array_equal(f(x), fill_head(x))
+    assert f.registry.num_graphs() == 0 and f.stats().fallbacks_by_reason == {"host_upload": 1}

@@ -227,3 +227,11 @@ def test_solve_refuses_b_of_another_shape_on_the_host_as_on_the_gpu():
         la.solve(a, np.ones((3, 3)))  # NumPy would broadcast and leave rows unwritten
     with pytest.raises(ValueError, match="b of shape"):
         la.solve(a[0], np.ones(4))
+
+
+def test_tensordot_refuses_axes_out_of_range_or_repeated_naming_them():
+    a, b = np.ones((2, 3)), np.ones((3, 4))
+    with pytest.raises(ValueError, match=r"name an axis a does not have \(a has 2 dimensions\)"):
+        la.tensordot(a, b, axes=([3], [0]))  # NumPy raises; a wrap-around would contract axis 1
+    with pytest.raises(ValueError, match="repeat an axis of a"):
+        la.tensordot(np.ones((3, 3)), np.ones((3, 3, 3)), axes=([1, 1], [0, 1]))
