@@ -43,7 +43,7 @@ def _traffic_of(args: argparse.Namespace) -> Any:
         try:
             return SizeHistogram(data)
         except ValueError as err:
-            raise CupyGraphError(f"{args.histogram}: {err}") from None
+            raise CupyGraphError(f"{args.histogram}: {err}") from err
     total = SizeHistogram()
     for graphed in run_script(args.script, args.script_args):
         total = total + graphed.stats().batch_sizes
@@ -65,7 +65,7 @@ def _cmd_plan_sizes(args: argparse.Namespace) -> int:
                                   memory_limit=args.memory_limit, bytes_per_graph=args.bytes_per_graph,
                                   largest=args.largest)
     except ValueError as err:
-        raise CupyGraphError(str(err)) from None
+        raise CupyGraphError(str(err)) from err
     print(plan.report())
     if args.output is not None:
         save_config(config.replace(capture_sizes=list(plan.sizes), max_capture_size=max(plan.sizes)), args.output)
@@ -79,7 +79,7 @@ def _byte_size(text: str) -> int:
     try:
         value = parse_byte_size(text)
     except (ValueError, ConfigError) as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+        raise argparse.ArgumentTypeError(str(err)) from err
     if value is None or value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive size in bytes (e.g. 2GiB), got {text!r}")
     return value

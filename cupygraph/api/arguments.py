@@ -120,7 +120,8 @@ class ArgumentRules:
         if self.batch:
             if given is None and desc.num_tokens != rows:
                 raise InputMismatchError(
-                    f"descriptor_fn says num_tokens={desc.num_tokens} but the batched arguments have {rows} rows"
+                    f"{self.name}: descriptor_fn says num_tokens={desc.num_tokens} but the batched arguments have "
+                    f"{rows} rows; return the real row count (cupygraph pads to the capture size itself)"
                 )
             if desc.num_tokens < rows:
                 raise InputMismatchError(

@@ -27,14 +27,13 @@ def rebind_constants(registry: CUDAGraphRegistry, key: GraphKey, args: tuple[Any
     consts = key.signature.constants()
     if not consts or registry.config.input_binding != "auto":
         return None
-    rest = key.signature.without_constants()
+    rest = key.without_constants()
     layout = [(c.shape, c.dtype, c.strides) for c in consts]
     is_array = registry.backend.is_array
     positions = [i for i in sorted(constant_argnums) if i < len(args) and is_array(args[i])]
     for entry in registry.entries():
         held = entry.key
-        if (held.descriptor != key.descriptor or held.mode is not key.mode
-                or held.signature.without_constants() != rest
+        if (held.without_constants() != rest
                 or [(c.shape, c.dtype, c.strides) for c in held.signature.constants()] != layout):
             continue
         if entry.rebind_constants([(i, args[i]) for i in positions]):

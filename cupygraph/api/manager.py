@@ -46,6 +46,7 @@ class CUDAGraphManager:
         dispatcher.initialize_cudagraph_keys(config.mode, config.uniform_decode_query_len)
         with self._lock:
             self.config, self.registry, self.dispatcher = config, registry, dispatcher
+            self._stats = registry.stats()  # recorded into per call; reading goes through stats()
             # Graphed functions hold the old registry and dispatcher: they are made again on next use.
             self._functions.clear()
             self._captured.clear()
@@ -149,7 +150,7 @@ class CUDAGraphManager:
                     f"or use execute_or_capture"
                 )
             out = entry.replay(list(inputs))
-        self.registry.stats().record_hit(decision.mode.name)
+        self._stats.record_hit(decision.mode.name)
         return out
 
     def _entry_for(self, decision: Decision, inputs: tuple[Any, ...]) -> Optional[CUDAGraphEntry]:
@@ -186,7 +187,7 @@ class CUDAGraphManager:
                     raise InputMismatchError(f"input {i} has shape {tuple(array.shape)}, expected {tuple(shape)}")
         inputs = self._check_inputs(batch_size, inputs)
         if not self.is_enabled():  # CUPYGRAPH_DISABLE set since the manager was made
-            self.registry.stats().record_fallback(FallbackReason.MODE_NONE)
+            self._stats.record_fallback(FallbackReason.MODE_NONE)
             result = execute_fn(*inputs)
         else:
             graphed = self._graphed(execute_fn, len(inputs))

@@ -72,9 +72,6 @@ class PlanCache:
         which checks it.
         """
         array_type = self._array_type
-        if len(args) == 1 and not self._const:
-            (a,) = args  # the common case, kept cheap: one batched array
-            return ((a.shape, a.dtype),) if type(a) is array_type else ((type(a), a),)
         # Static values carry their type: 1, 1.0 and True are equal but trace different graphs.
         if not self._const:
             return tuple((a.shape, a.dtype) if type(a) is array_type else (type(a), a) for a in args)
@@ -140,9 +137,7 @@ class PlanCache:
     def drain(self) -> None:
         """Hand the fast path's call counts to ``tally`` and start counting again."""
         for plan in self._plans.values():
-            if plan.hits:
-                self._tally(plan.mode_name, plan.rows, plan.hits)
-                plan.hits = 0
+            self._settle(plan)
 
     def _drop_all(self) -> None:
         """Forget every plan, its calls counted first. A caller of the fast path may have found one
@@ -154,10 +149,13 @@ class PlanCache:
 
     def _retire(self, plan: Plan) -> None:
         self._last = ((), None, None)  # never found again, not even by the last-plan shortcut
+        self._settle(plan)
+        plan.entry = RETIRED  # type: ignore[assignment]
+
+    def _settle(self, plan: Plan) -> None:
         if plan.hits:
             self._tally(plan.mode_name, plan.rows, plan.hits)
             plan.hits = 0
-        plan.entry = RETIRED  # type: ignore[assignment]
 
     def clear(self, constants: bool = False) -> None:
         """Forget every plan (an entry left the registry); with ``constants``, the constant set too.

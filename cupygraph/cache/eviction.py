@@ -12,8 +12,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Optional, Protocol
 
-from .timing import timing_of
-
 
 class Evictable(Protocol):
     """What eviction reads of an entry: both are stamped by every launch, never by the cache."""
@@ -91,7 +89,7 @@ class HighestBenefit(EvictionPolicy):
         """Seconds that keeping ``entry`` is expected to save over the horizon."""
         age = max(self.clock() - entry.captured_at, 0.0)
         calls = self.horizon_s * entry.replay_count / (age + self.horizon_s)
-        timing = timing_of(entry)
+        timing = entry.timing
         capture = float(entry.capture_time)
         eager = timing.eager_s() if timing is not None else None
         replay = timing.replay_s() if timing is not None else None

@@ -75,8 +75,8 @@ def _positive(value: Any, what: str, zero: bool = False) -> int:
         number = int(value)
         if number != value and str(number) != str(value).strip():
             raise ValueError
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a whole number, got {value!r}") from None
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{what} must be a whole number, got {value!r}") from err
     if number < (0 if zero else 1):
         raise ValueError(f"{what} must be {'0 or more' if zero else 'at least 1'}, got {number}")
     return number

@@ -9,10 +9,11 @@ the domain ``cupygraph``; without it, asking for them logs one warning and runs 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional, Protocol
+
+from ..config.defaults import env_flag
 
 logger = logging.getLogger("cupygraph")
 
@@ -55,7 +56,7 @@ def use_provider(provider: RangeProvider) -> Iterator[RangeProvider]:
 
 
 def env_requests_ranges() -> bool:
-    return os.environ.get(ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+    return env_flag(ENV)
 
 
 def range_provider(enabled: bool) -> Optional[RangeProvider]:

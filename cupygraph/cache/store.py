@@ -139,9 +139,9 @@ class GraphStore:
         """The statistics, with the counts the hot paths keep aside (hits, zero-copy binds) folded in
         (under the family lock, which the hot paths hold while counting)."""
         with self._family_lock:
-            live = [settle for settle in (ref() for ref in self._settlers) if settle is not None]
-            self._settlers = [weakref.WeakMethod(settle) for settle in live]  # the dead ones dropped
-            for settle in [*live, *(e.binding.settle for e in self.entries() if e.binding is not None)]:
+            pairs = [(ref, ref()) for ref in self._settlers]
+            self._settlers = [ref for ref, settle in pairs if settle is not None]  # the dead ones dropped
+            for settle in [*(s for _, s in pairs if s), *(e.binding.settle for e in self.entries() if e.binding)]:
                 settle()
         return self._stats
 

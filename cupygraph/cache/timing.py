@@ -11,7 +11,7 @@ back on the host launch time, which entries keep only under ``time_replays``). T
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Optional
 
 from ..backends.timing import Sample
 
@@ -70,7 +70,3 @@ class KeyTiming:
 
         return sampled_launch
 
-
-def timing_of(entry: Any) -> Optional[KeyTiming]:
-    timing: Optional[KeyTiming] = getattr(entry, "timing", None)
-    return timing

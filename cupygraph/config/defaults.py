@@ -39,10 +39,15 @@ def default_config() -> CUDAGraphConfig:
     return _DEFAULT_CONFIG if _DEFAULT_CONFIG is not None else CUDAGraphConfig()
 
 
+def env_flag(name: str) -> bool:
+    """Whether environment variable ``name`` is set to anything but empty, 0, false, no or off."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 def graphs_disabled_by_env() -> bool:
     """``CUPYGRAPH_DISABLE=1`` makes every front door run eagerly; logged once per process."""
     global _DISABLE_LOGGED
-    disabled = os.environ.get("CUPYGRAPH_DISABLE", "").strip().lower() not in ("", "0", "false", "no", "off")
+    disabled = env_flag("CUPYGRAPH_DISABLE")
     if disabled and not _DISABLE_LOGGED:
         _DISABLE_LOGGED = True
         logger.warning("CUPYGRAPH_DISABLE is set: every cupygraph front door runs eagerly (mode NONE)")

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
+from ..cache.instrument import key_label
 from ..errors import CupyGraphError
 
 if TYPE_CHECKING:
@@ -35,9 +36,7 @@ class SnapshotError(CupyGraphError, ValueError):
 
 def graph_label(entry: Any) -> str:
     """How a graph is named in a snapshot: its runtime mode and padded size (and sequence bucket)."""
-    desc = entry.key.descriptor
-    label = f"{entry.key.mode.name} size={desc.num_tokens}"
-    return label if desc.seq_len is None else f"{label} seq_len={desc.seq_len}"
+    return key_label(entry.key)
 
 
 def run_lengths(names: Iterable[str]) -> list[list[Any]]:
