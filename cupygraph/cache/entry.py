@@ -125,6 +125,9 @@ class CUDAGraphEntry:
         self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
         self.written = tuple(written)
         """Inputs the function writes into (positions in static_inputs + whole_inputs), found at capture."""
+        count = len(static_inputs) + len(self.whole_inputs)
+        self.labels = list(labels) + [argument_label(i) for i in range(len(labels), count)]
+        """How messages and statistics name static_inputs + whole_inputs (the caller's argument positions)."""
         self._write_back: Optional[_WriteBack] = None
         if self.written:
             # Chosen once, for this instance only: every other entry's run stays the class's hot path.
@@ -135,7 +138,7 @@ class CUDAGraphEntry:
         """Changes whenever ``rebind_constants`` points the graph at other constant arrays: a plan made
         before is then stale (the fast path compares it)."""
         if input_binding == "auto":
-            self._bind(labels, counts if counts is not None else (Counter(), Counter()), name, constants)
+            self._bind(counts if counts is not None else (Counter(), Counter()), name, constants)
 
     def rebind_constants(self, arrays: Sequence[tuple[int, Any]]) -> bool:
         """Point the graph at new constant arrays ((position, array), of the captured shapes, dtypes and
@@ -145,12 +148,11 @@ class CUDAGraphEntry:
         self.constants_token = object()
         return True
 
-    def _bind(self, labels: Sequence[str], counts: tuple[Any, Any], name: str,
+    def _bind(self, counts: tuple[Any, Any], name: str,
               constants: Sequence[tuple[int, Any]]) -> None:
         """Zero-copy where the recording allows it (``backends/binding.py``): ``run`` becomes ``_run_bound``."""
         buffers = self.static_inputs + self.whole_inputs
-        labels = list(labels) + [argument_label(i) for i in range(len(labels), len(buffers))]
-        binder = self.recording.binder(buffers, labels, self._leaves, bind_outputs=self.output_mode == "copy",
+        binder = self.recording.binder(buffers, self.labels, self._leaves, bind_outputs=self.output_mode == "copy",
                                        counts=counts, name=name or "the function", constants=constants)
         if binder is None or not binder.eligible:
             return
@@ -260,18 +262,20 @@ class CUDAGraphEntry:
         self.launch()
         return self.outputs(rows, stream)
 
-    def _check_not_aliased(self, inputs: Sequence[Any], whole: Sequence[Any]) -> None:
-        """``AliasedWrite`` when an argument the function writes into overlaps another argument."""
+    def check_not_aliased(self, inputs: Sequence[Any], whole: Sequence[Any], written: Sequence[int]) -> None:
+        """``AliasedWrite`` when an argument the function writes into (or may: ``written`` lists the
+        positions in ``[*inputs, *whole]``) overlaps another argument. Two read-only arguments may
+        overlap: the replay reads both as the eager call does."""
         arrays = [*inputs, *whole]
         overlaps = self.backend.may_share_memory
-        for i in self.written:  # two read-only arguments may overlap: the replay reads both as eager does
+        for i in written:
             for j in range(len(arrays)):
                 if j != i and overlaps(arrays[i], arrays[j]):
+                    first, second = sorted((i, j))
                     raise AliasedWrite(
-                        f"array arguments {i} and {j} of the graph for {self.key.descriptor} share memory and the "
-                        "function writes into its arguments; a replay could not show the write through both: "
-                        "call the function eagerly, or pass separate arrays"
-                    )
+                        f"{self.labels[first]} and {self.labels[second]} share memory, and the function writes (or "
+                        f"may write) into {self.labels[i]}: a replay of the graph for {self.key.descriptor} could not "
+                        "show the write through both; pass separate arrays (this call runs eagerly)")
 
     def _run_bound_plain(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
         """``_run_bound`` for the common case, its checks decided once: one output, bound, and nothing
@@ -292,7 +296,7 @@ class CUDAGraphEntry:
                 binder.home()
             return self._run_copied(inputs, rows, whole)  # (checks overlaps itself when it writes back)
         if self._write_back is not None:
-            self._check_not_aliased(inputs, whole)
+            self.check_not_aliased(inputs, whole, self.written)
         stream = self.backend.order_after_last_use()
         copied, fresh = binder.bind(inputs, whole, self._copy_rows, stream)
         if copied:
@@ -319,7 +323,7 @@ class CUDAGraphEntry:
 
     def _run_and_write_back(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
         """``run`` of an entry whose function writes into its copied arguments (found at capture)."""
-        self._check_not_aliased(inputs, whole)
+        self.check_not_aliased(inputs, whole, self.written)
         stream = self.load_inputs(inputs, rows, whole)
         self.launch()
         self._write_back(inputs, rows, whole)  # type: ignore[misc]

@@ -18,7 +18,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import AliasedWrite
 from .entry import CUDAGraphEntry, _WriteBack
 
 logger = logging.getLogger("cupygraph")
@@ -75,13 +74,8 @@ class FirstReplayWrites:
         if entry.__dict__.get("run") is not self:  # already done (a caller kept this object)
             return entry.run(inputs, rows, whole)
         backend = entry.backend
-        arrays = [*inputs, *whole]
-        for i in range(len(arrays)):  # writes not known yet: any overlap could hide one (runs eagerly)
-            for j in range(i + 1, len(arrays)):
-                if backend.may_share_memory(arrays[i], arrays[j]):
-                    raise AliasedWrite(f"array arguments {i} and {j} share memory on the first replay of the graph "
-                                       f"for {entry.key.descriptor}, which checks for writes into them: pass "
-                                       "separate arrays on this call")
+        # Writes not known yet: any argument may be written, so any overlap could hide one.
+        entry.check_not_aliased(inputs, whole, range(len(inputs) + len(whole)))
         stream = entry.load_inputs(inputs, rows, whole)
         buffers = entry.static_inputs + entry.whole_inputs
         snapshots = [backend.copy_out(buf, stream) for buf in buffers]

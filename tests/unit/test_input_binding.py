@@ -322,3 +322,18 @@ def test_weights_bound_instead_of_recaptured_are_the_ones_a_later_capture_compar
     g.registry.clear()
     np.testing.assert_array_equal(g(x, w2), x * w2)  # raised InputMismatchError before
     assert g.stats().recaptures_by_reason == {}
+
+
+def test_an_aliased_write_names_the_callers_argument_positions():
+    def shift(s, x, y):
+        x += s
+        return x + y
+
+    g = cg.jit(shift, batch_argnums=(1, 2), config=dict(backend="host", capture_sizes=[4]))
+    a, b = np.ones((4, 2)), np.ones((4, 2))
+    g(2.0, a, b)
+    c, d = np.ones((4, 2)), np.ones((4, 2))
+    want = shift(2.0, d, d)  # eagerly the write shows through both names
+    np.testing.assert_array_equal(g(2.0, c, c), want)
+    assert g.stats().fallbacks_by_reason == {"aliased_write": 1}
+    assert "argument 1 and argument 2 share memory" in g.stats().detail("aliased_write")  # not 0 and 1
