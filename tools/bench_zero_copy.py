@@ -13,6 +13,7 @@ PIECEWISE workload's host overhead (``jit`` against the bare piecewise floor).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -188,8 +189,10 @@ def piecewise_rows(reps: int) -> dict:
             "stats_auto": bound.stats().to_dict()["rebinds_by_argument"]}
 
 
-def _collect_copy_reasons() -> list:
-    """Every 'is copied' debug line of this run (why an argument or output was not bound)."""
+@contextlib.contextmanager
+def _copy_reasons():
+    """Every 'is copied' debug line meanwhile (why an argument or output was not bound); the
+    logger's level and handlers as they were afterwards (tools/bench.py runs other workloads next)."""
     import logging
 
     found: list = []
@@ -201,9 +204,14 @@ def _collect_copy_reasons() -> list:
                 found.append(message)
 
     logger = logging.getLogger("cupygraph")
-    logger.addHandler(Collect(logging.DEBUG))
+    handler, level = Collect(logging.DEBUG), logger.level
+    logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
-    return found
+    try:
+        yield found
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def summary(payload: dict) -> list[str]:
@@ -226,20 +234,20 @@ def measure(quick: bool) -> dict:
     from tools.bench_workloads import chain_fn
 
     cupy.cuda.Device(0).use()
-    reasons = _collect_copy_reasons()
     reps = 500 if quick else 2000
     rng = np.random.default_rng(1)
-    results = [one_kernel(reps * 5)]
-    for n in (1024, 65536):
-        x = cupy.asarray(rng.standard_normal((n,)).astype(np.float32))
-        results.append(workload_rows("chain", chain_fn(100), x, reps))
-    for b in (1, 64):
-        x = cupy.asarray(rng.standard_normal((b, 128, 128)).astype(np.float32))
-        results.append(workload_rows("stencil", make_heat_cupy(steps=32, alpha=0.2), x, reps // 4))
-    try:
-        results.append(piecewise_rows(reps))
-    except Exception as err:  # cuBLAS missing or the like: report and go on
-        results.append({"workload": "piecewise", "error": f"{type(err).__name__}: {err}"})
+    with _copy_reasons() as reasons:
+        results = [one_kernel(reps * 5)]
+        for n in (1024, 65536):
+            x = cupy.asarray(rng.standard_normal((n,)).astype(np.float32))
+            results.append(workload_rows("chain", chain_fn(100), x, reps))
+        for b in (1, 64):
+            x = cupy.asarray(rng.standard_normal((b, 128, 128)).astype(np.float32))
+            results.append(workload_rows("stencil", make_heat_cupy(steps=32, alpha=0.2), x, reps // 4))
+        try:
+            results.append(piecewise_rows(reps))
+        except Exception as err:  # cuBLAS missing or the like: report and go on
+            results.append({"workload": "piecewise", "error": f"{type(err).__name__}: {err}"})
     return {"device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "results": results,
             "copy_reasons": sorted(set(reasons))}

@@ -1,9 +1,10 @@
-"""Probe for issue 14's open regression: zero-copy outputs re-pointed on every back-to-back call.
+"""Probe for issue 14: zero-copy outputs re-pointed on every back-to-back call.
 
 In the 2026-11-26 H100 A/B, ``jit`` under ``output_mode="copy"`` issued 34-139 µs of host time per
-call back to back (view mode: 7-8 µs) while its latency with the device idle was fine. The guess:
-re-pointing the output node of an executable whose previous launch still runs waits for it. This
-times one jitted chain back to back under four caller patterns, each alone in its own block:
+call back to back while its latency with the device idle was fine: re-pointing the output node of
+an executable whose previous launch still ran waited for it (52 µs per call in this probe). Fixed
+the same day by two executables taking turns (``backends/cupy_banks.py``); the probe stays to show
+it. It times one jitted chain back to back under four caller patterns, each alone in its own block:
 
 * ``view``          output_mode="view" (no output node is re-pointed): the floor;
 * ``drop``          copy mode, the result dropped at once (the same buffer can come back);

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..backends.holding import hold
-from .comm import Communicator
+from .comm import Communicator, DistributedError
 from .mpi_host import MpiCommunicator
 
 __all__ = ["NcclCommunicator"]
@@ -79,6 +79,12 @@ class NcclCommunicator(Communicator):
         return int(self._dtypes[np.dtype(array.dtype).name])
 
     def _check_device(self, array: Any, method: str) -> None:
+        if self.nccl is None:
+            raise DistributedError(f"{method}: this NCCL communicator was destroyed; make a new one with "
+                                   "cupygraph.distributed.init()")
+        if not hasattr(getattr(array, "device", None), "id"):  # a NumPy array's device is "cpu"
+            raise TypeError(f"{method}: the NCCL communicator takes CuPy arrays, got {type(array).__name__} "
+                            "(cupy.asarray(...) first, or use the MPI communicator for NumPy arrays)")
         if array.device.id != self.device:
             raise ValueError(f"{method}: the array is on device {array.device.id} but this rank's communicator "
                              f"uses device {self.device}; one GPU per process")
@@ -90,14 +96,17 @@ class NcclCommunicator(Communicator):
 
     def _all_reduce(self, x: Any, out: Any, op: str) -> None:
         self._check_device(x, "all_reduce")
+        self._check_device(out, "all_reduce")
         self.nccl.allReduce(x.data.ptr, out.data.ptr, x.size, self._dtype(x), self._ops[op], self._stream())
 
     def _all_gather(self, x: Any, out: Any) -> None:
         self._check_device(x, "all_gather")
+        self._check_device(out, "all_gather")
         self.nccl.allGather(x.data.ptr, out.data.ptr, x.size, self._dtype(x), self._stream())
 
     def _reduce_scatter(self, x: Any, out: Any, op: str) -> None:
         self._check_device(x, "reduce_scatter")
+        self._check_device(out, "reduce_scatter")
         self.nccl.reduceScatter(x.data.ptr, out.data.ptr, out.size, self._dtype(x), self._ops[op], self._stream())
 
     def _broadcast(self, x: Any, root: int) -> None:

@@ -47,8 +47,8 @@ _library = LazyBinding("cusolverDn", "cupygraph.linalg's cuSOLVER functions need
 class _Handle:
     """One thread's cusolverDn handle on one device (kept for the thread's life)."""
 
-    def __init__(self, lib: Any, device_id: int):
-        self.lib, self.device_id = lib, device_id
+    def __init__(self, lib: Any):
+        self.lib = lib
         self.ptr = int(lib.create())
         self.stream_ptr = -1
         # Params objects of XsyevBatched and gesvdjBatched, made with the handle: never during a capture.
@@ -76,7 +76,7 @@ class _Handle:
             raise SolverError(f"cusolverDn {routine} failed: {err}") from err
 
 
-_handles = ThreadHandles(lambda device_id: _Handle(_library(), device_id), "cuSOLVER", "cupygraph.linalg")
+_handles = ThreadHandles(lambda device_id: _Handle(_library()), "cuSOLVER", "cupygraph.linalg")
 
 
 def handle(device_id: int) -> _Handle:
