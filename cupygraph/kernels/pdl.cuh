@@ -11,7 +11,9 @@
 // griddepcontrol.wait before any global or generic memory access, branch or call: put the wait
 // at the top of the kernel, before any early return. Both macros are no-ops before sm_90 (and in
 // host code), where kernels keep plain edges. Compile with cupygraph.pdl_kernel /
-// cupygraph.pdl_module (they prepend this file), or prepend cupygraph.pdl_header() yourself.
+// cupygraph.pdl_module (they prepend this file and register the module's PTX for the scan); a
+// module compiled another way with cupygraph.pdl_header() prepended must also be passed to
+X
 #ifndef CUPYGRAPH_PDL_CUH
 #define CUPYGRAPH_PDL_CUH
 

@@ -16,10 +16,7 @@ import numpy as np
 from ..backends.host_guard import _refuse, capture_run_active, guarded
 from ..reasons import FallbackReason
 from . import _routes
-
-
-def _plain(x: Any) -> Any:
-    return x.view(np.ndarray) if isinstance(x, np.ndarray) and type(x) is not np.ndarray else x
+from ._host import _plain
 
 
 def _float(x: Any) -> np.ndarray:
