@@ -13,7 +13,7 @@
 // host code), where kernels keep plain edges. Compile with cupygraph.pdl_kernel /
 // cupygraph.pdl_module (they prepend this file and register the module's PTX for the scan); a
 // module compiled another way with cupygraph.pdl_header() prepended must also be passed to
-X
+// cupygraph.kernels.register_module, or its edges stay plain.
 #ifndef CUPYGRAPH_PDL_CUH
 #define CUPYGRAPH_PDL_CUH
 
