@@ -124,6 +124,8 @@ class _Handler:
 
     def _remember(self, label: str, host: numpy.ndarray) -> None:
         # A pinned buffer now, outside the capture: the capture's upload here takes the first run's.
+        if self.ledger.mode == "fallback":  # the capture refuses it anyway: no pinned memory for it
+            return
         self.ledger.warmup_upload(label, _where(), host.shape, host.dtype.str, host, _Snapshot(host.nbytes))
 
     def _bake(self, label: str, host: numpy.ndarray, dst: int, stream: Any) -> None:

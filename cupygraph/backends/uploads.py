@@ -100,8 +100,12 @@ class UploadLedger:
 
     def warmup_upload(self, call: str, where: str, shape: tuple[int, ...], dtype: str, data: Any,
                       slot: Any = None) -> None:
-        """Remember a warm-up upload and the buffer the backend made for it."""
-        self.warmup.setdefault((call, where), []).append(_Seen(call, where, shape, dtype, _digest(data)))
+        """Remember a warm-up upload and the buffer the backend made for it (``fallback`` never bakes
+        one: nothing to remember; only ``auto`` compares bytes: the digest only there)."""
+        if self.mode == "fallback":
+            return
+        digest = _digest(data) if self.mode == "auto" else b""
+        self.warmup.setdefault((call, where), []).append(_Seen(call, where, shape, dtype, digest))
         self.slots.setdefault((call, where), []).append(slot)
 
     def capture_upload(self, call: str, where: str, shape: tuple[int, ...], dtype: str, nbytes: int,
@@ -125,7 +129,7 @@ class UploadLedger:
         per_run = len(seen) // runs
         if index >= per_run:
             raise self._refused(what, "the warm-up runs made fewer uploads here than the capture")
-        digest = _digest(data)
+        digest = _digest(data) if self.mode == "auto" else b""
         for run in range(runs):
             earlier = seen[run * per_run + index]
             if (earlier.shape, earlier.dtype) != (shape, dtype):
