@@ -113,12 +113,15 @@ class Backend(abc.ABC):
     def capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
         num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False, pdl: str = "auto",
+        bind: bool = True,
     ) -> Recording:
         """Warm up, then record ``fn(*args, **kwargs)``; raise ``CaptureError`` naming what failed.
 
         With ``piecewise``, ops marked ``graph_break`` split the recording into pieces and run
         eagerly between them on replay. ``pdl`` is the config's ``pdl`` (programmatic edges
-        between kernels that wait; only a backend that records graph edges uses it).
+        between kernels that wait; only a backend that records graph edges uses it). ``bind``: whether
+        replays may bind arguments zero-copy (``input_binding="auto"``): otherwise nothing is read
+        for it after capture.
         """
 
     def may_share_memory(self, a: Any, b: Any) -> bool:

@@ -209,6 +209,7 @@ class CupyBackend(Backend):
     def capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
         num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False, pdl: str = "auto",
+        bind: bool = True,
     ) -> CupyRecording:
         mode = _CAPTURE_MODES[capture_mode]
         caller = cupy.cuda.get_current_stream()
@@ -235,7 +236,7 @@ class CupyBackend(Backend):
                     pdl_summary = apply_pdl(steps, bodies, pdl, self.device_id, getattr(fn, "__name__", "graph"))
                 # After PDL (which may re-instantiate a step): the analysis reads the final executables.
                 bindings = analyze_safely(steps, args, flatten(outputs, self.is_array)[0], extents, held,
-                                          self.device_id)
+                                          self.device_id) if bind else None
                 for step in steps:
                     if not isinstance(step, EagerStep):
                         step.upload(stream)  # so the first replay costs what the others do

@@ -164,6 +164,7 @@ class HostBackend(Backend):
     def capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
         num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False, pdl: str = "auto",
+        bind: bool = True,
     ) -> HostRecording:
         # ``pdl`` is accepted and unused: a host recording re-executes the function and has no
         # graph edges to make programmatic (the edge decision itself is tested on descriptions).

@@ -78,6 +78,7 @@ def record(
                     gc_freeze=config.gc_freeze,
                     piecewise=key.mode is CUDAGraphMode.PIECEWISE,
                     pdl=config.pdl,
+                    bind=config.input_binding == "auto",
                 )
             seconds = time.perf_counter() - start
         check_outputs(staging.recording.outputs, backend.is_array)
