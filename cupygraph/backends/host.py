@@ -166,8 +166,9 @@ class HostBackend(Backend):
         num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False, pdl: str = "auto",
         bind: bool = True,
     ) -> HostRecording:
-        # ``pdl`` is accepted and unused: a host recording re-executes the function and has no
-        # graph edges to make programmatic (the edge decision itself is tested on descriptions).
+        # ``pdl`` and ``bind`` are accepted and unused: a host recording re-executes the function and
+        # has no graph edges to make programmatic (the edge decision itself is tested on
+        # descriptions), and reads its binding facts only when a binder is asked for.
         # Host uploads go through the ledger (``host_uploads``), as on the GPU.
         with intercepted_uploads(fn) as uploads:
             sample = None
