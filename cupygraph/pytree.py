@@ -19,6 +19,8 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .errors import InputMismatchError
+
 LEAF = None
 """The spec of a single leaf (the whole output is one array)."""
 
@@ -95,3 +97,16 @@ def num_leaves(spec: Any) -> int:
     if kind == "dataclass":
         return sum(num_leaves(child) for child in spec[3])
     return 0
+
+
+def expand_out_batched(out_batched: Any, outputs: Any, count: int) -> list[bool]:
+    """``out_batched`` as one flag per output leaf: a bool for all, or the outputs' structure."""
+    if isinstance(out_batched, bool):
+        return [out_batched] * count
+    flags, _ = flatten(out_batched, lambda v: isinstance(v, bool))
+    if len(flags) != count or not all(isinstance(f, bool) for f in flags):
+        raise InputMismatchError(
+            f"out_batched must be a bool or match the outputs' structure with bools ({count} outputs), "
+            f"got {out_batched!r}"
+        )
+    return flags

@@ -30,6 +30,8 @@ def _resolve(node: ast.ImportFrom, current: str, is_package: bool) -> str:
 def import_graph() -> dict[str, set[str]]:
     """Module -> the cupygraph modules it imports (``from pkg import submodule`` counts the submodule)."""
     modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    # A compiled extension is a module too (its stub names it); it imports nothing of ours.
+    modules.update({module_name(p): p for p in PACKAGE.rglob("*.pyi") if module_name(p) not in modules})
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))

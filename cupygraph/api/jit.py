@@ -28,6 +28,7 @@ from ..reasons import FallbackReason, RecaptureReason
 from .arguments import ArgumentRules
 from .constants import rebind_constants
 from .devices import DeviceRouter
+from .live import announce, live_functions, on_creation
 from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
 from .plans import Plan, PlanCache
 from .warmup import Template, calls_per_size, example_call, progress_bar, remember_call
@@ -35,21 +36,6 @@ from .warmup import Template, calls_per_size, example_call, progress_bar, rememb
 logger = logging.getLogger("cupygraph")
 
 __all__ = ["ConfigLike", "GraphedFunction", "jit", "live_functions", "on_creation", "resolve_config"]
-
-_LIVE: weakref.WeakSet[GraphedFunction] = weakref.WeakSet()
-_CREATION_HOOKS: list[Callable[[GraphedFunction], None]] = []
-
-
-def live_functions() -> list[GraphedFunction]:
-    """Every jitted function alive in this process (for inspection, the pytest plugin and the CLI)."""
-    return list(_LIVE)
-
-
-def on_creation(hook: Callable[[GraphedFunction], None]) -> Callable[[], None]:
-    """Call ``hook(fn)`` for every jitted function created from now on; returns an unsubscribe."""
-    _CREATION_HOOKS.append(hook)
-    return lambda: _CREATION_HOOKS.remove(hook)
-
 
 class GraphedFunction:
     """A function recorded into one CUDA graph per (padded batch size, signature) and replayed.
@@ -146,15 +132,16 @@ class GraphedFunction:
                 self._run_eagerly, self.__name__)
         if self.config.debug:
             configure_logging("debug")
-        _LIVE.add(self)
-        for hook in list(_CREATION_HOOKS):
-            hook(self)
+        announce(self)
 
     # -- the hot path ------------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
-            plan = self._plans.find(args)
+            plans = self._plans
+            if plans.replay is not None and (out := plans.replay(args)) is not None:
+                return out  # the compiled replay served it (``backends/cupy_fast.py``)
+            plan = plans.find(args)
             if plan is not None and (self._dev_of is None or self._dev_of(args[plan.batched[0]]) == self._home):
                 leading = plan.leading
                 batched, whole = ((args[:leading], ()) if leading
@@ -171,6 +158,8 @@ class GraphedFunction:
                             why = self._why_not_replayed(plan, err)
                         else:
                             plan.hits += 1  # a hit, handed to the statistics when they are read
+                            if plan.fast is None and self._dev_of is None:
+                                plans.compile(plan, lock)
                             return out
                 finally:
                     lock.release()

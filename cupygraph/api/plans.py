@@ -25,12 +25,14 @@ class Plan:
     read or the plan is dropped, so the fast path builds no keys and takes no lock for it.
     """
 
-    __slots__ = ("batched", "constants_token", "entry", "hits", "leading", "mode_name", "rows", "whole")
+    __slots__ = ("batched", "constants_token", "entry", "fast", "hits", "leading", "mode_name", "rows", "whole")
 
     def __init__(self, entry: CUDAGraphEntry, mode_name: str, batched: tuple[int, ...], whole: tuple[int, ...]):
         self.entry, self.mode_name, self.batched, self.whole = entry, mode_name, batched, whole
         self.rows = 0
         self.hits = 0
+        self.fast: Optional[bool] = None
+        """Whether its entry's compiled replay serves its calls (None: not asked yet; ``PlanCache.compile``)."""
         self.constants_token = entry.constants_token
         """The entry's constant binding this plan was made under (``CUDAGraphEntry.rebind_constants``)."""
         self.leading = len(batched) if batched == tuple(range(len(batched))) and not whole else 0
@@ -62,6 +64,10 @@ class PlanCache:
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self._last: tuple[Any, Any, Optional[Plan]] = ((), None, None)
         """(shape, dtype, plan) of the last single-array plan ``find`` returned."""
+        self.replay: Optional[Callable[[tuple[Any, ...]], Any]] = None
+        """The compiled replay of one plan's calls (``backends/cupy_fast.py``), tried before ``find``:
+        the call's result, or None when the Python path must serve the call."""
+        self._replayer: Any = None
 
     def key(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """What a plan is found by: shapes and dtypes of the arrays, typed static values.
@@ -134,6 +140,15 @@ class PlanCache:
         except TypeError:
             pass  # an unhashable static value: this call stays on the slow path
 
+    def compile(self, plan: Plan, lock: Any) -> None:
+        """Ask, once per plan, for the compiled replay of ``plan``'s calls; the newest one given is the
+        one tried first (one steady signature is served by it; others by ``find``). Under the lock."""
+        plan.fast = False
+        made = plan.entry.fast_replayer(plan, lock)
+        if made is not None:
+            plan.fast = True
+            self._replayer, self.replay = made, made.replay
+
     def drain(self) -> None:
         """Hand the fast path's call counts to ``tally`` and start counting again."""
         for plan in self._plans.values():
@@ -149,6 +164,8 @@ class PlanCache:
 
     def _retire(self, plan: Plan) -> None:
         self._last = ((), None, None)  # never found again, not even by the last-plan shortcut
+        if self._replayer is not None and self._replayer.plan is plan:  # (it would hand its calls back)
+            self._replayer = self.replay = None  # and it no longer holds the entry's graphs
         self._settle(plan)
         plan.entry = RETIRED  # type: ignore[assignment]
 

@@ -10,8 +10,6 @@ family lock around ``CupyBinder.bind`` and the launch that follows.
 from __future__ import annotations
 
 import logging
-import sys
-import weakref
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Optional
@@ -20,6 +18,7 @@ import cupy
 
 from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label, prepare_counts
 from .cupy_banks import MAX_BANKS, Bank, another_bank, first_bank
+from .cupy_fast import references, replayer
 from .cupy_rebind import ALIGNMENT, CupyBindings, KernelNode, set_params_function
 
 logger = logging.getLogger("cupygraph")
@@ -28,17 +27,6 @@ RECYCLE_BYTES = 1 << 20
 """Outputs up to this size are taken again from the last two calls' outputs once the caller let go of
 them; larger ones are allocated every call (their allocation is small beside the work)."""
 RING = 2
-
-
-def _references(item: list[Any]) -> tuple[int, int, int, int]:
-    """How many references the array of ``item``, its memory pointer and its memory have, and weak ones.
-
-    Measured the same way when the ring alone holds the array and before it is taken again: equal
-    counts mean the caller (and every view, pointer or weak reference) let go of it.
-    """
-    array = item[0]
-    data = array.data
-    return sys.getrefcount(array), sys.getrefcount(data), sys.getrefcount(data.mem), weakref.getweakrefcount(array)
 
 
 class _Slot:
@@ -199,12 +187,12 @@ class CupyBinder:
                 array = None
                 if slot.recycle:
                     for item in slot.ring:
-                        if item[1] == stream and _references(item) == item[2]:
+                        if item[1] == stream and references(item) == item[2]:
                             array = item[0]
                             break
                     if array is None:
                         item = [cupy.ndarray(*slot.shape_dtype), stream, None]
-                        item[2] = _references(item)
+                        item[2] = references(item)
                         slot.ring.append(item)
                         if len(slot.ring) > RING:
                             del slot.ring[0]
@@ -233,6 +221,20 @@ class CupyBinder:
         if calls:
             for slot in self._outputs:
                 self._rebinds[slot.label] += calls
+
+    @property
+    def recording(self) -> Any:
+        """The recording whose ``launch`` this binder points at the bank to launch (None once released)."""
+        return self._recording
+
+    def fast_replayer(self, plan: Any, entry: Any, lock: Any, use_tick: Any) -> Any:
+        """The compiled replay of ``plan``'s calls (``cupy_fast``): for one bound argument and one output
+        taken again from its ring, with no constants to keep; else None."""
+        inputs, outputs = self._inputs, self._outputs
+        if (len(inputs) != 1 or not inputs[0].eligible or len(outputs) != 1 or not outputs[0].recycle
+                or self._constants):
+            return None
+        return replayer(plan, entry, self, inputs[0], outputs[0], lock, use_tick)
 
     @property
     def output_positions(self) -> list[int]:

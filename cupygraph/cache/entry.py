@@ -16,7 +16,7 @@ from ..backends.base import Backend, Recording
 from ..backends.binding import argument_label
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import AliasedWrite, InputMismatchError
-from ..pytree import flatten, unflatten
+from ..pytree import expand_out_batched, flatten, unflatten
 from .key import GraphKey
 from .timing import KeyTiming
 
@@ -183,6 +183,15 @@ class CUDAGraphEntry:
     def increment_replay(self) -> None:
         self.replay_count += 1
         self.last_used = use_tick()
+
+    def fast_replayer(self, plan: Any, lock: Any) -> Any:
+        """The backend's compiled replay of ``plan``'s calls (``backends/cupy_fast.py``) where each is a
+        plain bound run under no launch wrapper (``cache/instrument.py``), else None."""
+        mine, binder = vars(self), self._binder
+        if (binder is None or mine.get("run") != self._run_bound_plain or "launch" in mine
+                or plan.rows != self.padded or not hasattr(binder, "fast_replayer")):
+            return None
+        return binder.fast_replayer(plan, self, lock, use_tick)
 
     def check_inputs(self, inputs: Sequence[Any]) -> int:
         """Validate ``inputs`` against the static buffers; return the real batch size."""
@@ -385,15 +394,3 @@ class _WriteBack:
                 whole[k][...] = buf
         self.arena.state = None
 
-
-def expand_out_batched(out_batched: Any, outputs: Any, count: int) -> list[bool]:
-    """``out_batched`` as one flag per output leaf: a bool for all, or the outputs' structure."""
-    if isinstance(out_batched, bool):
-        return [out_batched] * count
-    flags, _ = flatten(out_batched, lambda v: isinstance(v, bool))
-    if len(flags) != count or not all(isinstance(f, bool) for f in flags):
-        raise InputMismatchError(
-            f"out_batched must be a bool or match the outputs' structure with bools ({count} outputs), "
-            f"got {out_batched!r}"
-        )
-    return flags

@@ -1,0 +1,390 @@
+/* The replay hot path of one zero-copy graph, compiled: cupygraph/backends/cupy_fast.py says when it
+ * is used and what it must equal.
+ *
+ * A Replayer serves the calls of one plan (one array argument of one shape and dtype, bound to the
+ * caller's array, and one fresh output taken again from the output's ring) exactly as the Python
+ * path would (GraphedFunction.__call__ -> CUDAGraphEntry._run_bound_plain -> CupyBinder.bind ->
+ * CUDAGraphEntry.launch), and hands any other call back (returns None) before it has changed
+ * anything, so the Python path serves it instead: a first call, another shape, a copied argument,
+ * an output still held by the caller, another stream, a retired plan, a node to re-point.
+ *
+ * It reads and writes the Python objects' attributes by name, so both paths keep one state: the
+ * statistics, the rings and the banks are the same whichever path served a call.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *s_shape, *s_dtype, *s_c_contiguous, *s_data, *s_ptr, *s_mem, *s_entry, *s_alive,
+    *s_constants_token, *s_run, *s_last_stream, *s_active, *s_current, *s_ring, *s_banks, *s_fresh,
+    *s_launch, *s_away, *s_replay_count, *s_last_used, *s_hits, *s_calls;
+static PyObject *getweakrefcount; /* weakref.getweakrefcount */
+static PyObject *one;             /* the int 1 */
+
+/* The four counts cupy_fast.references returns, for ``item`` = [array, stream, counts]: references
+ * to the array, its MemoryPointer and its memory, and weak references to the array. Measured with
+ * the same temporaries whichever caller asks, so counts taken when only the ring held the array
+ * compare equal exactly when nobody else holds it. Returns -1 with an exception set on error. */
+static int measure(PyObject *item, Py_ssize_t counts[4]) {
+    if (!PyList_CheckExact(item) || PyList_GET_SIZE(item) != 3) {
+        PyErr_SetString(PyExc_TypeError, "references: expected [array, stream, counts]");
+        return -1;
+    }
+    PyObject *array = PyList_GET_ITEM(item, 0);
+    PyObject *data = PyObject_GetAttr(array, s_data);
+    if (data == NULL) return -1;
+    PyObject *mem = PyObject_GetAttr(data, s_mem);
+    if (mem == NULL) { Py_DECREF(data); return -1; }
+    counts[0] = Py_REFCNT(array);
+    counts[1] = Py_REFCNT(data);
+    counts[2] = Py_REFCNT(mem);
+    Py_DECREF(mem);
+    Py_DECREF(data);
+    PyObject *weak = PyObject_CallOneArg(getweakrefcount, array);
+    if (weak == NULL) return -1;
+    counts[3] = PyLong_AsSsize_t(weak);
+    Py_DECREF(weak);
+    return (counts[3] == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static PyObject *references(PyObject *module, PyObject *item) {
+    Py_ssize_t c[4];
+    if (measure(item, c) < 0) return NULL;
+    return Py_BuildValue("(nnnn)", c[0], c[1], c[2], c[3]);
+}
+
+/* Whether ``item``'s array is free again: same stream, counts equal to those taken at its making. */
+static int ring_item_free(PyObject *item, PyObject *stream_ptr) {
+    if (!PyList_CheckExact(item) || PyList_GET_SIZE(item) != 3) return 0;
+    int same = PyObject_RichCompareBool(PyList_GET_ITEM(item, 1), stream_ptr, Py_EQ);
+    if (same != 1) return same;
+    PyObject *then = PyList_GET_ITEM(item, 2);
+    if (!PyTuple_CheckExact(then) || PyTuple_GET_SIZE(then) != 4) return 0;
+    Py_ssize_t now[4];
+    if (measure(item, now) < 0) return -1;
+    for (int i = 0; i < 4; i++) {
+        Py_ssize_t v = PyLong_AsSsize_t(PyTuple_GET_ITEM(then, i));
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (v != now[i]) return 0;
+    }
+    return 1;
+}
+
+/* Whether ``current`` (a bank's addresses) is exactly [input, output]. */
+static int holds(PyObject *current, PyObject *in_ptr, PyObject *out_ptr) {
+    if (!PyList_CheckExact(current) || PyList_GET_SIZE(current) != 2) return 0;
+    int same = PyObject_RichCompareBool(PyList_GET_ITEM(current, 0), in_ptr, Py_EQ);
+    if (same != 1) return same;
+    return PyObject_RichCompareBool(PyList_GET_ITEM(current, 1), out_ptr, Py_EQ);
+}
+
+/* obj.name is ``expected`` (identity); -1 on error. */
+static int attr_is(PyObject *obj, PyObject *name, PyObject *expected) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return -1;
+    int same = v == expected;
+    Py_DECREF(v);
+    return same;
+}
+
+static int attr_true(PyObject *obj, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return -1;
+    int truth = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return truth;
+}
+
+static int attr_increment(PyObject *obj, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return -1;
+    PyObject *w = PyNumber_Add(v, one);
+    Py_DECREF(v);
+    if (w == NULL) return -1;
+    int rc = PyObject_SetAttr(obj, name, w);
+    Py_DECREF(w);
+    return rc;
+}
+
+static PyObject *attr_ptr(PyObject *array) {  /* array.data.ptr */
+    PyObject *data = PyObject_GetAttr(array, s_data);
+    if (data == NULL) return NULL;
+    PyObject *ptr = PyObject_GetAttr(data, s_ptr);
+    Py_DECREF(data);
+    return ptr;
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *array_type, *shape, *dtype;             /* the plan's one argument */
+    PyObject *plan, *entry, *token, *run;             /* what must still hold under the lock */
+    PyObject *binder, *slot, *recording, *backend;    /* the state both paths share */
+    PyObject *acquire, *release, *current_stream, *use_tick;
+    Py_ssize_t served, passed;                        /* calls served here, calls handed back */
+} Replayer;
+
+#define MISS 0
+#define SERVED 1
+#define FAILED -1
+
+/* Under the family lock: the Python path's checks, then its updates, then the launch. Sets *out
+ * (a new reference) when SERVED. Nothing is changed before the last check has passed, except what
+ * the Python path would change too (the backend's last stream, for the same stream). */
+static int replay_locked(Replayer *self, PyObject *a, PyObject **out) {
+    int ok;
+    if ((ok = attr_is(self->plan, s_entry, self->entry)) != 1) return ok;  /* retired: RETIRED */
+    if ((ok = attr_true(self->entry, s_alive)) != 1) return ok;
+    if ((ok = attr_is(self->entry, s_constants_token, self->token)) != 1) return ok;
+    if ((ok = attr_is(self->entry, s_run, self->run)) != 1) return ok;    /* still the plain run */
+    if ((ok = attr_true(a, s_c_contiguous)) != 1) return ok;
+
+    int result = FAILED;
+    PyObject *in_ptr = NULL, *stream = NULL, *last = NULL, *stream_ptr = NULL, *ring = NULL,
+             *array = NULL, *out_ptr = NULL, *active = NULL, *current = NULL, *banks = NULL, *r = NULL;
+    if ((in_ptr = attr_ptr(a)) == NULL) goto done;
+    /* backend.order_after_last_use(): the same stream as the last replay, or one with its pointer */
+    if ((stream = PyObject_CallNoArgs(self->current_stream)) == NULL) goto done;
+    if ((last = PyObject_GetAttr(self->backend, s_last_stream)) == NULL) goto done;
+    if ((stream_ptr = PyObject_GetAttr(stream, s_ptr)) == NULL) goto done;
+    if (last != stream) {
+        if (last == Py_None) { result = MISS; goto done; }
+        PyObject *last_ptr = PyObject_GetAttr(last, s_ptr);
+        if (last_ptr == NULL) goto done;
+        ok = PyObject_RichCompareBool(last_ptr, stream_ptr, Py_EQ);
+        Py_DECREF(last_ptr);
+        if (ok != 1) { result = ok; goto done; }  /* another stream: the Python path orders it */
+        if (PyObject_SetAttr(self->backend, s_last_stream, stream) < 0) goto done;
+    }
+    /* The output: the first array of the ring that nobody holds, made on this stream. */
+    if ((ring = PyObject_GetAttr(self->slot, s_ring)) == NULL) goto done;
+    if (!PyList_CheckExact(ring)) { result = MISS; goto done; }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ring); i++) {
+        PyObject *item = PyList_GET_ITEM(ring, i);
+        ok = ring_item_free(item, stream_ptr);
+        if (ok < 0) goto done;
+        if (ok) { array = PyList_GET_ITEM(item, 0); Py_INCREF(array); break; }
+    }
+    if (array == NULL) { result = MISS; goto done; }
+    if ((out_ptr = attr_ptr(array)) == NULL) goto done;
+    /* The executable already holding both addresses: the active bank, or another one to switch to. */
+    if ((active = PyObject_GetAttr(self->binder, s_active)) == NULL) goto done;
+    if ((current = PyObject_GetAttr(active, s_current)) == NULL) goto done;
+    ok = holds(current, in_ptr, out_ptr);
+    if (ok < 0) goto done;
+    if (!ok) {
+        if ((banks = PyObject_GetAttr(self->binder, s_banks)) == NULL) goto done;
+        if (!PyList_CheckExact(banks)) { result = MISS; goto done; }
+        PyObject *found = NULL;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(banks) && found == NULL; i++) {
+            PyObject *bank = PyList_GET_ITEM(banks, i);
+            PyObject *held = PyObject_GetAttr(bank, s_current);
+            if (held == NULL) goto done;
+            ok = holds(held, in_ptr, out_ptr);
+            Py_DECREF(held);
+            if (ok < 0) goto done;
+            if (ok) found = bank;
+        }
+        if (found == NULL) { result = MISS; goto done; }  /* nodes to re-point: the Python path */
+        /* CupyBinder._switch(found) */
+        PyObject *launch = PyObject_GetAttr(found, s_launch);
+        if (launch == NULL) goto done;
+        int rc = PyObject_SetAttr(self->recording, s_launch, launch);
+        Py_DECREF(launch);
+        if (rc < 0 || PyObject_SetAttr(self->binder, s_active, found) < 0) goto done;
+        Py_INCREF(found);
+        Py_SETREF(active, found);
+    }
+    /* CupyBinder.bind's bookkeeping, then CUDAGraphEntry.launch */
+    if (PyObject_SetAttr(active, s_fresh, Py_False) < 0) goto done;
+    if (PyObject_SetAttr(self->binder, s_away, Py_True) < 0) goto done;
+    if (attr_increment(self->binder, s_calls) < 0) goto done;
+    PyObject *launch = PyObject_GetAttr(self->recording, s_launch);
+    if (launch == NULL) goto done;
+    r = PyObject_CallNoArgs(launch);
+    Py_DECREF(launch);
+    if (r == NULL) goto done;
+    if (attr_increment(self->entry, s_replay_count) < 0) goto done;
+    PyObject *tick = PyObject_CallNoArgs(self->use_tick);
+    if (tick == NULL) goto done;
+    int rc = PyObject_SetAttr(self->entry, s_last_used, tick);
+    Py_DECREF(tick);
+    if (rc < 0 || attr_increment(self->plan, s_hits) < 0) goto done;
+    *out = array;
+    array = NULL;
+    result = SERVED;
+done:
+    Py_XDECREF(in_ptr); Py_XDECREF(stream); Py_XDECREF(last); Py_XDECREF(stream_ptr);
+    Py_XDECREF(ring); Py_XDECREF(array); Py_XDECREF(out_ptr); Py_XDECREF(active);
+    Py_XDECREF(current); Py_XDECREF(banks); Py_XDECREF(r);
+    return result;
+}
+
+/* replayer.replay(args): the result, or None when the Python path must serve this call. */
+static PyObject *Replayer_replay(Replayer *self, PyObject *args) {
+    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != 1) goto pass;
+    PyObject *a = PyTuple_GET_ITEM(args, 0);
+    if ((PyObject *)Py_TYPE(a) != self->array_type) goto pass;
+    int ok = attr_is(a, s_dtype, self->dtype);
+    if (ok < 0) return NULL;
+    if (!ok) goto pass;
+    PyObject *shape = PyObject_GetAttr(a, s_shape);
+    if (shape == NULL) return NULL;
+    ok = PyObject_RichCompareBool(shape, self->shape, Py_EQ);
+    Py_DECREF(shape);
+    if (ok < 0) return NULL;
+    if (!ok) goto pass;
+
+    PyObject *r = PyObject_CallNoArgs(self->acquire);
+    if (r == NULL) return NULL;
+    Py_DECREF(r);
+    PyObject *out = NULL;
+    int result = replay_locked(self, a, &out);
+    /* Release whatever happened, keeping an exception of the replay (the Python path's finally). */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    r = PyObject_CallNoArgs(self->release);
+    if (r == NULL) {
+        Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
+        Py_XDECREF(out);
+        return NULL;
+    }
+    Py_DECREF(r);
+    PyErr_Restore(type, value, tb);
+    if (result == FAILED) return NULL;
+    if (result == SERVED) { self->served++; return out; }
+pass:
+    self->passed++;
+    Py_RETURN_NONE;
+}
+
+static int Replayer_traverse(Replayer *self, visitproc visit, void *arg) {
+    Py_VISIT(self->array_type); Py_VISIT(self->shape); Py_VISIT(self->dtype); Py_VISIT(self->plan);
+    Py_VISIT(self->entry); Py_VISIT(self->token); Py_VISIT(self->run); Py_VISIT(self->binder);
+    Py_VISIT(self->slot); Py_VISIT(self->recording); Py_VISIT(self->backend); Py_VISIT(self->acquire);
+    Py_VISIT(self->release); Py_VISIT(self->current_stream); Py_VISIT(self->use_tick);
+    return 0;
+}
+
+static int Replayer_clear(Replayer *self) {
+    Py_CLEAR(self->array_type); Py_CLEAR(self->shape); Py_CLEAR(self->dtype); Py_CLEAR(self->plan);
+    Py_CLEAR(self->entry); Py_CLEAR(self->token); Py_CLEAR(self->run); Py_CLEAR(self->binder);
+    Py_CLEAR(self->slot); Py_CLEAR(self->recording); Py_CLEAR(self->backend); Py_CLEAR(self->acquire);
+    Py_CLEAR(self->release); Py_CLEAR(self->current_stream); Py_CLEAR(self->use_tick);
+    return 0;
+}
+
+static void Replayer_dealloc(Replayer *self) {
+    PyObject_GC_UnTrack(self);
+    Replayer_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Replayer_init(Replayer *self, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"array_type", "shape", "dtype", "plan", "entry", "token", "run", "binder", "slot",
+                            "recording", "backend", "lock", "current_stream", "use_tick", NULL};
+    PyObject *array_type, *shape, *dtype, *plan, *entry, *token, *run, *binder, *slot, *recording, *backend,
+        *lock, *current_stream, *use_tick;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "$OOOOOOOOOOOOOO", names, &array_type, &shape, &dtype, &plan,
+                                     &entry, &token, &run, &binder, &slot, &recording, &backend, &lock,
+                                     &current_stream, &use_tick))
+        return -1;
+    if (!PyType_Check(array_type) || !PyTuple_Check(shape)) {
+        PyErr_SetString(PyExc_TypeError, "Replayer: array_type must be a type and shape a tuple");
+        return -1;
+    }
+    PyObject *acquire = PyObject_GetAttrString(lock, "acquire");
+    if (acquire == NULL) return -1;
+    PyObject *release = PyObject_GetAttrString(lock, "release");
+    if (release == NULL) { Py_DECREF(acquire); return -1; }
+    Replayer_clear(self);
+    Py_INCREF(array_type); self->array_type = array_type;
+    Py_INCREF(shape); self->shape = shape;
+    Py_INCREF(dtype); self->dtype = dtype;
+    Py_INCREF(plan); self->plan = plan;
+    Py_INCREF(entry); self->entry = entry;
+    Py_INCREF(token); self->token = token;
+    Py_INCREF(run); self->run = run;
+    Py_INCREF(binder); self->binder = binder;
+    Py_INCREF(slot); self->slot = slot;
+    Py_INCREF(recording); self->recording = recording;
+    Py_INCREF(backend); self->backend = backend;
+    self->acquire = acquire;
+    self->release = release;
+    Py_INCREF(current_stream); self->current_stream = current_stream;
+    Py_INCREF(use_tick); self->use_tick = use_tick;
+    return 0;
+}
+
+static PyObject *Replayer_get_served(Replayer *self, void *closure) { return PyLong_FromSsize_t(self->served); }
+static PyObject *Replayer_get_passed(Replayer *self, void *closure) { return PyLong_FromSsize_t(self->passed); }
+static PyObject *Replayer_get_plan(Replayer *self, void *closure) {
+    PyObject *plan = self->plan ? self->plan : Py_None;
+    Py_INCREF(plan);
+    return plan;
+}
+
+static PyGetSetDef Replayer_getset[] = {
+    {"served", (getter)Replayer_get_served, NULL, "calls this replayer served", NULL},
+    {"passed", (getter)Replayer_get_passed, NULL, "calls it handed back to the Python path", NULL},
+    {"plan", (getter)Replayer_get_plan, NULL, "the plan whose calls it serves", NULL},
+    {NULL},
+};
+
+static PyMethodDef Replayer_methods[] = {
+    {"replay", (PyCFunction)Replayer_replay, METH_O,
+     "replay(args): the call's result, or None when the Python path must serve it"},
+    {NULL},
+};
+
+static PyTypeObject ReplayerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cupygraph.backends._replay.Replayer",
+    .tp_basicsize = sizeof(Replayer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The compiled replay of one zero-copy plan (cupygraph/backends/cupy_fast.py).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Replayer_init,
+    .tp_dealloc = (destructor)Replayer_dealloc,
+    .tp_traverse = (traverseproc)Replayer_traverse,
+    .tp_clear = (inquiry)Replayer_clear,
+    .tp_getset = Replayer_getset,
+    .tp_methods = Replayer_methods,
+};
+
+static PyMethodDef module_methods[] = {
+    {"references", (PyCFunction)references, METH_O,
+     "references(item) -> the four counts that say whether a ring's array is free again"},
+    {NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_replay", "The compiled replay hot path (cupygraph/backends/cupy_fast.py).", -1,
+    module_methods,
+};
+
+#define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+
+PyMODINIT_FUNC PyInit__replay(void) {
+    INTERN(s_shape, "shape"); INTERN(s_dtype, "dtype"); INTERN(s_c_contiguous, "_c_contiguous");
+    INTERN(s_data, "data"); INTERN(s_ptr, "ptr"); INTERN(s_mem, "mem"); INTERN(s_entry, "entry");
+    INTERN(s_alive, "alive"); INTERN(s_constants_token, "constants_token"); INTERN(s_run, "run");
+    INTERN(s_last_stream, "_last_stream"); INTERN(s_active, "_active"); INTERN(s_current, "current");
+    INTERN(s_ring, "ring"); INTERN(s_banks, "_banks"); INTERN(s_fresh, "fresh"); INTERN(s_launch, "launch");
+    INTERN(s_away, "away"); INTERN(s_replay_count, "replay_count"); INTERN(s_last_used, "last_used");
+    INTERN(s_hits, "hits"); INTERN(s_calls, "_calls");
+    if ((one = PyLong_FromLong(1)) == NULL) return NULL;
+    PyObject *weakref = PyImport_ImportModule("weakref");
+    if (weakref == NULL) return NULL;
+    getweakrefcount = PyObject_GetAttrString(weakref, "getweakrefcount");
+    Py_DECREF(weakref);
+    if (getweakrefcount == NULL) return NULL;
+    if (PyType_Ready(&ReplayerType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&ReplayerType);
+    if (PyModule_AddObject(m, "Replayer", (PyObject *)&ReplayerType) < 0) {
+        Py_DECREF(&ReplayerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

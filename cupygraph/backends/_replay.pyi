@@ -1,0 +1,13 @@
+from collections.abc import Callable
+from typing import Any
+
+def references(item: list[Any]) -> tuple[int, int, int, int]: ...
+
+class Replayer:
+    served: int
+    passed: int
+    plan: Any
+    def __init__(self, *, array_type: type, shape: tuple[int, ...], dtype: Any, plan: Any, entry: Any,
+                 token: Any, run: Any, binder: Any, slot: Any, recording: Any, backend: Any, lock: Any,
+                 current_stream: Callable[[], Any], use_tick: Callable[[], int]) -> None: ...
+    def replay(self, args: tuple[Any, ...]) -> Any: ...

@@ -1,0 +1,71 @@
+"""The compiled replay of a zero-copy graph: the common call in C, every other in Python.
+
+Measured on H100s (2026-11-26, ``tools/bench.py --workloads zero-copy``): a one-kernel ``jit`` call
+that binds its argument and takes its output from the ring cost 2.7 to 5.5 µs of host time above a
+bare ``graph.launch()``, depending on the host's speed, all of it Python: finding the plan, the
+family lock, the binder's loop, the bank check, the counters. ``_replay.c`` does the same steps for
+the one case that dominates steady traffic, and hands every other call back untouched.
+
+What a ``Replayer`` serves: calls of one plan (one array argument of the captured shape and dtype,
+no keywords) whose entry runs ``_run_bound_plain`` (one bound input, one bound output, nothing
+written back), on the stream of the last replay, where the argument is C-contiguous at the address
+some bank of the graph already holds and an array of the output's ring is free again on that
+stream. It then does what the Python path does, on the same objects (one state for both): under
+the family lock, check that the plan still points at its live entry with the same constants, take
+the ring's array, switch banks if the other one holds the addresses, mark the bank launched,
+launch, count the replay, the use tick and the plan's hit. Anything else, it returns None before
+changing anything and ``GraphedFunction.__call__`` goes on as without it.
+
+Where no C compiler was found at install, ``COMPILED`` is False and every call takes the Python
+path (same results, more host time). The extension reads the objects' attributes by name: the
+names it uses are listed in ``_replay.c`` (``PyInit__replay``); renaming one of them hands every
+call back to Python, which ``tests/gpu/test_fast_replay.py`` would show.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any, Optional
+
+import cupy
+
+try:
+    from ._replay import Replayer
+    from ._replay import references as _compiled_references
+except ImportError:  # built without a C compiler: the Python path serves every call
+    Replayer = None  # type: ignore[assignment,misc]
+    _compiled_references = None  # type: ignore[assignment]
+
+COMPILED = Replayer is not None
+"""Whether the compiled replay is installed."""
+
+
+def _python_references(item: list[Any]) -> tuple[int, int, int, int]:
+    array = item[0]
+    data = array.data
+    return sys.getrefcount(array), sys.getrefcount(data), sys.getrefcount(data.mem), weakref.getweakrefcount(array)
+
+
+references: Callable[[list[Any]], tuple[int, int, int, int]] = (
+    _compiled_references if _compiled_references is not None else _python_references)
+"""How many references the array of a ring ``item`` ([array, stream, counts]), its memory pointer and
+its memory have, and weak ones. Measured the same way when the ring alone holds the array and
+before it is taken again: equal counts mean the caller (and every view, pointer or weak reference)
+let go of it. One implementation per process (C or Python): their counts differ by their own
+temporaries, so a ring is only ever measured by one of them."""
+
+
+def replayer(plan: Any, entry: Any, binder: Any, argument: Any, output: Any, lock: Any,
+             use_tick: Callable[[], int]) -> Optional[Any]:
+    """The compiled replay of ``plan``'s calls through ``binder`` (its one bound ``argument`` slot and
+    one ringed ``output`` slot), or None where it could not serve them (see above)."""
+    if Replayer is None or plan.batched != (0,) or plan.whole or binder.recording is None:
+        return None
+    shape, dtype = argument.shape_dtype
+    return Replayer(
+        array_type=cupy.ndarray, shape=tuple(shape), dtype=dtype, plan=plan, entry=entry,
+        token=entry.constants_token, run=entry.run, binder=binder, slot=output,
+        recording=binder.recording, backend=entry.backend, lock=lock,
+        current_stream=cupy.cuda.get_current_stream, use_tick=use_tick)

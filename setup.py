@@ -1,0 +1,7 @@
+"""The compiled replay hot path (cupygraph/backends/_replay.c) as an optional extension: where no C
+compiler is found the install goes on and cupygraph replays through its Python path (slower per
+call, same results); ``cupygraph.backends.cupy_fast.COMPILED`` says which one is in use."""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("cupygraph.backends._replay", ["cupygraph/backends/_replay.c"], optional=True)])
