@@ -13,9 +13,13 @@ rm -rf "$R" && mkdir -p "$R" "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 CUPYGRAPH_CORPUS_JSON=$R/corpus.json
 what=${1:-quick}
+# The compiled replay (cupygraph/backends/_replay.c): built here, in place, with this machine's compiler
+# and Python (the tests check that it is; without it every call takes the Python path).
+python3 setup.py -q build_ext --inplace > "$R/build.log" 2>&1; echo "build_ext rc=$?" >> "$R/build.log"
 pack() { tar -czf "$OUT/results.tgz" -C "$R" . ; }
 trap pack EXIT
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; date -u; git log -1 --format=%h 2>/dev/null; } \
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; date -u; git log -1 --format=%h 2>/dev/null
+  tail -1 "$R/build.log"; } \
   | tee "$R/gpu.txt"
 timeout 360 python3 -m pytest -m gpu -q -rfE -p no:cacheprovider tests > "$R/gpu_tests.log" 2>&1
 echo "gpu tests rc=$?" | tee -a "$R/gpu_tests.log"

@@ -1,0 +1,233 @@
+"""The compiled replay (``cupygraph/backends/_replay.c``) on the CPU: what it serves, what it hands back
+untouched, and that it leaves the shared state as the Python path would.
+
+The extension reads attributes by name; here plain Python objects carry those attributes (the GPU
+test ``tests/gpu/test_fast_replay.py`` drives it on the real CuPy objects). Each hand-back case
+changes one condition of a call that is otherwise served, and checks that nothing moved.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import shutil
+import sysconfig
+import threading
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import cupygraph as cg
+from cupygraph.api.plans import RETIRED, Plan, PlanCache
+
+try:
+    from cupygraph.backends import _replay
+except ImportError:  # pragma: no cover - no C compiler where the package was installed
+    _replay = None
+
+COMPILER = shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc")
+
+
+def test_the_extension_is_built_wherever_a_compiler_is():
+    if COMPILER is None:
+        pytest.skip("no C compiler here: cupygraph replays through its Python path")
+    assert importlib.util.find_spec("cupygraph.backends._replay") is not None, (
+        "a C compiler is installed but cupygraph/backends/_replay.c was not built (pip install -e . builds it)")
+
+
+needs_extension = pytest.mark.skipif(_replay is None, reason="the compiled replay is not built here")
+
+IN, OUT, OTHER_OUT, STREAM = 0x1000, 0x2000, 0x3000, 7
+DTYPE = object()  # compared by identity, as NumPy's dtypes are
+
+
+class _Memory:
+    pass
+
+
+class _Pointer:
+    def __init__(self, ptr):
+        self.ptr, self.mem = ptr, _Memory()
+
+
+class Array:
+    """What the replay reads of a CuPy array."""
+
+    def __init__(self, ptr, shape=(4, 3), dtype=DTYPE, contiguous=True):
+        self.data, self.shape, self.dtype, self._c_contiguous = _Pointer(ptr), shape, dtype, contiguous
+
+
+class Bank:
+    def __init__(self, name, current, log):
+        self.current, self.fresh = list(current), True
+        self.launch = lambda: log.append(name)
+
+
+def _world():
+    log: list[str] = []
+    banks = [Bank("bank0", [IN, OUT], log), Bank("bank1", [IN, OTHER_OUT], log)]
+    stream = SimpleNamespace(ptr=STREAM)
+    w = SimpleNamespace(log=log, banks=banks, stream=stream, lock=threading.Lock(), ticks=iter(range(100, 200)))
+    w.recording = SimpleNamespace(launch=banks[0].launch)
+    w.binder = SimpleNamespace(_active=banks[0], _banks=banks, away=False, _calls=0, recording=w.recording)
+    w.entry = SimpleNamespace(alive=True, constants_token=None, replay_count=0, last_used=0, backend=None)
+    w.entry.run = lambda *a: pytest.fail("the Python path was called")
+    w.plan = SimpleNamespace(entry=w.entry, hits=0)
+    w.backend = SimpleNamespace(_last_stream=stream)
+    w.out = Array(OUT)
+    item = [w.out, STREAM, None]
+    item[2] = _replay.references(item)
+    w.slot = SimpleNamespace(ring=[item])
+    w.replayer = _replay.Replayer(
+        array_type=Array, shape=(4, 3), dtype=DTYPE, plan=w.plan, entry=w.entry, token=None, run=w.entry.run,
+        binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=w.lock,
+        current_stream=lambda: w.stream, use_tick=lambda: next(w.ticks))
+    return w
+
+
+def _state(w):
+    """Everything a call may change, as plain values."""
+    return (list(w.log), w.binder._active is w.banks[0], w.binder.away, w.binder._calls, w.recording.launch,
+            [b.fresh for b in w.banks], w.entry.replay_count, w.entry.last_used, w.plan.hits,
+            w.backend._last_stream)
+
+
+@needs_extension
+def test_a_steady_call_is_served_with_the_python_paths_bookkeeping():
+    w = _world()
+    out = w.replayer.replay((Array(IN),))
+    assert out is w.out
+    assert w.log == ["bank0"]
+    assert (w.binder._calls, w.entry.replay_count, w.plan.hits, w.entry.last_used) == (1, 1, 1, 100)
+    assert w.binder.away is True and w.banks[0].fresh is False and w.banks[1].fresh is True
+    assert not w.lock.locked()
+    del out  # the caller lets go: the ring's array is taken again
+    assert w.replayer.replay((Array(IN),)) is w.out
+    assert (w.replayer.served, w.replayer.passed, w.plan.hits, w.entry.last_used) == (2, 0, 2, 101)
+
+
+def _arg(**change):
+    return lambda w: (Array(change.get("ptr", IN), change.get("shape", (4, 3)), change.get("dtype", DTYPE),
+                            change.get("contiguous", True)),)
+
+
+HAND_BACKS = {
+    "another shape": lambda w: _arg(shape=(5, 3))(w),
+    "another dtype": lambda w: _arg(dtype=object())(w),
+    "not C-contiguous": lambda w: _arg(contiguous=False)(w),
+    "an address no bank holds": lambda w: _arg(ptr=0x9000)(w),
+    "two arguments": lambda w: (Array(IN), Array(IN)),
+    "another array type": lambda w: (np.zeros((4, 3)),),
+    "a retired plan": lambda w: (setattr(w.plan, "entry", RETIRED), _arg()(w))[1],
+    "a released entry": lambda w: (setattr(w.entry, "alive", False), _arg()(w))[1],
+    "rebound constants": lambda w: (setattr(w.entry, "constants_token", object()), _arg()(w))[1],
+    "a run that writes back": lambda w: (setattr(w.entry, "run", lambda *a: None), _arg()(w))[1],
+    "another stream": lambda w: (setattr(w, "stream", SimpleNamespace(ptr=STREAM + 1)), _arg()(w))[1],
+    "no replay on any stream yet": lambda w: (setattr(w.backend, "_last_stream", None), _arg()(w))[1],
+    "the output still held": lambda w: _arg()(w),  # (the test holds it)
+    "an output of another stream": lambda w: (w.slot.ring[0].__setitem__(1, STREAM + 1), _arg()(w))[1],
+    "an empty ring": lambda w: (w.slot.ring.clear(), _arg()(w))[1],
+}
+
+
+@needs_extension
+@pytest.mark.parametrize("case", sorted(HAND_BACKS))
+def test_any_other_call_is_handed_back_before_anything_changes(case):
+    w = _world()
+    args = HAND_BACKS[case](w)
+    held = w.out if case == "the output still held" else None  # noqa: F841  (the caller keeps the last output)
+    before = _state(w)
+    assert w.replayer.replay(args) is None
+    assert _state(w) == before
+    assert not w.lock.locked()
+    assert (w.replayer.served, w.replayer.passed) == (0, 1)
+
+
+@needs_extension
+def test_the_other_bank_is_switched_to_when_it_holds_the_addresses():
+    w = _world()
+    kept = w.replayer.replay((Array(IN),))  # the caller keeps bank0's output
+    item = [Array(OTHER_OUT), STREAM, None]  # measured while only the ring holds it, as the binder does
+    item[2] = _replay.references(item)
+    w.slot.ring.append(item)
+    del item
+    out = w.replayer.replay((Array(IN),))
+    assert out.data.ptr == OTHER_OUT and out is not kept
+    assert w.log == ["bank0", "bank1"]
+    assert w.binder._active is w.banks[1] and w.recording.launch is w.banks[1].launch
+    assert w.banks[1].fresh is False
+
+
+@needs_extension
+def test_the_same_stream_in_another_object_is_taken_as_the_python_path_takes_it():
+    w = _world()
+    w.stream = copy.copy(w.stream)  # same pointer, another object
+    assert w.replayer.replay((Array(IN),)) is w.out
+    assert w.backend._last_stream is w.stream
+
+
+@needs_extension
+def test_a_failing_launch_raises_releases_the_lock_and_counts_no_hit():
+    w = _world()
+
+    def broken():
+        raise RuntimeError("launch failed")
+
+    w.recording.launch = broken
+    with pytest.raises(RuntimeError, match="launch failed"):
+        w.replayer.replay((Array(IN),))
+    assert not w.lock.locked()
+    assert (w.plan.hits, w.entry.replay_count) == (0, 0)
+    w.recording.launch = w.banks[0].launch  # the process stays usable
+    assert w.replayer.replay((Array(IN),)) is w.out and w.plan.hits == 1
+
+
+@needs_extension
+def test_references_count_what_holds_the_array():
+    a = Array(IN)
+    item = [a, STREAM, None]
+    del a
+    first = _replay.references(item)
+    view = item[0].data  # a caller holding the memory pointer holds the memory
+    assert _replay.references(item) != first
+    del view
+    assert _replay.references(item) == first
+    with pytest.raises(TypeError, match="expected"):
+        _replay.references([1, 2])
+
+
+class _Entry:
+    """What ``PlanCache.compile`` asks of an entry."""
+
+    alive = True
+    constants_token = None
+
+    def __init__(self, made):
+        self.made = made
+
+    def fast_replayer(self, plan, lock):
+        return self.made
+
+
+def test_the_plan_cache_tries_the_replay_first_and_drops_it_with_its_plan():
+    cache = PlanCache(np.ndarray, ())
+    made = SimpleNamespace(replay=lambda args: "served")
+    made.plan = plan = Plan(_Entry(made), "FULL", (0,), ())
+    x = np.zeros((4, 3))
+    cache.remember((x,), plan)
+    cache.compile(plan, threading.Lock())
+    assert plan.fast is True and cache.replay is made.replay
+    refused = Plan(_Entry(None), "FULL", (0,), ())
+    cache.compile(refused, threading.Lock())
+    assert refused.fast is False and cache.replay is made.replay  # a refusal keeps the one given
+    cache.clear()
+    assert cache.replay is None and plan.entry is RETIRED
+
+
+def test_the_host_reference_never_takes_the_compiled_replay():
+    f = cg.jit(lambda x: x * 2.0, config=cg.CUDAGraphConfig(backend="host", capture_sizes=[4]))
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((4, 3))
+        np.testing.assert_array_equal(f(x), x * 2.0)
+    assert f._plans.replay is None
