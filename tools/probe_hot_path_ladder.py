@@ -48,6 +48,26 @@ def main() -> None:
 
     import ctypes
 
+    from cupygraph.backends import cupy_fast
+    from cupygraph.backends.cupy_fast import references
+    from cupygraph.cache.entry import use_tick
+
+    g(x)  # the second call asks for the compiled replay
+    made = g._plans._replayer
+    print(f"compiled: {cupy_fast.COMPILED}; replayer {made}; cuGraphLaunch at {cupy_fast.graph_launch_address():#x}")
+    lock = g._family_lock
+    replay = python_launch = lambda args: None
+    g_python = g
+    if made is not None:
+        replay = made.replay
+        g_python = g._call  # the whole call, without the compiled base's offer
+        # The same replay, launching through recording.launch() instead of cuGraphLaunch.
+        python_launch = cupy_fast.Replayer(
+            array_type=cupy.ndarray, shape=x.shape, dtype=x.dtype, plan=plan, entry=entry, token=entry.constants_token,
+            run=entry.run, binder=binder, slot=binder._outputs[0], recording=binder.recording, backend=entry.backend,
+            lock=lock, current_stream=cupy.cuda.get_current_stream, use_tick=use_tick).replay
+    ring_item = binder._outputs[0].ring[0]
+
     libcuda = ctypes.PyDLL("libcuda.so.1")
     launch = libcuda.cuGraphLaunch
     launch.argtypes, launch.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
@@ -65,7 +85,14 @@ def main() -> None:
         "binder work + entry.launch()": lambda: (binder_work(), entry.launch()),
         "entry.run(...)": lambda: entry.run((x,), 1, ()),
         "plans.find((x,))": lambda: g._plans.find((x,)),
+        "compiled replay((x,))": lambda: replay((x,)),
+        "compiled replay, launch via Python": lambda: python_launch((x,)),
+        "x.shape": lambda: x.shape,
+        "x.data.ptr": lambda: x.data.ptr,
+        "lock acquire + release": lambda: (lock.acquire(), lock.release()),
+        "cupy_fast.references(ring item)": lambda: references(ring_item),
         "jit call g(x)": lambda: g(x),
+        "jit call, Python path g._call(x)": lambda: g_python(x),
         "eager f(x)": lambda: f(x),
     }
     print(f"{cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}; host us per call, medians of 7 blocks "
@@ -73,6 +100,9 @@ def main() -> None:
     for label, figure in rotated(host_block, rungs, args.reps).items():
         print(f"{label:<34} {figure:7.3f}")
     print(f"node updates after the ladder: {binder.node_updates}")
+    made = g._plans._replayer
+    if made is not None:
+        print(f"compiled replay served {made.served}, handed back {made.passed}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
 from ..backends.base import ReplayMismatch
+from ..backends.compiled import FastFunction
 from ..cache.capture import CaptureRequest
 from ..cache.failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
 from ..cache.freshness import stale_reason
@@ -37,7 +38,7 @@ logger = logging.getLogger("cupygraph")
 
 __all__ = ["ConfigLike", "GraphedFunction", "jit", "live_functions", "on_creation", "resolve_config"]
 
-class GraphedFunction:
+class GraphedFunction(FastFunction):
     """A function recorded into one CUDA graph per (padded batch size, signature) and replayed.
 
     Workflow of a call:
@@ -118,7 +119,8 @@ class GraphedFunction:
         # What the hot path uses, looked up once: the registry never replaces them.
         self._family_lock = self.registry.family_lock
         self._stats = self.registry.stats()
-        self._plans = PlanCache(self.backend.array_type, self.constant_argnums, self._stats.record_fast_hits)
+        self._plans = PlanCache(self.backend.array_type, self.constant_argnums, self._stats.record_fast_hits,
+                                functools.partial(_publish, weakref.ref(self)))
         self.registry.add_settler(self._plans.drain)  # the fast path's hits, counted on its plans
         weakref.finalize(self, self._plans.drain)  # and those of a function that goes, before it goes
         self._generation = self.registry.generation
@@ -136,11 +138,11 @@ class GraphedFunction:
 
     # -- the hot path ------------------------------------------------------------------------------
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    # A call is first offered to the compiled replay the plans published (``FastFunction``,
+    # ``backends/cupy_fast.py``); what it hands back, and every call without it, comes here.
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
             plans = self._plans
-            if plans.replay is not None and (out := plans.replay(args)) is not None:
-                return out  # the compiled replay served it (``backends/cupy_fast.py``)
             plan = plans.find(args)
             if plan is not None and (self._dev_of is None or self._dev_of(args[plan.batched[0]]) == self._home):
                 leading = plan.leading
@@ -366,6 +368,14 @@ class GraphedFunction:
 
     def __repr__(self) -> str:
         return f"<cupygraph.jit {self.__name__} mode={self.config.mode.name} graphs={self.registry.num_graphs()}>"
+
+
+def _publish(function: weakref.ref[GraphedFunction], replayer: Any) -> None:
+    """Make ``replayer`` (or None) the compiled replay the function tries first (weakly: the plans
+    must not keep their function alive)."""
+    f = function()
+    if f is not None:
+        f._replayer = replayer
 
 
 @takes_options_of(JitOptions, GraphedFunction)

@@ -54,8 +54,11 @@ class PlanCache:
     """Plans by call key, valid for one set of constant arguments (the current one)."""
 
     def __init__(self, array_type: type[Any], constant_argnums: Sequence[int],
-                 tally: Callable[[str, int, int], None] = lambda mode, rows, calls: None):
+                 tally: Callable[[str, int, int], None] = lambda mode, rows, calls: None,
+                 publish: Callable[[Any], None] = lambda replayer: None):
         self._tally = tally
+        self._publish = publish
+        """Receives the compiled replay its function tries first, or None (``compile``, ``_retire``)."""
         """Receives (mode, rows, calls) of the fast path's calls when plans are drained or dropped."""
         self._array_type = array_type
         self._const = frozenset(constant_argnums)
@@ -64,10 +67,9 @@ class PlanCache:
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self._last: tuple[Any, Any, Optional[Plan]] = ((), None, None)
         """(shape, dtype, plan) of the last single-array plan ``find`` returned."""
-        self.replay: Optional[Callable[[tuple[Any, ...]], Any]] = None
-        """The compiled replay of one plan's calls (``backends/cupy_fast.py``), tried before ``find``:
-        the call's result, or None when the Python path must serve the call."""
         self._replayer: Any = None
+        """The compiled replay of one plan's calls (``backends/cupy_fast.py``) the function tries before
+        ``find``: the call's result, or None when the Python path must serve the call."""
 
     def key(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """What a plan is found by: shapes and dtypes of the arrays, typed static values.
@@ -147,7 +149,8 @@ class PlanCache:
         made = plan.entry.fast_replayer(plan, lock)
         if made is not None:
             plan.fast = True
-            self._replayer, self.replay = made, made.replay
+            self._replayer = made
+            self._publish(made)
 
     def drain(self) -> None:
         """Hand the fast path's call counts to ``tally`` and start counting again."""
@@ -165,7 +168,8 @@ class PlanCache:
     def _retire(self, plan: Plan) -> None:
         self._last = ((), None, None)  # never found again, not even by the last-plan shortcut
         if self._replayer is not None and self._replayer.plan is plan:  # (it would hand its calls back)
-            self._replayer = self.replay = None  # and it no longer holds the entry's graphs
+            self._replayer = None  # and it no longer holds the entry's graphs
+            self._publish(None)
         self._settle(plan)
         plan.entry = RETIRED  # type: ignore[assignment]
 

@@ -13,10 +13,11 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 
 static PyObject *s_shape, *s_dtype, *s_c_contiguous, *s_data, *s_ptr, *s_mem, *s_entry, *s_alive,
     *s_constants_token, *s_run, *s_last_stream, *s_active, *s_current, *s_ring, *s_banks, *s_fresh,
-    *s_launch, *s_away, *s_replay_count, *s_last_used, *s_hits, *s_calls;
+    *s_launch, *s_away, *s_replay_count, *s_last_used, *s_hits, *s_calls, *s_handle;
 static PyObject *getweakrefcount; /* weakref.getweakrefcount */
 static PyObject *one;             /* the int 1 */
 
@@ -113,14 +114,37 @@ static PyObject *attr_ptr(PyObject *array) {  /* array.data.ptr */
     return ptr;
 }
 
+/* cuGraphLaunch(CUgraphExec, CUstream) from libcuda, found by cupy_fast.py; 0 = not found. */
+typedef int (*graph_launch_fn)(void *, void *);
+
 typedef struct {
     PyObject_HEAD
+    graph_launch_fn graph_launch;                     /* NULL: launch through recording.launch() */
     PyObject *array_type, *shape, *dtype;             /* the plan's one argument */
     PyObject *plan, *entry, *token, *run;             /* what must still hold under the lock */
     PyObject *binder, *slot, *recording, *backend;    /* the state both paths share */
     PyObject *acquire, *release, *current_stream, *use_tick;
     Py_ssize_t served, passed;                        /* calls served here, calls handed back */
 } Replayer;
+
+/* Launch the bank's one executable with the driver, as its launch would: 1 when launched, 0 when
+ * its launch must do it (no handle, no driver entry point, or a status the Python launch should
+ * report in its own words, e.g. a thread with no current context yet, which the runtime sets up). */
+static int launch_direct(Replayer *self, PyObject *bank, PyObject *stream_ptr) {
+    if (self->graph_launch == NULL) return 0;
+    PyObject *handle = PyObject_GetAttr(bank, s_handle);
+    if (handle == NULL) return -1;
+    void *exec = PyLong_Check(handle) ? PyLong_AsVoidPtr(handle) : NULL;
+    Py_DECREF(handle);
+    if (exec == NULL) { PyErr_Clear(); return 0; }
+    void *stream = PyLong_AsVoidPtr(stream_ptr);
+    if (stream == NULL && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    int status;
+    Py_BEGIN_ALLOW_THREADS  /* as CuPy's Graph.launch: a full launch queue blocks here */
+    status = self->graph_launch(exec, stream);
+    Py_END_ALLOW_THREADS
+    return status == 0;
+}
 
 #define MISS 0
 #define SERVED 1
@@ -197,11 +221,14 @@ static int replay_locked(Replayer *self, PyObject *a, PyObject **out) {
     if (PyObject_SetAttr(active, s_fresh, Py_False) < 0) goto done;
     if (PyObject_SetAttr(self->binder, s_away, Py_True) < 0) goto done;
     if (attr_increment(self->binder, s_calls) < 0) goto done;
-    PyObject *launch = PyObject_GetAttr(self->recording, s_launch);
-    if (launch == NULL) goto done;
-    r = PyObject_CallNoArgs(launch);
-    Py_DECREF(launch);
-    if (r == NULL) goto done;
+    if ((ok = launch_direct(self, active, stream_ptr)) < 0) goto done;
+    if (!ok) {  /* recording.launch() is the bank's launch (CupyBinder._switch) */
+        PyObject *launch = PyObject_GetAttr(self->recording, s_launch);
+        if (launch == NULL) goto done;
+        r = PyObject_CallNoArgs(launch);
+        Py_DECREF(launch);
+        if (r == NULL) goto done;
+    }
     if (attr_increment(self->entry, s_replay_count) < 0) goto done;
     PyObject *tick = PyObject_CallNoArgs(self->use_tick);
     if (tick == NULL) goto done;
@@ -280,13 +307,24 @@ static void Replayer_dealloc(Replayer *self) {
 
 static int Replayer_init(Replayer *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"array_type", "shape", "dtype", "plan", "entry", "token", "run", "binder", "slot",
-                            "recording", "backend", "lock", "current_stream", "use_tick", NULL};
-    PyObject *array_type, *shape, *dtype, *plan, *entry, *token, *run, *binder, *slot, *recording, *backend,
-        *lock, *current_stream, *use_tick;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "$OOOOOOOOOOOOOO", names, &array_type, &shape, &dtype, &plan,
+                            "recording", "backend", "lock", "current_stream", "use_tick", "graph_launch", NULL};
+    PyObject *array_type = NULL, *shape = NULL, *dtype = NULL, *plan = NULL, *entry = NULL, *token = NULL,
+        *run = NULL, *binder = NULL, *slot = NULL, *recording = NULL, *backend = NULL, *lock = NULL,
+        *current_stream = NULL, *use_tick = NULL;
+    Py_ssize_t graph_launch = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOOOOOOn", names, &array_type, &shape, &dtype, &plan,
                                      &entry, &token, &run, &binder, &slot, &recording, &backend, &lock,
-                                     &current_stream, &use_tick))
+                                     &current_stream, &use_tick, &graph_launch))
         return -1;
+    PyObject *given[] = {array_type, shape, dtype, plan, entry, token, run, binder, slot, recording, backend, lock,
+                         current_stream, use_tick};
+    for (int i = 0; i < 14; i++) {
+        if (given[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "Replayer() needs the keyword argument %s", names[i]);
+            return -1;
+        }
+    }
+    self->graph_launch = (graph_launch_fn)(intptr_t)graph_launch;
     if (!PyType_Check(array_type) || !PyTuple_Check(shape)) {
         PyErr_SetString(PyExc_TypeError, "Replayer: array_type must be a type and shape a tuple");
         return -1;
@@ -350,6 +388,91 @@ static PyTypeObject ReplayerType = {
     .tp_methods = Replayer_methods,
 };
 
+/* The base of GraphedFunction: a call is offered to its compiled replay first (no Python frame at
+ * all when it serves it), else handed to the Python path, ``_call``. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *replayer; /* a Replayer, or NULL */
+    PyObject *dict;
+    PyObject *weaklist;
+} FastFunction;
+
+static PyObject *s__call;
+
+static PyObject *FastFunction_call(FastFunction *self, PyObject *args, PyObject *kwargs) {
+    if (self->replayer != NULL && (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0)) {
+        PyObject *out = Replayer_replay((Replayer *)self->replayer, args);
+        if (out != Py_None) return out; /* the result, or NULL with its exception */
+        Py_DECREF(out);
+    }
+    PyObject *python_path = PyObject_GetAttr((PyObject *)self, s__call);
+    if (python_path == NULL) return NULL;
+    PyObject *out = PyObject_Call(python_path, args, kwargs);
+    Py_DECREF(python_path);
+    return out;
+}
+
+static PyObject *FastFunction_get_replayer(FastFunction *self, void *closure) {
+    PyObject *r = self->replayer ? self->replayer : Py_None;
+    Py_INCREF(r);
+    return r;
+}
+
+static int FastFunction_set_replayer(FastFunction *self, PyObject *value, void *closure) {
+    if (value != NULL && value != Py_None && !PyObject_TypeCheck(value, &ReplayerType)) {
+        PyErr_SetString(PyExc_TypeError, "_replayer must be a Replayer or None");
+        return -1;
+    }
+    PyObject *old = self->replayer;
+    self->replayer = (value == NULL || value == Py_None) ? NULL : value;
+    Py_XINCREF(self->replayer);
+    Py_XDECREF(old);
+    return 0;
+}
+
+static int FastFunction_traverse(FastFunction *self, visitproc visit, void *arg) {
+    Py_VISIT(self->replayer);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int FastFunction_clear(FastFunction *self) {
+    Py_CLEAR(self->replayer);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void FastFunction_dealloc(FastFunction *self) {
+    /* (A subclass instance's type reference is dropped by the subclass's own dealloc.) */
+    PyObject_GC_UnTrack(self);
+    if (self->weaklist != NULL) PyObject_ClearWeakRefs((PyObject *)self);
+    FastFunction_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyGetSetDef FastFunction_getset[] = {
+    {"_replayer", (getter)FastFunction_get_replayer, (setter)FastFunction_set_replayer,
+     "the compiled replay tried first (cupygraph/backends/cupy_fast.py), or None", NULL},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL},
+};
+
+static PyTypeObject FastFunctionType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cupygraph.backends._replay.FastFunction",
+    .tp_basicsize = sizeof(FastFunction),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A callable that offers each call to its compiled replay first, else to self._call.",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)FastFunction_dealloc,
+    .tp_traverse = (traverseproc)FastFunction_traverse,
+    .tp_clear = (inquiry)FastFunction_clear,
+    .tp_call = (ternaryfunc)FastFunction_call,
+    .tp_getset = FastFunction_getset,
+    .tp_dictoffset = offsetof(FastFunction, dict),
+    .tp_weaklistoffset = offsetof(FastFunction, weaklist),
+};
+
 static PyMethodDef module_methods[] = {
     {"references", (PyCFunction)references, METH_O,
      "references(item) -> the four counts that say whether a ring's array is free again"},
@@ -370,19 +493,26 @@ PyMODINIT_FUNC PyInit__replay(void) {
     INTERN(s_last_stream, "_last_stream"); INTERN(s_active, "_active"); INTERN(s_current, "current");
     INTERN(s_ring, "ring"); INTERN(s_banks, "_banks"); INTERN(s_fresh, "fresh"); INTERN(s_launch, "launch");
     INTERN(s_away, "away"); INTERN(s_replay_count, "replay_count"); INTERN(s_last_used, "last_used");
-    INTERN(s_hits, "hits"); INTERN(s_calls, "_calls");
+    INTERN(s_hits, "hits"); INTERN(s_calls, "_calls"); INTERN(s_handle, "handle");
     if ((one = PyLong_FromLong(1)) == NULL) return NULL;
     PyObject *weakref = PyImport_ImportModule("weakref");
     if (weakref == NULL) return NULL;
     getweakrefcount = PyObject_GetAttrString(weakref, "getweakrefcount");
     Py_DECREF(weakref);
     if (getweakrefcount == NULL) return NULL;
-    if (PyType_Ready(&ReplayerType) < 0) return NULL;
+    INTERN(s__call, "_call");
+    if (PyType_Ready(&ReplayerType) < 0 || PyType_Ready(&FastFunctionType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     Py_INCREF(&ReplayerType);
     if (PyModule_AddObject(m, "Replayer", (PyObject *)&ReplayerType) < 0) {
         Py_DECREF(&ReplayerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastFunctionType);
+    if (PyModule_AddObject(m, "FastFunction", (PyObject *)&FastFunctionType) < 0) {
+        Py_DECREF(&FastFunctionType);
         Py_DECREF(m);
         return NULL;
     }

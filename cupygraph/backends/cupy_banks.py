@@ -33,11 +33,14 @@ MAX_BANKS = 2
 class Bank:
     """One executable per graph step, the addresses its nodes hold, and how to launch it."""
 
-    __slots__ = ("_owned", "current", "executables", "fresh", "launch")
+    __slots__ = ("_owned", "current", "executables", "fresh", "handle", "launch")
 
     def __init__(self, launch: Callable[[], None], executables: dict[int, ctypes.c_void_p], current: list[int],
-                 owned: Sequence[int] = ()):
+                 owned: Sequence[int] = (), handle: int = 0):
         self.launch = launch
+        self.handle = handle
+        """The one executable ``launch`` launches, where it launches just one (else 0): the compiled
+        replay (``cupy_fast``) launches it with ``cuGraphLaunch`` directly."""
         self.executables = executables
         """Handle of the first bank's executable (what ``KernelNode.executable`` names) -> this bank's."""
         self.current = current
@@ -70,7 +73,8 @@ def first_bank(steps: Sequence[Any], launch: Callable[[], None], current: list[i
         handles = executable_of(step)
         if handles is not None:
             executables[handles[1]] = ctypes.c_void_p(handles[1])
-    return Bank(launch, executables, current)
+    single = executable_of(steps[0]) if len(steps) == 1 else None
+    return Bank(launch, executables, current, handle=single[1] if single else 0)
 
 
 class _Executable:
@@ -121,7 +125,8 @@ def another_bank(steps: Sequence[Any], current: list[int]) -> Optional[Bank]:
         Bank(_launch_nothing, {}, [], made).destroy()
         return None
     launch = launched[0].launch if len(launched) == 1 else functools.partial(_launch_all, tuple(launched))
-    bank = Bank(launch, executables, current, made)
+    single = len(launched) == 1 and isinstance(launched[0], _Executable)
+    bank = Bank(launch, executables, current, made, handle=made[0] if single else 0)
     for step in launched:
         if isinstance(step, _Executable):
             step.bank = bank  # a cycle on purpose: the executables outlive no launcher of theirs

@@ -13,17 +13,23 @@ some bank of the graph already holds and an array of the output's ring is free a
 stream. It then does what the Python path does, on the same objects (one state for both): under
 the family lock, check that the plan still points at its live entry with the same constants, take
 the ring's array, switch banks if the other one holds the addresses, mark the bank launched,
-launch, count the replay, the use tick and the plan's hit. Anything else, it returns None before
+launch (the bank's one executable with ``cuGraphLaunch`` on the caller's stream, the GIL released as
+``Graph.launch`` releases it; else, or where the driver refuses, through the bank's own launch),
+count the replay, the use tick and the plan's hit. Anything else, it returns None before
 changing anything and ``GraphedFunction.__call__`` goes on as without it.
 
-Where no C compiler was found at install, ``COMPILED`` is False and every call takes the Python
-path (same results, more host time). The extension reads the objects' attributes by name: the
+``GraphedFunction`` derives from the compiled ``FastFunction``, whose call offers the arguments to
+the replayer its ``PlanCache`` published (no Python frame at all when it serves them) before
+``GraphedFunction._call``. Where no C compiler was found at install (``compiled.py``), every call
+takes the Python path (same results, more host time). The extension reads the objects' attributes by name: the
 names it uses are listed in ``_replay.c`` (``PyInit__replay``); renaming one of them hands every
 call back to Python, which ``tests/gpu/test_fast_replay.py`` would show.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import sys
 import weakref
 from collections.abc import Callable
@@ -31,15 +37,10 @@ from typing import Any, Optional
 
 import cupy
 
-try:
-    from ._replay import Replayer
-    from ._replay import references as _compiled_references
-except ImportError:  # built without a C compiler: the Python path serves every call
-    Replayer = None  # type: ignore[assignment,misc]
-    _compiled_references = None  # type: ignore[assignment]
+from .compiled import COMPILED, Replayer
+from .compiled import references as _compiled_references
 
-COMPILED = Replayer is not None
-"""Whether the compiled replay is installed."""
+__all__ = ["COMPILED", "graph_launch_address", "references", "replayer"]
 
 
 def _python_references(item: list[Any]) -> tuple[int, int, int, int]:
@@ -57,6 +58,18 @@ let go of it. One implementation per process (C or Python): their counts differ 
 temporaries, so a ring is only ever measured by one of them."""
 
 
+@functools.cache
+def graph_launch_address() -> int:
+    """Where ``cuGraphLaunch`` is in libcuda (0 where it is not found): the compiled replay launches a
+    bank's one executable with it, as ``Graph.launch`` does through the runtime, without the Python
+    call around it."""
+    try:
+        fn = ctypes.CDLL("libcuda.so.1").cuGraphLaunch
+    except (OSError, AttributeError):
+        return 0
+    return ctypes.cast(fn, ctypes.c_void_p).value or 0
+
+
 def replayer(plan: Any, entry: Any, binder: Any, argument: Any, output: Any, lock: Any,
              use_tick: Callable[[], int]) -> Optional[Any]:
     """The compiled replay of ``plan``'s calls through ``binder`` (its one bound ``argument`` slot and
@@ -68,4 +81,4 @@ def replayer(plan: Any, entry: Any, binder: Any, argument: Any, output: Any, loc
         array_type=cupy.ndarray, shape=tuple(shape), dtype=dtype, plan=plan, entry=entry,
         token=entry.constants_token, run=entry.run, binder=binder, slot=output,
         recording=binder.recording, backend=entry.backend, lock=lock,
-        current_stream=cupy.cuda.get_current_stream, use_tick=use_tick)
+        current_stream=cupy.cuda.get_current_stream, use_tick=use_tick, graph_launch=graph_launch_address())

@@ -9,10 +9,13 @@ changes one condition of a call that is otherwise served, and checks that nothin
 from __future__ import annotations
 
 import copy
+import ctypes
+import gc
 import importlib.util
 import shutil
 import sysconfig
 import threading
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -20,6 +23,7 @@ import pytest
 
 import cupygraph as cg
 from cupygraph.api.plans import RETIRED, Plan, PlanCache
+from cupygraph.backends.compiled import PythonFastFunction
 
 try:
     from cupygraph.backends import _replay
@@ -59,14 +63,14 @@ class Array:
 
 
 class Bank:
-    def __init__(self, name, current, log):
-        self.current, self.fresh = list(current), True
+    def __init__(self, name, current, log, handle):
+        self.current, self.fresh, self.handle = list(current), True, handle
         self.launch = lambda: log.append(name)
 
 
-def _world():
+def _world(graph_launch=0):
     log: list[str] = []
-    banks = [Bank("bank0", [IN, OUT], log), Bank("bank1", [IN, OTHER_OUT], log)]
+    banks = [Bank("bank0", [IN, OUT], log, 0xA0), Bank("bank1", [IN, OTHER_OUT], log, 0)]
     stream = SimpleNamespace(ptr=STREAM)
     w = SimpleNamespace(log=log, banks=banks, stream=stream, lock=threading.Lock(), ticks=iter(range(100, 200)))
     w.recording = SimpleNamespace(launch=banks[0].launch)
@@ -82,7 +86,7 @@ def _world():
     w.replayer = _replay.Replayer(
         array_type=Array, shape=(4, 3), dtype=DTYPE, plan=w.plan, entry=w.entry, token=None, run=w.entry.run,
         binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=w.lock,
-        current_stream=lambda: w.stream, use_tick=lambda: next(w.ticks))
+        current_stream=lambda: w.stream, use_tick=lambda: next(w.ticks), graph_launch=graph_launch)
     return w
 
 
@@ -210,19 +214,20 @@ class _Entry:
         return self.made
 
 
-def test_the_plan_cache_tries_the_replay_first_and_drops_it_with_its_plan():
-    cache = PlanCache(np.ndarray, ())
+def test_the_plan_cache_publishes_the_replay_and_takes_it_back_with_its_plan():
+    published: list = []
+    cache = PlanCache(np.ndarray, (), publish=published.append)
     made = SimpleNamespace(replay=lambda args: "served")
     made.plan = plan = Plan(_Entry(made), "FULL", (0,), ())
     x = np.zeros((4, 3))
     cache.remember((x,), plan)
     cache.compile(plan, threading.Lock())
-    assert plan.fast is True and cache.replay is made.replay
+    assert plan.fast is True and published == [made]
     refused = Plan(_Entry(None), "FULL", (0,), ())
     cache.compile(refused, threading.Lock())
-    assert refused.fast is False and cache.replay is made.replay  # a refusal keeps the one given
+    assert refused.fast is False and published == [made]  # a refusal keeps the one given
     cache.clear()
-    assert cache.replay is None and plan.entry is RETIRED
+    assert published == [made, None] and plan.entry is RETIRED  # (it would hold the entry's graphs)
 
 
 def test_the_host_reference_never_takes_the_compiled_replay():
@@ -230,4 +235,75 @@ def test_the_host_reference_never_takes_the_compiled_replay():
     for seed in range(3):
         x = np.random.default_rng(seed).standard_normal((4, 3))
         np.testing.assert_array_equal(f(x), x * 2.0)
-    assert f._plans.replay is None
+    assert f._replayer is None
+
+
+LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+@needs_extension
+def test_a_bank_with_one_executable_is_launched_through_the_driver_entry_point():
+    """``graph_launch`` stands for ``cuGraphLaunch``: called with the bank's executable and the
+    caller's stream; a bank without one handle, or a refusal, goes through the bank's own launch."""
+    calls, status = [], [0]
+
+    def driver(exec_handle, stream):
+        calls.append((exec_handle, stream))
+        return status[0]
+
+    entry_point = LAUNCH(driver)
+    w = _world(ctypes.cast(entry_point, ctypes.c_void_p).value)
+    out = w.replayer.replay((Array(IN),))
+    assert out is w.out and calls == [(0xA0, STREAM)] and w.log == []  # the driver launched it
+    assert (w.plan.hits, w.entry.replay_count) == (1, 1)
+    del out
+    status[0] = 201  # refused (a thread with no current context): the bank's launch reports or recovers
+    assert w.replayer.replay((Array(IN),)) is w.out
+    assert len(calls) == 2 and w.log == ["bank0"]
+    assert not w.lock.locked()
+
+
+@needs_extension
+def test_a_replayer_missing_an_argument_names_it():
+    with pytest.raises(TypeError, match="keyword argument use_tick"):
+        _replay.Replayer(array_type=Array, shape=(4, 3), dtype=DTYPE, plan=None, entry=None, token=None, run=None,
+                         binder=None, slot=None, recording=None, backend=None, lock=threading.Lock(),
+                         current_stream=lambda: None)
+
+
+def _function(base):
+    class Function(base):
+        def __init__(self):
+            self.calls = []
+
+        def _call(self, *args, **kwargs):
+            self.calls.append((args, kwargs))
+            return "python"
+
+    return Function()
+
+
+@needs_extension
+def test_a_compiled_function_offers_each_call_to_its_replayer_first():
+    w = _world()
+    f = _function(_replay.FastFunction)
+    assert f(Array(IN)) == "python"  # no replayer yet
+    f._replayer = w.replayer
+    assert f(Array(IN)) is w.out and len(f.calls) == 1  # served: no Python frame
+    assert f(Array(IN), flag=1) == "python"  # keywords: the Python path
+    assert f(Array(0x9000)) == "python"  # handed back
+    assert f.calls[-1] == ((f.calls[-1][0][0],), {}) and w.replayer.passed == 1
+    with pytest.raises(TypeError, match="Replayer"):
+        f._replayer = object()
+    f._replayer = None
+    assert f(Array(IN)) == "python"
+    ref = weakref.ref(f)
+    f.cycle = f  # a cycle through its __dict__: the collector frees it
+    del f
+    gc.collect()
+    assert ref() is None
+
+
+def test_without_the_compiler_every_call_takes_the_python_path():
+    f = _function(PythonFastFunction)
+    assert f(1, k=2) == "python" and f.calls == [((1,), {"k": 2})]
