@@ -183,9 +183,12 @@ static int replay_locked(Replayer *self, PyObject *a, PyObject **out) {
     if (!PyList_CheckExact(ring)) { result = MISS; goto done; }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ring); i++) {
         PyObject *item = PyList_GET_ITEM(ring, i);
+        Py_INCREF(item);  /* (held while its counts are read: reading may run other Python code) */
         ok = ring_item_free(item, stream_ptr);
+        if (ok > 0) { array = PyList_GET_ITEM(item, 0); Py_INCREF(array); }
+        Py_DECREF(item);
         if (ok < 0) goto done;
-        if (ok) { array = PyList_GET_ITEM(item, 0); Py_INCREF(array); break; }
+        if (ok) break;
     }
     if (array == NULL) { result = MISS; goto done; }
     if ((out_ptr = attr_ptr(array)) == NULL) goto done;
@@ -205,17 +208,16 @@ static int replay_locked(Replayer *self, PyObject *a, PyObject **out) {
             ok = holds(held, in_ptr, out_ptr);
             Py_DECREF(held);
             if (ok < 0) goto done;
-            if (ok) found = bank;
+            if (ok) { found = bank; Py_INCREF(found); }
         }
         if (found == NULL) { result = MISS; goto done; }  /* nodes to re-point: the Python path */
         /* CupyBinder._switch(found) */
         PyObject *launch = PyObject_GetAttr(found, s_launch);
-        if (launch == NULL) goto done;
+        if (launch == NULL) { Py_DECREF(found); goto done; }
         int rc = PyObject_SetAttr(self->recording, s_launch, launch);
         Py_DECREF(launch);
-        if (rc < 0 || PyObject_SetAttr(self->binder, s_active, found) < 0) goto done;
-        Py_INCREF(found);
-        Py_SETREF(active, found);
+        Py_SETREF(active, found);  /* (the reference taken when found) */
+        if (rc < 0 || PyObject_SetAttr(self->binder, s_active, active) < 0) goto done;
     }
     /* CupyBinder.bind's bookkeeping, then CUDAGraphEntry.launch */
     if (PyObject_SetAttr(active, s_fresh, Py_False) < 0) goto done;
@@ -400,8 +402,12 @@ typedef struct {
 static PyObject *s__call;
 
 static PyObject *FastFunction_call(FastFunction *self, PyObject *args, PyObject *kwargs) {
-    if (self->replayer != NULL && (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0)) {
-        PyObject *out = Replayer_replay((Replayer *)self->replayer, args);
+    PyObject *replayer = self->replayer;
+    if (replayer != NULL && (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0)) {
+        /* Held for the call: another thread may publish a new one while this one waits for the lock. */
+        Py_INCREF(replayer);
+        PyObject *out = Replayer_replay((Replayer *)replayer, args);
+        Py_DECREF(replayer);
         if (out != Py_None) return out; /* the result, or NULL with its exception */
         Py_DECREF(out);
     }
