@@ -1,6 +1,7 @@
 """``cupygraph.jit``: the JAX-style front door that captures per batch shape and replays.
 
-The hot path is ``GraphedFunction.__call__`` with a known plan: find the plan, ``entry.run``.
+The hot path is the compiled replay a plan may publish (``backends/cupy_fast.py``), else
+``GraphedFunction._call`` with a known plan: find the plan, ``entry.run``.
 Classifying arguments, asking the dispatcher and the cache, capturing: once per new signature."""
 
 from __future__ import annotations

@@ -163,3 +163,27 @@ def test_timed_replays_stay_on_the_python_path_and_are_timed():
     assert g._replayer is None
     (entry,) = list(g.registry.entries())
     assert entry.replay_count >= 5 and entry.total_replay_s > 0
+
+
+def test_a_chain_with_programmatic_edges_is_served_and_equal_eager():
+    affine = get_kernel("elementwise.cu", "affine")
+    squash = get_kernel("elementwise.cu", "squash")
+
+    def f(x):
+        x = cupy.ascontiguousarray(x)
+        n = x.size
+        grid = (min(1024, (n + 255) // 256),)
+        a, b = cupy.empty_like(x), cupy.empty_like(x)
+        affine(grid, (256,), (x, a, np.int64(n), np.float32(1.5), np.float32(0.25)))
+        squash(grid, (256,), (a, b, np.int64(n)))
+        return b
+
+    rng = np.random.default_rng(6)
+    g = jit(f)
+    x = rand(rng, 8)
+    for _ in range(20):
+        x[...] = rand(rng, 8)
+        check(g, f, x)
+    assert served(g) >= 15
+    (entry,) = list(g.registry.entries())
+    assert entry.recording.pdl is not None
