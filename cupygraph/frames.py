@@ -61,6 +61,18 @@ def is_library_frame(frame: FrameType) -> bool:
     return is_library_file(frame.f_code.co_filename)
 
 
+def called_from_user(depth: int, skip_package: str = "") -> bool:
+    """Whether the frame ``depth`` levels above the caller (``sys._getframe(depth)`` there) is the
+    user's code, not cupygraph's or a library's; frames of the top-level package ``skip_package``
+    are passed over first (the interceptions of ``backends/host_uploads.py`` and ``host_escapes.py``
+    ask this of the call they intercepted)."""
+    frame: Optional[FrameType] = sys._getframe(depth + 1)
+    while skip_package and frame is not None and \
+            str(frame.f_globals.get("__name__", "")).split(".", 1)[0] == skip_package:
+        frame = frame.f_back
+    return frame is not None and not is_library_frame(frame)
+
+
 def format_location(filename: str, lineno: int) -> str:
     """`` (at file.py:LINE: code)``; without the code where the source cannot be read."""
     code = linecache.getline(filename, lineno).strip()

@@ -22,12 +22,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import FrameType
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
-from ..frames import is_library_frame
+from ..frames import called_from_user
 from ..reasons import FallbackReason
 from .host_guard import _refuse, capture_run_active
 from .uploads import Interception
@@ -47,10 +46,7 @@ def _caller_is_user(skip_scipy: bool = False) -> bool:
     """Whether the intercepted call came from the user's code (frames: this <- handler <- the
     replacement <- the caller); with ``skip_scipy``, the first frame outside SciPy decides, since
     cupygraph's own host spmm multiplies sparse matrices too and must not be refused."""
-    frame: Optional[FrameType] = sys._getframe(3)
-    while skip_scipy and frame is not None and str(frame.f_globals.get("__name__", "")).split(".", 1)[0] == "scipy":
-        frame = frame.f_back
-    return frame is not None and not is_library_frame(frame)
+    return called_from_user(3, "scipy" if skip_scipy else "")
 
 
 _SPARSE_HINT = ("a SciPy sparse product, whose GPU counterpart (cupyx.scipy.sparse) runs cuSPARSE, which CuPy "

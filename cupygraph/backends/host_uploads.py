@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..frames import is_library_frame, location_in_stack
+from ..frames import called_from_user, location_in_stack
 from .base import ReplayMismatch
 from .host_guard import CaptureArray, capture_run_active, guarded
 from .uploads import CREATORS, UNSUPPORTED_KINDS, Interception, UploadLedger, new_ledger
@@ -86,7 +86,7 @@ def _holds_capture_array(obj: Any) -> bool:
 
 def _called_by_user() -> bool:
     # Frames: this <- handler <- Interception's replacement <- the caller.
-    return not getattr(_inside, "depth", 0) and not is_library_frame(sys._getframe(3))
+    return not getattr(_inside, "depth", 0) and called_from_user(3)
 
 
 def _upload(original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[np.ndarray]:
