@@ -159,3 +159,9 @@ class Backend(abc.ABC):
 
     def synchronize(self) -> None:  # noqa: B027 (optional hook: a synchronous backend has nothing to wait for)
         """Wait for all work this backend enqueued (tests and timing only; never on the hot path)."""
+
+
+def on_gpu(*values: Any) -> bool:
+    """Whether any of ``values`` is a CuPy array or value (told by its type's module, so CuPy is never
+    imported here): the test by which linalg and control flow pick the GPU or the host route."""
+    return any(type(v).__module__.split(".", 1)[0] == "cupy" for v in values)

@@ -38,6 +38,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..backends.base import on_gpu
 from ..backends.host_guard import capture_run_active, reads_allowed
 from .nodes import (
     capturing_stream,
@@ -95,7 +96,7 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Optional[Callable[[], 
     stream = capturing_stream()
     with _in_body():
         if stream is None:
-            if _is_cupy(pred):
+            if on_gpu(pred):
                 warm_kernels()
             chosen = true_fn if _host_truth(pred, "cond's pred") else false_fn
             if chosen is not None:
@@ -159,12 +160,8 @@ def _host_truth(value: Any, what: str) -> bool:
         return bool(value.item())
 
 
-def _is_cupy(value: Any) -> bool:
-    return type(value).__module__.split(".", 1)[0] == "cupy"
-
-
 def _count_like(flag: Any, count: int) -> Any:
-    if _is_cupy(flag):
+    if on_gpu(flag):
         import cupy
 
         return cupy.full((), count, dtype=cupy.int32)
@@ -174,7 +171,7 @@ def _count_like(flag: Any, count: int) -> Any:
 def _host_while(cond_fn: Callable[[], Any], body_fn: Callable[[], Any], limit: int) -> Any:
     count = 0
     flag = cond_fn()
-    if _is_cupy(flag):
+    if on_gpu(flag):
         warm_kernels()
     while _host_truth(flag, "while_loop's cond_fn()") and (limit < 0 or count < limit):
         with _as_recorded("while_loop"):

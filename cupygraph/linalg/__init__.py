@@ -41,6 +41,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..backends.base import on_gpu as _on_gpu
 from ._binding import BINDINGS, CublasError, load_binding
 from ._contract import einsum, tensordot
 from ._shapes import SUPPORTED, scale_dtype
@@ -72,11 +73,6 @@ __all__ = [
     "svd",
     "tensordot",
 ]
-
-
-def _on_gpu(*values: Any) -> bool:
-    """Whether any argument is a CuPy array (looked up by type, so CuPy is never imported here)."""
-    return any(type(v).__module__.split(".", 1)[0] == "cupy" for v in values)
 
 
 def matmul(a: Any, b: Any, /, out: Optional[Any] = None) -> Any:

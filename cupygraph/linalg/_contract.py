@@ -10,9 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-
-def _on_gpu(*values: Any) -> bool:
-    return any(type(v).__module__.split(".", 1)[0] == "cupy" for v in values)
+from ..backends.base import on_gpu as _on_gpu
 
 
 def _matmul(a: Any, b: Any) -> Any:

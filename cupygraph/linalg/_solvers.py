@@ -13,15 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.base import on_gpu as _on_gpu
 from ..errors import CupyGraphError
 
 
 class LinAlgFailure(CupyGraphError, np.linalg.LinAlgError):
     """``check(info)`` found a failed factorisation (singular, not positive definite, no convergence)."""
-
-
-def _on_gpu(*values: Any) -> bool:
-    return any(type(v).__module__.split(".", 1)[0] == "cupy" for v in values)
 
 
 def _impl(*values: Any) -> Any:
