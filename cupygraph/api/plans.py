@@ -7,11 +7,14 @@ locks (the JAX ``cache_miss`` / fast path split).
 
 from __future__ import annotations
 
+import logging
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from ..cache.entry import CUDAGraphEntry
+
+logger = logging.getLogger("cupygraph")
 
 PLANS_LIMIT = 4096
 """Plans kept per function; the cache starts over beyond (whatever callers pass, memory is bounded)."""
@@ -146,7 +149,11 @@ class PlanCache:
         """Ask, once per plan, for the compiled replay of ``plan``'s calls; the newest one given is the
         one tried first (one steady signature is served by it; others by ``find``). Under the lock."""
         plan.fast = False
-        made = plan.entry.fast_replayer(plan, lock)
+        try:
+            made = plan.entry.fast_replayer(plan, lock)
+        except Exception as err:  # the call itself succeeded: it must not fail for want of a faster path
+            logger.debug("cupygraph: no compiled replay for this plan: %s", err, exc_info=True)
+            return
         if made is not None:
             plan.fast = True
             self._replayer = made

@@ -58,16 +58,23 @@ static int ring_item_free(PyObject *item, PyObject *stream_ptr) {
     if (!PyList_CheckExact(item) || PyList_GET_SIZE(item) != 3) return 0;
     int same = PyObject_RichCompareBool(PyList_GET_ITEM(item, 1), stream_ptr, Py_EQ);
     if (same != 1) return same;
+    if (PyList_GET_SIZE(item) != 3) return 0;  /* (re-read: the compare may have run Python code) */
     PyObject *then = PyList_GET_ITEM(item, 2);
     if (!PyTuple_CheckExact(then) || PyTuple_GET_SIZE(then) != 4) return 0;
+    Py_INCREF(then);  /* held across measure(), which may run Python code */
     Py_ssize_t now[4];
-    if (measure(item, now) < 0) return -1;
-    for (int i = 0; i < 4; i++) {
-        Py_ssize_t v = PyLong_AsSsize_t(PyTuple_GET_ITEM(then, i));
-        if (v == -1 && PyErr_Occurred()) return -1;
-        if (v != now[i]) return 0;
+    int result = 1;
+    if (measure(item, now) < 0) {
+        result = -1;
+    } else {
+        for (int i = 0; i < 4 && result == 1; i++) {
+            Py_ssize_t v = PyLong_AsSsize_t(PyTuple_GET_ITEM(then, i));
+            if (v == -1 && PyErr_Occurred()) result = -1;
+            else if (v != now[i]) result = 0;
+        }
     }
-    return 1;
+    Py_DECREF(then);
+    return result;
 }
 
 /* Whether ``current`` (a bank's addresses) is exactly [input, output]. */
@@ -75,6 +82,7 @@ static int holds(PyObject *current, PyObject *in_ptr, PyObject *out_ptr) {
     if (!PyList_CheckExact(current) || PyList_GET_SIZE(current) != 2) return 0;
     int same = PyObject_RichCompareBool(PyList_GET_ITEM(current, 0), in_ptr, Py_EQ);
     if (same != 1) return same;
+    if (PyList_GET_SIZE(current) != 2) return 0;  /* (re-read: the compare may have run Python code) */
     return PyObject_RichCompareBool(PyList_GET_ITEM(current, 1), out_ptr, Py_EQ);
 }
 
@@ -128,10 +136,19 @@ typedef struct {
 } Replayer;
 
 /* Launch the bank's one executable with the driver, as its launch would: 1 when launched, 0 when
- * its launch must do it (no handle, no driver entry point, or a status the Python launch should
- * report in its own words, e.g. a thread with no current context yet, which the runtime sets up). */
+ * its launch must do it (no handle, no driver entry point, the recording's launch is not the bank's
+ * own (something wraps it), or a thread with no current context yet), -1 with an exception. */
 static int launch_direct(Replayer *self, PyObject *bank, PyObject *stream_ptr) {
     if (self->graph_launch == NULL) return 0;
+    PyObject *theirs = PyObject_GetAttr(self->recording, s_launch);
+    if (theirs == NULL) return -1;
+    PyObject *own = PyObject_GetAttr(bank, s_launch);
+    if (own == NULL) { Py_DECREF(theirs); return -1; }
+    int same = theirs == own || PyObject_RichCompareBool(theirs, own, Py_EQ) == 1;
+    Py_DECREF(theirs);
+    Py_DECREF(own);
+    if (PyErr_Occurred()) return -1;
+    if (!same) return 0;
     PyObject *handle = PyObject_GetAttr(bank, s_handle);
     if (handle == NULL) return -1;
     void *exec = PyLong_Check(handle) ? PyLong_AsVoidPtr(handle) : NULL;
@@ -143,7 +160,15 @@ static int launch_direct(Replayer *self, PyObject *bank, PyObject *stream_ptr) {
     Py_BEGIN_ALLOW_THREADS  /* as CuPy's Graph.launch: a full launch queue blocks here */
     status = self->graph_launch(exec, stream);
     Py_END_ALLOW_THREADS
-    return status == 0;
+    if (status == 0) return 1;
+    /* A thread with no current context yet (CUDA_ERROR_INVALID_CONTEXT, or NOT_INITIALIZED): nothing
+     * was queued, and the bank's launch goes through the runtime, which sets the context up. Any
+     * other status may report an earlier asynchronous error after this launch was queued: never
+     * launch again, report it. */
+    if (status == 201 || status == 3) return 0;
+    PyErr_Format(PyExc_RuntimeError,
+                 "cuGraphLaunch failed with CUDA error %d (this or an earlier asynchronous launch failed)", status);
+    return -1;
 }
 
 #define MISS 0
@@ -203,12 +228,13 @@ static int replay_locked(Replayer *self, PyObject *a, PyObject **out) {
         PyObject *found = NULL;
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(banks) && found == NULL; i++) {
             PyObject *bank = PyList_GET_ITEM(banks, i);
+            Py_INCREF(bank);  /* held while its addresses are compared (that may run Python code) */
             PyObject *held = PyObject_GetAttr(bank, s_current);
-            if (held == NULL) goto done;
-            ok = holds(held, in_ptr, out_ptr);
-            Py_DECREF(held);
+            ok = held == NULL ? -1 : holds(held, in_ptr, out_ptr);
+            Py_XDECREF(held);
+            if (ok == 1) found = bank;
+            else Py_DECREF(bank);
             if (ok < 0) goto done;
-            if (ok) { found = bank; Py_INCREF(found); }
         }
         if (found == NULL) { result = MISS; goto done; }  /* nodes to re-point: the Python path */
         /* CupyBinder._switch(found) */
@@ -272,8 +298,18 @@ static PyObject *Replayer_replay(Replayer *self, PyObject *args) {
     PyErr_Fetch(&type, &value, &tb);
     r = PyObject_CallNoArgs(self->release);
     if (r == NULL) {
-        Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
         Py_XDECREF(out);
+        if (type != NULL) {  /* the replay's exception becomes the release's __context__, as in ``finally`` */
+            PyObject *type2, *value2, *tb2;
+            PyErr_NormalizeException(&type, &value, &tb);
+            if (tb != NULL) PyException_SetTraceback(value, tb);
+            PyErr_Fetch(&type2, &value2, &tb2);
+            PyErr_NormalizeException(&type2, &value2, &tb2);
+            PyException_SetContext(value2, value); /* steals value */
+            PyErr_Restore(type2, value2, tb2);
+            Py_DECREF(type);
+            Py_XDECREF(tb);
+        }
         return NULL;
     }
     Py_DECREF(r);
@@ -327,6 +363,10 @@ static int Replayer_init(Replayer *self, PyObject *args, PyObject *kwds) {
         }
     }
     self->graph_launch = (graph_launch_fn)(intptr_t)graph_launch;
+    if (self->plan != NULL) {
+        PyErr_SetString(PyExc_TypeError, "Replayer: already initialised (a call may be inside it)");
+        return -1;
+    }
     if (!PyType_Check(array_type) || !PyTuple_Check(shape)) {
         PyErr_SetString(PyExc_TypeError, "Replayer: array_type must be a type and shape a tuple");
         return -1;

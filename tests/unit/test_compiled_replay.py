@@ -307,3 +307,71 @@ def test_a_compiled_function_offers_each_call_to_its_replayer_first():
 def test_without_the_compiler_every_call_takes_the_python_path():
     f = _function(PythonFastFunction)
     assert f(1, k=2) == "python" and f.calls == [((1,), {"k": 2})]
+
+
+@needs_extension
+def test_a_driver_error_is_raised_never_launched_twice_and_a_wrapped_launch_is_kept():
+    calls, status = [], [700]
+
+    def driver(exec_handle, stream):
+        calls.append(exec_handle)
+        return status[0]
+
+    entry_point = LAUNCH(driver)
+    w = _world(ctypes.cast(entry_point, ctypes.c_void_p).value)
+    with pytest.raises(RuntimeError, match="CUDA error 700"):
+        w.replayer.replay((Array(IN),))
+    assert calls == [0xA0] and w.log == []  # not retried through the bank's launch
+    assert (w.plan.hits, w.entry.replay_count) == (0, 0) and not w.lock.locked()
+    status[0] = 0
+    w.recording.launch = lambda: w.log.append("wrapped")  # e.g. a profiler's wrapper: it must run
+    assert w.replayer.replay((Array(IN),)) is w.out
+    assert w.log == ["wrapped"] and calls == [0xA0]
+
+
+@needs_extension
+def test_a_replayer_cannot_be_initialised_twice():
+    w = _world()
+    with pytest.raises(TypeError, match="already initialised"):
+        w.replayer.__init__(
+            array_type=Array, shape=(4, 3), dtype=DTYPE, plan=w.plan, entry=w.entry, token=None, run=w.entry.run,
+            binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=w.lock,
+            current_stream=lambda: w.stream, use_tick=lambda: 0)
+
+
+@needs_extension
+def test_a_failing_release_keeps_the_replays_error_as_its_context():
+    w = _world()
+
+    class Lock:
+        def acquire(self):
+            return True
+
+        def release(self):
+            raise OSError("release failed")
+
+    w.replayer = _replay.Replayer(
+        array_type=Array, shape=(4, 3), dtype=DTYPE, plan=w.plan, entry=w.entry, token=None, run=w.entry.run,
+        binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=Lock(),
+        current_stream=lambda: w.stream, use_tick=lambda: 0)
+
+    def broken():
+        raise ValueError("launch failed")
+
+    w.recording.launch = broken
+    with pytest.raises(OSError, match="release failed") as info:
+        w.replayer.replay((Array(IN),))
+    assert isinstance(info.value.__context__, ValueError)
+
+
+class _Broken(_Entry):
+    def fast_replayer(self, plan, lock):
+        raise RuntimeError("no replayer")
+
+
+def test_a_failure_to_make_the_replay_leaves_the_call_and_the_plan_on_the_python_path():
+    published: list = []
+    cache = PlanCache(np.ndarray, (), publish=published.append)
+    plan = Plan(_Broken(None), "FULL", (0,), ())
+    cache.compile(plan, threading.Lock())  # does not raise: the call that asked already succeeded
+    assert plan.fast is False and published == []
