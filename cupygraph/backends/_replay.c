@@ -161,11 +161,12 @@ static int launch_direct(Replayer *self, PyObject *bank, PyObject *stream_ptr) {
     status = self->graph_launch(exec, stream);
     Py_END_ALLOW_THREADS
     if (status == 0) return 1;
-    /* A thread with no current context yet (CUDA_ERROR_INVALID_CONTEXT, or NOT_INITIALIZED): nothing
-     * was queued, and the bank's launch goes through the runtime, which sets the context up. Any
-     * other status may report an earlier asynchronous error after this launch was queued: never
-     * launch again, report it. */
-    if (status == 201 || status == 3) return 0;
+    /* Refused before anything was queued: a thread with no current context yet (201; 3 before
+     * initialisation), which the runtime behind the bank's launch sets up, or a stream or handle
+     * of another context (400, 1), which that launch reports in CuPy's words, as the Python path
+     * does. Any other status may report an earlier asynchronous error after this launch was
+     * queued: never launch again, report it. */
+    if (status == 201 || status == 3 || status == 400 || status == 1) return 0;
     PyErr_Format(PyExc_RuntimeError,
                  "cuGraphLaunch failed with CUDA error %d (this or an earlier asynchronous launch failed)", status);
     return -1;

@@ -16,7 +16,10 @@ the ring's array, switch banks if the other one holds the addresses, mark the ba
 launch (the bank's one executable with ``cuGraphLaunch`` on the caller's stream, the GIL released as
 ``Graph.launch`` releases it; else, or where the driver refuses, through the bank's own launch),
 count the replay, the use tick and the plan's hit. Anything else, it returns None before
-changing anything and ``GraphedFunction._call`` goes on as without it.
+changing anything and ``GraphedFunction._call`` goes on as without it. Where several GPUs are
+visible the Python path first routes a call to the family of its array's device; the compiled
+replay needs no such check: under unified addressing an argument at an address one of the home
+graph's executables holds lives on the home device.
 
 ``GraphedFunction`` derives from the compiled ``FastFunction``, whose call offers the arguments to
 the replayer its ``PlanCache`` published (no Python frame at all when it serves them) before

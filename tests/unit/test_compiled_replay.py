@@ -257,10 +257,13 @@ def test_a_bank_with_one_executable_is_launched_through_the_driver_entry_point()
     assert out is w.out and calls == [(0xA0, STREAM)] and w.log == []  # the driver launched it
     assert (w.plan.hits, w.entry.replay_count) == (1, 1)
     del out
-    status[0] = 201  # refused (a thread with no current context): the bank's launch reports or recovers
-    assert w.replayer.replay((Array(IN),)) is w.out
-    assert len(calls) == 2 and w.log == ["bank0"]
-    assert not w.lock.locked()
+    # Refused before anything was queued (no current context yet; a handle or stream of another
+    # context): the bank's own launch sets the context up, or reports the error as the Python path does.
+    for i, refusal in enumerate((201, 3, 400, 1)):
+        status[0] = refusal
+        assert w.replayer.replay((Array(IN),)) is w.out
+        assert len(calls) == 2 + i and w.log == ["bank0"] * (i + 1)
+        assert not w.lock.locked()
 
 
 @needs_extension
