@@ -63,9 +63,10 @@ def main() -> None:
         g_python = g._call  # the whole call, without the compiled base's offer
         # The same replay, launching through recording.launch() instead of cuGraphLaunch.
         python_launch = cupy_fast.Replayer(
-            array_type=cupy.ndarray, shape=x.shape, dtype=x.dtype, plan=plan, entry=entry, token=entry.constants_token,
-            run=entry.run, binder=binder, slot=binder._outputs[0], recording=binder.recording, backend=entry.backend,
-            lock=lock, current_stream=cupy.cuda.get_current_stream, use_tick=use_tick).replay
+            array_type=cupy.ndarray, shapes=(x.shape,), dtypes=(x.dtype,), plan=plan, entry=entry,
+            token=entry.constants_token, run=entry.run, binder=binder, slot=binder._outputs[0],
+            recording=binder.recording, backend=entry.backend, lock=lock,
+            current_stream=cupy.cuda.get_current_stream, use_tick=use_tick).replay
     ring_item = binder._outputs[0].ring[0]
 
     libcuda = ctypes.PyDLL("libcuda.so.1")

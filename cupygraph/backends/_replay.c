@@ -1,8 +1,8 @@
 /* The replay hot path of one zero-copy graph, compiled: cupygraph/backends/cupy_fast.py says when it
  * is used and what it must equal.
  *
- * A Replayer serves the calls of one plan (one array argument of one shape and dtype, bound to the
- * caller's array, and one fresh output taken again from the output's ring) exactly as the Python
+ * A Replayer serves the calls of one plan (up to MAX_ARGUMENTS array arguments of their captured
+ * shapes and dtypes, bound to the caller's arrays, and one fresh output taken again from its ring) exactly as the Python
  * path would (GraphedFunction.__call__ -> CUDAGraphEntry._run_bound_plain -> CupyBinder.bind ->
  * CUDAGraphEntry.launch), and hands any other call back (returns None) before it has changed
  * anything, so the Python path serves it instead: a first call, another shape, a copied argument,
@@ -77,13 +77,17 @@ static int ring_item_free(PyObject *item, PyObject *stream_ptr) {
     return result;
 }
 
-/* Whether ``current`` (a bank's addresses) is exactly [input, output]. */
-static int holds(PyObject *current, PyObject *in_ptr, PyObject *out_ptr) {
-    if (!PyList_CheckExact(current) || PyList_GET_SIZE(current) != 2) return 0;
-    int same = PyObject_RichCompareBool(PyList_GET_ITEM(current, 0), in_ptr, Py_EQ);
-    if (same != 1) return same;
-    if (PyList_GET_SIZE(current) != 2) return 0;  /* (re-read: the compare may have run Python code) */
-    return PyObject_RichCompareBool(PyList_GET_ITEM(current, 1), out_ptr, Py_EQ);
+#define MAX_ARGUMENTS 8
+
+/* Whether ``current`` (a bank's addresses) is exactly [inputs..., output]. */
+static int holds(PyObject *current, PyObject *const *in_ptrs, Py_ssize_t n, PyObject *out_ptr) {
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        /* (the size re-read each time: a compare may run Python code) */
+        if (!PyList_CheckExact(current) || PyList_GET_SIZE(current) != n + 1) return 0;
+        int same = PyObject_RichCompareBool(PyList_GET_ITEM(current, i), i < n ? in_ptrs[i] : out_ptr, Py_EQ);
+        if (same != 1) return same;
+    }
+    return 1;
 }
 
 /* obj.name is ``expected`` (identity); -1 on error. */
@@ -128,7 +132,7 @@ typedef int (*graph_launch_fn)(void *, void *);
 typedef struct {
     PyObject_HEAD
     graph_launch_fn graph_launch;                     /* NULL: launch through recording.launch() */
-    PyObject *array_type, *shape, *dtype;             /* the plan's one argument */
+    PyObject *array_type, *shapes, *dtypes;           /* the plan's array arguments, in order */
     PyObject *plan, *entry, *token, *run;             /* what must still hold under the lock */
     PyObject *binder, *slot, *recording, *backend;    /* the state both paths share */
     PyObject *acquire, *release, *current_stream, *use_tick;
@@ -179,18 +183,24 @@ static int launch_direct(Replayer *self, PyObject *bank, PyObject *stream_ptr) {
 /* Under the family lock: the Python path's checks, then its updates, then the launch. Sets *out
  * (a new reference) when SERVED. Nothing is changed before the last check has passed, except what
  * the Python path would change too (the backend's last stream, for the same stream). */
-static int replay_locked(Replayer *self, PyObject *a, PyObject **out) {
+static int replay_locked(Replayer *self, PyObject *args, PyObject **out) {
     int ok;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
     if ((ok = attr_is(self->plan, s_entry, self->entry)) != 1) return ok;  /* retired: RETIRED */
     if ((ok = attr_true(self->entry, s_alive)) != 1) return ok;
     if ((ok = attr_is(self->entry, s_constants_token, self->token)) != 1) return ok;
     if ((ok = attr_is(self->entry, s_run, self->run)) != 1) return ok;    /* still the plain run */
-    if ((ok = attr_true(a, s_c_contiguous)) != 1) return ok;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((ok = attr_true(PyTuple_GET_ITEM(args, i), s_c_contiguous)) != 1) return ok;
+    }
 
     int result = FAILED;
-    PyObject *in_ptr = NULL, *stream = NULL, *last = NULL, *stream_ptr = NULL, *ring = NULL,
+    PyObject *in_ptrs[MAX_ARGUMENTS] = {NULL};
+    PyObject *stream = NULL, *last = NULL, *stream_ptr = NULL, *ring = NULL,
              *array = NULL, *out_ptr = NULL, *active = NULL, *current = NULL, *banks = NULL, *r = NULL;
-    if ((in_ptr = attr_ptr(a)) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((in_ptrs[i] = attr_ptr(PyTuple_GET_ITEM(args, i))) == NULL) goto done;
+    }
     /* backend.order_after_last_use(): the same stream as the last replay, or one with its pointer */
     if ((stream = PyObject_CallNoArgs(self->current_stream)) == NULL) goto done;
     if ((last = PyObject_GetAttr(self->backend, s_last_stream)) == NULL) goto done;
@@ -221,7 +231,7 @@ static int replay_locked(Replayer *self, PyObject *a, PyObject **out) {
     /* The executable already holding both addresses: the active bank, or another one to switch to. */
     if ((active = PyObject_GetAttr(self->binder, s_active)) == NULL) goto done;
     if ((current = PyObject_GetAttr(active, s_current)) == NULL) goto done;
-    ok = holds(current, in_ptr, out_ptr);
+    ok = holds(current, in_ptrs, n, out_ptr);
     if (ok < 0) goto done;
     if (!ok) {
         if ((banks = PyObject_GetAttr(self->binder, s_banks)) == NULL) goto done;
@@ -231,7 +241,7 @@ static int replay_locked(Replayer *self, PyObject *a, PyObject **out) {
             PyObject *bank = PyList_GET_ITEM(banks, i);
             Py_INCREF(bank);  /* held while its addresses are compared (that may run Python code) */
             PyObject *held = PyObject_GetAttr(bank, s_current);
-            ok = held == NULL ? -1 : holds(held, in_ptr, out_ptr);
+            ok = held == NULL ? -1 : holds(held, in_ptrs, n, out_ptr);
             Py_XDECREF(held);
             if (ok == 1) found = bank;
             else Py_DECREF(bank);
@@ -268,7 +278,8 @@ static int replay_locked(Replayer *self, PyObject *a, PyObject **out) {
     array = NULL;
     result = SERVED;
 done:
-    Py_XDECREF(in_ptr); Py_XDECREF(stream); Py_XDECREF(last); Py_XDECREF(stream_ptr);
+    for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(in_ptrs[i]);
+    Py_XDECREF(stream); Py_XDECREF(last); Py_XDECREF(stream_ptr);
     Py_XDECREF(ring); Py_XDECREF(array); Py_XDECREF(out_ptr); Py_XDECREF(active);
     Py_XDECREF(current); Py_XDECREF(banks); Py_XDECREF(r);
     return result;
@@ -276,24 +287,27 @@ done:
 
 /* replayer.replay(args): the result, or None when the Python path must serve this call. */
 static PyObject *Replayer_replay(Replayer *self, PyObject *args) {
-    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != 1) goto pass;
-    PyObject *a = PyTuple_GET_ITEM(args, 0);
-    if ((PyObject *)Py_TYPE(a) != self->array_type) goto pass;
-    int ok = attr_is(a, s_dtype, self->dtype);
-    if (ok < 0) return NULL;
-    if (!ok) goto pass;
-    PyObject *shape = PyObject_GetAttr(a, s_shape);
-    if (shape == NULL) return NULL;
-    ok = PyObject_RichCompareBool(shape, self->shape, Py_EQ);
-    Py_DECREF(shape);
-    if (ok < 0) return NULL;
-    if (!ok) goto pass;
+    Py_ssize_t n = PyTuple_GET_SIZE(self->shapes);
+    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != n) goto pass;
+    for (Py_ssize_t i = 0; i < n; i++) {  /* the plan's key: exact array type, shape and dtype */
+        PyObject *a = PyTuple_GET_ITEM(args, i);
+        if ((PyObject *)Py_TYPE(a) != self->array_type) goto pass;
+        int ok = attr_is(a, s_dtype, PyTuple_GET_ITEM(self->dtypes, i));
+        if (ok < 0) return NULL;
+        if (!ok) goto pass;
+        PyObject *shape = PyObject_GetAttr(a, s_shape);
+        if (shape == NULL) return NULL;
+        ok = PyObject_RichCompareBool(shape, PyTuple_GET_ITEM(self->shapes, i), Py_EQ);
+        Py_DECREF(shape);
+        if (ok < 0) return NULL;
+        if (!ok) goto pass;
+    }
 
     PyObject *r = PyObject_CallNoArgs(self->acquire);
     if (r == NULL) return NULL;
     Py_DECREF(r);
     PyObject *out = NULL;
-    int result = replay_locked(self, a, &out);
+    int result = replay_locked(self, args, &out);
     /* Release whatever happened, keeping an exception of the replay (the Python path's finally). */
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -323,7 +337,7 @@ pass:
 }
 
 static int Replayer_traverse(Replayer *self, visitproc visit, void *arg) {
-    Py_VISIT(self->array_type); Py_VISIT(self->shape); Py_VISIT(self->dtype); Py_VISIT(self->plan);
+    Py_VISIT(self->array_type); Py_VISIT(self->shapes); Py_VISIT(self->dtypes); Py_VISIT(self->plan);
     Py_VISIT(self->entry); Py_VISIT(self->token); Py_VISIT(self->run); Py_VISIT(self->binder);
     Py_VISIT(self->slot); Py_VISIT(self->recording); Py_VISIT(self->backend); Py_VISIT(self->acquire);
     Py_VISIT(self->release); Py_VISIT(self->current_stream); Py_VISIT(self->use_tick);
@@ -331,7 +345,7 @@ static int Replayer_traverse(Replayer *self, visitproc visit, void *arg) {
 }
 
 static int Replayer_clear(Replayer *self) {
-    Py_CLEAR(self->array_type); Py_CLEAR(self->shape); Py_CLEAR(self->dtype); Py_CLEAR(self->plan);
+    Py_CLEAR(self->array_type); Py_CLEAR(self->shapes); Py_CLEAR(self->dtypes); Py_CLEAR(self->plan);
     Py_CLEAR(self->entry); Py_CLEAR(self->token); Py_CLEAR(self->run); Py_CLEAR(self->binder);
     Py_CLEAR(self->slot); Py_CLEAR(self->recording); Py_CLEAR(self->backend); Py_CLEAR(self->acquire);
     Py_CLEAR(self->release); Py_CLEAR(self->current_stream); Py_CLEAR(self->use_tick);
@@ -345,17 +359,17 @@ static void Replayer_dealloc(Replayer *self) {
 }
 
 static int Replayer_init(Replayer *self, PyObject *args, PyObject *kwds) {
-    static char *names[] = {"array_type", "shape", "dtype", "plan", "entry", "token", "run", "binder", "slot",
+    static char *names[] = {"array_type", "shapes", "dtypes", "plan", "entry", "token", "run", "binder", "slot",
                             "recording", "backend", "lock", "current_stream", "use_tick", "graph_launch", NULL};
-    PyObject *array_type = NULL, *shape = NULL, *dtype = NULL, *plan = NULL, *entry = NULL, *token = NULL,
+    PyObject *array_type = NULL, *shapes = NULL, *dtypes = NULL, *plan = NULL, *entry = NULL, *token = NULL,
         *run = NULL, *binder = NULL, *slot = NULL, *recording = NULL, *backend = NULL, *lock = NULL,
         *current_stream = NULL, *use_tick = NULL;
     Py_ssize_t graph_launch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOOOOOOn", names, &array_type, &shape, &dtype, &plan,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOOOOOOn", names, &array_type, &shapes, &dtypes, &plan,
                                      &entry, &token, &run, &binder, &slot, &recording, &backend, &lock,
                                      &current_stream, &use_tick, &graph_launch))
         return -1;
-    PyObject *given[] = {array_type, shape, dtype, plan, entry, token, run, binder, slot, recording, backend, lock,
+    PyObject *given[] = {array_type, shapes, dtypes, plan, entry, token, run, binder, slot, recording, backend, lock,
                          current_stream, use_tick};
     for (int i = 0; i < 14; i++) {
         if (given[i] == NULL) {
@@ -368,8 +382,11 @@ static int Replayer_init(Replayer *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_TypeError, "Replayer: already initialised (a call may be inside it)");
         return -1;
     }
-    if (!PyType_Check(array_type) || !PyTuple_Check(shape)) {
-        PyErr_SetString(PyExc_TypeError, "Replayer: array_type must be a type and shape a tuple");
+    if (!PyType_Check(array_type) || !PyTuple_CheckExact(shapes) || !PyTuple_CheckExact(dtypes) ||
+        PyTuple_GET_SIZE(shapes) != PyTuple_GET_SIZE(dtypes) || PyTuple_GET_SIZE(shapes) < 1 ||
+        PyTuple_GET_SIZE(shapes) > MAX_ARGUMENTS) {
+        PyErr_Format(PyExc_TypeError, "Replayer: array_type must be a type, and shapes and dtypes tuples of 1 to "
+                     "%d arguments' shapes and dtypes", MAX_ARGUMENTS);
         return -1;
     }
     PyObject *acquire = PyObject_GetAttrString(lock, "acquire");
@@ -378,8 +395,8 @@ static int Replayer_init(Replayer *self, PyObject *args, PyObject *kwds) {
     if (release == NULL) { Py_DECREF(acquire); return -1; }
     Replayer_clear(self);
     Py_INCREF(array_type); self->array_type = array_type;
-    Py_INCREF(shape); self->shape = shape;
-    Py_INCREF(dtype); self->dtype = dtype;
+    Py_INCREF(shapes); self->shapes = shapes;
+    Py_INCREF(dtypes); self->dtypes = dtypes;
     Py_INCREF(plan); self->plan = plan;
     Py_INCREF(entry); self->entry = entry;
     Py_INCREF(token); self->token = token;

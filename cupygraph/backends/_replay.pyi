@@ -7,9 +7,11 @@ class Replayer:
     served: int
     passed: int
     plan: Any
-    def __init__(self, *, array_type: type, shape: tuple[int, ...], dtype: Any, plan: Any, entry: Any,
-                 token: Any, run: Any, binder: Any, slot: Any, recording: Any, backend: Any, lock: Any,
-                 current_stream: Callable[[], Any], use_tick: Callable[[], int], graph_launch: int = 0) -> None: ...
+    def __init__(
+        self, *, array_type: type, shapes: tuple[tuple[int, ...], ...], dtypes: tuple[Any, ...], plan: Any,
+        entry: Any, token: Any, run: Any, binder: Any, slot: Any, recording: Any, backend: Any, lock: Any,
+        current_stream: Callable[[], Any], use_tick: Callable[[], int], graph_launch: int = 0,
+    ) -> None: ...
     def replay(self, args: tuple[Any, ...]) -> Any: ...
 
 class FastFunction:

@@ -228,13 +228,13 @@ class CupyBinder:
         return self._recording
 
     def fast_replayer(self, plan: Any, entry: Any, lock: Any, use_tick: Any) -> Any:
-        """The compiled replay of ``plan``'s calls (``cupy_fast``): for one bound argument and one output
-        taken again from its ring, with no constants to keep; else None."""
+        """The compiled replay of ``plan``'s calls (``cupy_fast``): for arguments that may all be bound
+        and one output taken again from its ring, with no constants to keep; else None."""
         inputs, outputs = self._inputs, self._outputs
-        if (len(inputs) != 1 or not inputs[0].eligible or len(outputs) != 1 or not outputs[0].recycle
-                or self._constants):
+        if (not inputs or not all(slot.eligible for slot in inputs) or len(outputs) != 1
+                or not outputs[0].recycle or self._constants):
             return None
-        return replayer(plan, entry, self, inputs[0], outputs[0], lock, use_tick)
+        return replayer(plan, entry, self, inputs, outputs[0], lock, use_tick)
 
     @property
     def output_positions(self) -> list[int]:

@@ -6,10 +6,11 @@ bare ``graph.launch()``, depending on the host's speed, all of it Python: findin
 family lock, the binder's loop, the bank check, the counters. ``_replay.c`` does the same steps for
 the one case that dominates steady traffic, and hands every other call back untouched.
 
-What a ``Replayer`` serves: calls of one plan (one array argument of the captured shape and dtype,
-no keywords) whose entry runs ``_run_bound_plain`` (one bound input, one bound output, nothing
-written back), on the stream of the last replay, where the argument is C-contiguous at the address
-some bank of the graph already holds and an array of the output's ring is free again on that
+What a ``Replayer`` serves: calls of one plan (one to eight array arguments, all batched, of the
+captured shapes and dtypes, no keywords, constants or other arguments) whose entry runs
+``_run_bound_plain`` (every input bound, one bound output, nothing written back), on the stream of
+the last replay, where the arguments are C-contiguous at the addresses some bank of the graph already
+holds and an array of the output's ring is free again on that
 stream. It then does what the Python path does, on the same objects (one state for both): under
 the family lock, check that the plan still points at its live entry with the same constants, take
 the ring's array, switch banks if the other one holds the addresses, mark the bank launched,
@@ -35,7 +36,7 @@ import ctypes
 import functools
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import cupy
@@ -73,15 +74,21 @@ def graph_launch_address() -> int:
     return ctypes.cast(fn, ctypes.c_void_p).value or 0
 
 
-def replayer(plan: Any, entry: Any, binder: Any, argument: Any, output: Any, lock: Any,
+MAX_ARGUMENTS = 8
+"""The most array arguments a compiled replay takes (``MAX_ARGUMENTS`` in ``_replay.c``)."""
+
+
+def replayer(plan: Any, entry: Any, binder: Any, arguments: Sequence[Any], output: Any, lock: Any,
              use_tick: Callable[[], int]) -> Optional[Any]:
-    """The compiled replay of ``plan``'s calls through ``binder`` (its one bound ``argument`` slot and
-    one ringed ``output`` slot), or None where it could not serve them (see above)."""
-    if Replayer is None or plan.batched != (0,) or plan.whole or binder.recording is None:
+    """The compiled replay of ``plan``'s calls through ``binder`` (its bound ``arguments`` slots, one
+    per argument in order, and one ringed ``output`` slot), or None where it could not serve them."""
+    count = len(arguments)
+    if (Replayer is None or not 1 <= count <= MAX_ARGUMENTS or plan.batched != tuple(range(count))
+            or plan.whole or binder.recording is None):
         return None
-    shape, dtype = argument.shape_dtype
     return Replayer(
-        array_type=cupy.ndarray, shape=tuple(shape), dtype=dtype, plan=plan, entry=entry,
+        array_type=cupy.ndarray, shapes=tuple(tuple(slot.shape_dtype[0]) for slot in arguments),
+        dtypes=tuple(slot.shape_dtype[1] for slot in arguments), plan=plan, entry=entry,
         token=entry.constants_token, run=entry.run, binder=binder, slot=output,
         recording=binder.recording, backend=entry.backend, lock=lock,
         current_stream=cupy.cuda.get_current_stream, use_tick=use_tick, graph_launch=graph_launch_address())

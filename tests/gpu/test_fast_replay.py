@@ -187,3 +187,35 @@ def test_a_chain_with_programmatic_edges_is_served_and_equal_eager():
     assert served(g) >= 15
     (entry,) = list(g.registry.entries())
     assert entry.recording.pdl is not None
+
+
+def two_inputs():
+    affine = get_kernel("elementwise.cu", "affine")
+
+    def f(x, y):
+        x = cupy.ascontiguousarray(x)
+        a = cupy.empty_like(x)
+        n = x.size
+        affine((min(1024, (n + 255) // 256),), (256,), (x, a, np.int64(n), np.float32(1.5), np.float32(0.25)))
+        return a * y
+
+    return f
+
+
+def test_two_arguments_are_served_in_either_order_and_twice_the_same():
+    rng = np.random.default_rng(8)
+    f = two_inputs()
+    g = cg.jit(f, config=dict(backend="cupy", input_binding="auto", capture_sizes=[4, 8]), batch_argnums=(0, 1))
+    x, y = rand(rng, 8), rand(rng, 8)
+    for i in range(24):
+        x[...], y[...] = rand(rng, 8), rand(rng, 8)
+        a, b = (x, y) if i % 2 else (y, x)  # the addresses swap every call: the two executables take turns
+        poison_static_buffers(g, cupy)
+        np.testing.assert_array_equal(cupy.asnumpy(g(a, b)), cupy.asnumpy(f(a, b)))
+    assert served(g) >= 15
+    for _ in range(6):  # the same array as both arguments
+        x[...] = rand(rng, 8)
+        poison_static_buffers(g, cupy)
+        np.testing.assert_array_equal(cupy.asnumpy(g(x, x)), cupy.asnumpy(f(x, x)))
+    (entry,) = list(g.registry.entries())
+    assert entry.binding.banks == 2

@@ -68,9 +68,9 @@ class Bank:
         self.launch = lambda: log.append(name)
 
 
-def _world(graph_launch=0):
+def _world(graph_launch=0, inputs=(IN,)):
     log: list[str] = []
-    banks = [Bank("bank0", [IN, OUT], log, 0xA0), Bank("bank1", [IN, OTHER_OUT], log, 0)]
+    banks = [Bank("bank0", [*inputs, OUT], log, 0xA0), Bank("bank1", [*inputs, OTHER_OUT], log, 0)]
     stream = SimpleNamespace(ptr=STREAM)
     w = SimpleNamespace(log=log, banks=banks, stream=stream, lock=threading.Lock(), ticks=iter(range(100, 200)))
     w.recording = SimpleNamespace(launch=banks[0].launch)
@@ -84,9 +84,9 @@ def _world(graph_launch=0):
     item[2] = _replay.references(item)
     w.slot = SimpleNamespace(ring=[item])
     w.replayer = _replay.Replayer(
-        array_type=Array, shape=(4, 3), dtype=DTYPE, plan=w.plan, entry=w.entry, token=None, run=w.entry.run,
-        binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=w.lock,
-        current_stream=lambda: w.stream, use_tick=lambda: next(w.ticks), graph_launch=graph_launch)
+        array_type=Array, shapes=((4, 3),) * len(inputs), dtypes=(DTYPE,) * len(inputs), plan=w.plan, entry=w.entry,
+        token=None, run=w.entry.run, binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend,
+        lock=w.lock, current_stream=lambda: w.stream, use_tick=lambda: next(w.ticks), graph_launch=graph_launch)
     return w
 
 
@@ -269,8 +269,8 @@ def test_a_bank_with_one_executable_is_launched_through_the_driver_entry_point()
 @needs_extension
 def test_a_replayer_missing_an_argument_names_it():
     with pytest.raises(TypeError, match="keyword argument use_tick"):
-        _replay.Replayer(array_type=Array, shape=(4, 3), dtype=DTYPE, plan=None, entry=None, token=None, run=None,
-                         binder=None, slot=None, recording=None, backend=None, lock=threading.Lock(),
+        _replay.Replayer(array_type=Array, shapes=((4, 3),), dtypes=(DTYPE,), plan=None, entry=None, token=None,
+                         run=None, binder=None, slot=None, recording=None, backend=None, lock=threading.Lock(),
                          current_stream=lambda: None)
 
 
@@ -337,8 +337,8 @@ def test_a_replayer_cannot_be_initialised_twice():
     w = _world()
     with pytest.raises(TypeError, match="already initialised"):
         w.replayer.__init__(
-            array_type=Array, shape=(4, 3), dtype=DTYPE, plan=w.plan, entry=w.entry, token=None, run=w.entry.run,
-            binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=w.lock,
+            array_type=Array, shapes=((4, 3),), dtypes=(DTYPE,), plan=w.plan, entry=w.entry, token=None,
+            run=w.entry.run, binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=w.lock,
             current_stream=lambda: w.stream, use_tick=lambda: 0)
 
 
@@ -354,7 +354,7 @@ def test_a_failing_release_keeps_the_replays_error_as_its_context():
             raise OSError("release failed")
 
     w.replayer = _replay.Replayer(
-        array_type=Array, shape=(4, 3), dtype=DTYPE, plan=w.plan, entry=w.entry, token=None, run=w.entry.run,
+        array_type=Array, shapes=((4, 3),), dtypes=(DTYPE,), plan=w.plan, entry=w.entry, token=None, run=w.entry.run,
         binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=Lock(),
         current_stream=lambda: w.stream, use_tick=lambda: 0)
 
@@ -378,3 +378,42 @@ def test_a_failure_to_make_the_replay_leaves_the_call_and_the_plan_on_the_python
     plan = Plan(_Broken(None), "FULL", (0,), ())
     cache.compile(plan, threading.Lock())  # does not raise: the call that asked already succeeded
     assert plan.fast is False and published == []
+
+
+IN2 = 0x1800
+SECOND_HAND_BACKS = {
+    "one argument short": lambda: (Array(IN),),
+    "one argument more": lambda: (Array(IN), Array(IN2), Array(IN2)),
+    "the second at an address no bank holds": lambda: (Array(IN), Array(0x9000)),
+    "the two swapped": lambda: (Array(IN2), Array(IN)),
+    "the second of another shape": lambda: (Array(IN), Array(IN2, shape=(4, 4))),
+    "the second not C-contiguous": lambda: (Array(IN), Array(IN2, contiguous=False)),
+}
+
+
+@needs_extension
+@pytest.mark.parametrize("case", sorted(SECOND_HAND_BACKS))
+def test_several_arguments_are_served_only_at_the_addresses_a_bank_holds_in_order(case):
+    w = _world(inputs=(IN, IN2))
+    assert w.replayer.replay((Array(IN), Array(IN2))) is w.out and w.log == ["bank0"]
+    before = _state(w)
+    assert w.replayer.replay(SECOND_HAND_BACKS[case]()) is None
+    assert _state(w) == before and not w.lock.locked()
+
+
+@needs_extension
+def test_the_same_array_passed_twice_is_served_where_a_bank_holds_it_twice():
+    w = _world(inputs=(IN, IN))
+    x = Array(IN)
+    assert w.replayer.replay((x, x)) is w.out and w.plan.hits == 1
+
+
+@needs_extension
+def test_a_replayer_takes_one_to_eight_arguments():
+    w = _world()
+    for shapes in ((), ((4, 3),) * 9):
+        with pytest.raises(TypeError, match="1 to 8"):
+            _replay.Replayer(
+                array_type=Array, shapes=shapes, dtypes=(DTYPE,) * len(shapes), plan=w.plan, entry=w.entry,
+                token=None, run=w.entry.run, binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend,
+                lock=w.lock, current_stream=lambda: w.stream, use_tick=lambda: 0)
