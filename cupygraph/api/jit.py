@@ -161,7 +161,7 @@ class GraphedFunction(FastFunction):
                             why = self._why_not_replayed(plan, err)
                         else:
                             plan.hits += 1  # a hit, handed to the statistics when they are read
-                            if plan.fast is None:  # (an address a bank holds implies the home device)
+                            if plan.fast is None:
                                 plans.compile(plan, lock)
                             return out
                 finally:

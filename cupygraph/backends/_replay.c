@@ -15,7 +15,7 @@
 #include <Python.h>
 #include <stddef.h>
 
-static PyObject *s_shape, *s_dtype, *s_c_contiguous, *s_data, *s_ptr, *s_mem, *s_entry, *s_alive,
+static PyObject *s_device_id, *s_shape, *s_dtype, *s_c_contiguous, *s_data, *s_ptr, *s_mem, *s_entry, *s_alive,
     *s_constants_token, *s_run, *s_last_stream, *s_active, *s_current, *s_ring, *s_banks, *s_fresh,
     *s_launch, *s_away, *s_replay_count, *s_last_used, *s_hits, *s_calls, *s_handle;
 static PyObject *getweakrefcount; /* weakref.getweakrefcount */
@@ -84,7 +84,10 @@ static int holds(PyObject *current, PyObject *const *in_ptrs, Py_ssize_t n, PyOb
     for (Py_ssize_t i = 0; i <= n; i++) {
         /* (the size re-read each time: a compare may run Python code) */
         if (!PyList_CheckExact(current) || PyList_GET_SIZE(current) != n + 1) return 0;
-        int same = PyObject_RichCompareBool(PyList_GET_ITEM(current, i), i < n ? in_ptrs[i] : out_ptr, Py_EQ);
+        PyObject *held = PyList_GET_ITEM(current, i);
+        Py_INCREF(held);
+        int same = PyObject_RichCompareBool(held, i < n ? in_ptrs[i] : out_ptr, Py_EQ);
+        Py_DECREF(held);
         if (same != 1) return same;
     }
     return 1;
@@ -132,6 +135,7 @@ typedef int (*graph_launch_fn)(void *, void *);
 typedef struct {
     PyObject_HEAD
     graph_launch_fn graph_launch;                     /* NULL: launch through recording.launch() */
+    long device;                                      /* the home device, checked per argument; -1: one GPU */
     PyObject *array_type, *shapes, *dtypes;           /* the plan's array arguments, in order */
     PyObject *plan, *entry, *token, *run;             /* what must still hold under the lock */
     PyObject *binder, *slot, *recording, *backend;    /* the state both paths share */
@@ -167,10 +171,12 @@ static int launch_direct(Replayer *self, PyObject *bank, PyObject *stream_ptr) {
     if (status == 0) return 1;
     /* Refused before anything was queued: a thread with no current context yet (201; 3 before
      * initialisation), which the runtime behind the bank's launch sets up, or a stream or handle
-     * of another context (400, 1), which that launch reports in CuPy's words, as the Python path
-     * does. Any other status may report an earlier asynchronous error after this launch was
+     * of another context (400, 1), a destroyed context (709), a stream being captured (900-908),
+     * which that launch reports in CuPy's words, as the Python path does. Any other status may report an earlier asynchronous error after this launch was
      * queued: never launch again, report it. */
-    if (status == 201 || status == 3 || status == 400 || status == 1) return 0;
+    if (status == 201 || status == 3 || status == 400 || status == 1 || status == 709 ||
+        (status >= 900 && status <= 908))
+        return 0;
     PyErr_Format(PyExc_RuntimeError,
                  "cuGraphLaunch failed with CUDA error %d (this or an earlier asynchronous launch failed)", status);
     return -1;
@@ -286,7 +292,21 @@ done:
 }
 
 /* replayer.replay(args): the result, or None when the Python path must serve this call. */
+/* Whether ``array`` lives on ``device`` (array.data.device_id); -1 on error. */
+static int on_device(PyObject *array, long device) {
+    PyObject *data = PyObject_GetAttr(array, s_data);
+    if (data == NULL) return -1;
+    PyObject *id = PyObject_GetAttr(data, s_device_id);
+    Py_DECREF(data);
+    if (id == NULL) return -1;
+    long value = PyLong_AsLong(id);
+    Py_DECREF(id);
+    if (value == -1 && PyErr_Occurred()) return -1;
+    return value == device;
+}
+
 static PyObject *Replayer_replay(Replayer *self, PyObject *args) {
+    if (self->shapes == NULL || self->dtypes == NULL) goto pass;  /* never initialised, or cleared */
     Py_ssize_t n = PyTuple_GET_SIZE(self->shapes);
     if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != n) goto pass;
     for (Py_ssize_t i = 0; i < n; i++) {  /* the plan's key: exact array type, shape and dtype */
@@ -301,6 +321,13 @@ static PyObject *Replayer_replay(Replayer *self, PyObject *args) {
         Py_DECREF(shape);
         if (ok < 0) return NULL;
         if (!ok) goto pass;
+        /* With several GPUs, the Python path's routing: an array of another device is that device
+         * family's call (an address alone does not say: freed memory may come back on another device). */
+        if (self->device >= 0) {
+            ok = on_device(a, self->device);
+            if (ok < 0) return NULL;
+            if (!ok) goto pass;
+        }
     }
 
     PyObject *r = PyObject_CallNoArgs(self->acquire);
@@ -360,14 +387,16 @@ static void Replayer_dealloc(Replayer *self) {
 
 static int Replayer_init(Replayer *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"array_type", "shapes", "dtypes", "plan", "entry", "token", "run", "binder", "slot",
-                            "recording", "backend", "lock", "current_stream", "use_tick", "graph_launch", NULL};
+                            "recording", "backend", "lock", "current_stream", "use_tick", "graph_launch", "device",
+                            NULL};
     PyObject *array_type = NULL, *shapes = NULL, *dtypes = NULL, *plan = NULL, *entry = NULL, *token = NULL,
         *run = NULL, *binder = NULL, *slot = NULL, *recording = NULL, *backend = NULL, *lock = NULL,
         *current_stream = NULL, *use_tick = NULL;
     Py_ssize_t graph_launch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOOOOOOn", names, &array_type, &shapes, &dtypes, &plan,
+    long device = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOOOOOOnl", names, &array_type, &shapes, &dtypes, &plan,
                                      &entry, &token, &run, &binder, &slot, &recording, &backend, &lock,
-                                     &current_stream, &use_tick, &graph_launch))
+                                     &current_stream, &use_tick, &graph_launch, &device))
         return -1;
     PyObject *given[] = {array_type, shapes, dtypes, plan, entry, token, run, binder, slot, recording, backend, lock,
                          current_stream, use_tick};
@@ -377,7 +406,6 @@ static int Replayer_init(Replayer *self, PyObject *args, PyObject *kwds) {
             return -1;
         }
     }
-    self->graph_launch = (graph_launch_fn)(intptr_t)graph_launch;
     if (self->plan != NULL) {
         PyErr_SetString(PyExc_TypeError, "Replayer: already initialised (a call may be inside it)");
         return -1;
@@ -388,6 +416,12 @@ static int Replayer_init(Replayer *self, PyObject *args, PyObject *kwds) {
         PyErr_Format(PyExc_TypeError, "Replayer: array_type must be a type, and shapes and dtypes tuples of 1 to "
                      "%d arguments' shapes and dtypes", MAX_ARGUMENTS);
         return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shapes); i++) {
+        if (!PyTuple_CheckExact(PyTuple_GET_ITEM(shapes, i))) {
+            PyErr_SetString(PyExc_TypeError, "Replayer: each of shapes must be a tuple");
+            return -1;
+        }
     }
     PyObject *acquire = PyObject_GetAttrString(lock, "acquire");
     if (acquire == NULL) return -1;
@@ -409,6 +443,8 @@ static int Replayer_init(Replayer *self, PyObject *args, PyObject *kwds) {
     self->release = release;
     Py_INCREF(current_stream); self->current_stream = current_stream;
     Py_INCREF(use_tick); self->use_tick = use_tick;
+    self->graph_launch = (graph_launch_fn)(intptr_t)graph_launch;
+    self->device = device;
     return 0;
 }
 
@@ -557,7 +593,7 @@ PyMODINIT_FUNC PyInit__replay(void) {
     INTERN(s_last_stream, "_last_stream"); INTERN(s_active, "_active"); INTERN(s_current, "current");
     INTERN(s_ring, "ring"); INTERN(s_banks, "_banks"); INTERN(s_fresh, "fresh"); INTERN(s_launch, "launch");
     INTERN(s_away, "away"); INTERN(s_replay_count, "replay_count"); INTERN(s_last_used, "last_used");
-    INTERN(s_hits, "hits"); INTERN(s_calls, "_calls"); INTERN(s_handle, "handle");
+    INTERN(s_device_id, "device_id"); INTERN(s_hits, "hits"); INTERN(s_calls, "_calls"); INTERN(s_handle, "handle");
     if ((one = PyLong_FromLong(1)) == NULL) return NULL;
     PyObject *weakref = PyImport_ImportModule("weakref");
     if (weakref == NULL) return NULL;

@@ -10,7 +10,7 @@ class Replayer:
     def __init__(
         self, *, array_type: type, shapes: tuple[tuple[int, ...], ...], dtypes: tuple[Any, ...], plan: Any,
         entry: Any, token: Any, run: Any, binder: Any, slot: Any, recording: Any, backend: Any, lock: Any,
-        current_stream: Callable[[], Any], use_tick: Callable[[], int], graph_launch: int = 0,
+        current_stream: Callable[[], Any], use_tick: Callable[[], int], graph_launch: int = 0, device: int = -1,
     ) -> None: ...
     def replay(self, args: tuple[Any, ...]) -> Any: ...
 

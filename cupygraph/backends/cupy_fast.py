@@ -19,8 +19,8 @@ launch (the bank's one executable with ``cuGraphLaunch`` on the caller's stream,
 count the replay, the use tick and the plan's hit. Anything else, it returns None before
 changing anything and ``GraphedFunction._call`` goes on as without it. Where several GPUs are
 visible the Python path first routes a call to the family of its array's device; the compiled
-replay needs no such check: under unified addressing an argument at an address one of the home
-graph's executables holds lives on the home device.
+replay checks each argument's device too, where several GPUs are visible (an address alone does not
+say: memory freed on one device may come back on another).
 
 ``GraphedFunction`` derives from the compiled ``FastFunction``, whose call offers the arguments to
 the replayer its ``PlanCache`` published (no Python frame at all when it serves them) before
@@ -91,4 +91,5 @@ def replayer(plan: Any, entry: Any, binder: Any, arguments: Sequence[Any], outpu
         dtypes=tuple(slot.shape_dtype[1] for slot in arguments), plan=plan, entry=entry,
         token=entry.constants_token, run=entry.run, binder=binder, slot=output,
         recording=binder.recording, backend=entry.backend, lock=lock,
-        current_stream=cupy.cuda.get_current_stream, use_tick=use_tick, graph_launch=graph_launch_address())
+        current_stream=cupy.cuda.get_current_stream, use_tick=use_tick, graph_launch=graph_launch_address(),
+        device=entry.backend.device_id if entry.backend.per_device else -1)

@@ -51,8 +51,8 @@ class _Memory:
 
 
 class _Pointer:
-    def __init__(self, ptr):
-        self.ptr, self.mem = ptr, _Memory()
+    def __init__(self, ptr, device_id=0):
+        self.ptr, self.mem, self.device_id = ptr, _Memory(), device_id
 
 
 class Array:
@@ -417,3 +417,50 @@ def test_a_replayer_takes_one_to_eight_arguments():
                 array_type=Array, shapes=shapes, dtypes=(DTYPE,) * len(shapes), plan=w.plan, entry=w.entry,
                 token=None, run=w.entry.run, binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend,
                 lock=w.lock, current_stream=lambda: w.stream, use_tick=lambda: 0)
+
+
+@needs_extension
+def test_a_replayer_never_initialised_hands_every_call_back():
+    assert _replay.Replayer.__new__(_replay.Replayer).replay((Array(IN),)) is None
+
+
+@needs_extension
+def test_with_several_gpus_an_array_of_another_device_is_handed_back_before_the_lock():
+    w = _world()
+
+    class Lock:
+        acquired = 0
+
+        def acquire(self):
+            Lock.acquired += 1
+            return True
+
+        def release(self):
+            pass
+
+    w.replayer = _replay.Replayer(
+        array_type=Array, shapes=((4, 3),), dtypes=(DTYPE,), plan=w.plan, entry=w.entry, token=None,
+        run=w.entry.run, binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=Lock(),
+        current_stream=lambda: w.stream, use_tick=lambda: 0, device=0)
+    elsewhere = Array(IN)
+    elsewhere.data.device_id = 1  # (the same address, freed on device 0 and reused on device 1)
+    before = _state(w)
+    assert w.replayer.replay((elsewhere,)) is None
+    assert _state(w) == before and Lock.acquired == 0
+    assert w.replayer.replay((Array(IN),)) is w.out and Lock.acquired == 1
+
+
+@needs_extension
+def test_a_refused_second_init_changes_nothing_and_shapes_must_be_tuples():
+    w = _world()
+    with pytest.raises(TypeError, match="already initialised"):
+        w.replayer.__init__(
+            array_type=Array, shapes=((4, 3),), dtypes=(DTYPE,), plan=w.plan, entry=w.entry, token=None,
+            run=w.entry.run, binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=w.lock,
+            current_stream=lambda: w.stream, use_tick=lambda: 0, graph_launch=1)  # (an address that would crash)
+    assert w.replayer.replay((Array(IN),)) is w.out and w.log == ["bank0"]
+    with pytest.raises(TypeError, match="each of shapes must be a tuple"):
+        _replay.Replayer(
+            array_type=Array, shapes=([4, 3],), dtypes=(DTYPE,), plan=w.plan, entry=w.entry, token=None,
+            run=w.entry.run, binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=w.lock,
+            current_stream=lambda: w.stream, use_tick=lambda: 0)
