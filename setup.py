@@ -4,4 +4,8 @@ call, same results); ``cupygraph.backends.cupy_fast.COMPILED`` says which one is
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("cupygraph.backends._replay", ["cupygraph/backends/_replay.c"], optional=True)])
+SOURCES = ["cupygraph/backends/_replay.c", "cupygraph/backends/_replay_helpers.c",
+           "cupygraph/backends/_replay_replayer.c"]
+
+setup(ext_modules=[Extension("cupygraph.backends._replay", SOURCES, depends=["cupygraph/backends/_replay.h"],
+                             optional=True)])

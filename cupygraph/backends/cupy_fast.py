@@ -26,7 +26,7 @@ say: memory freed on one device may come back on another).
 the replayer its ``PlanCache`` published (no Python frame at all when it serves them) before
 ``GraphedFunction._call``. Where no C compiler was found at install (``compiled.py``), every call
 takes the Python path (same results, more host time). The extension reads the objects' attributes by name: the
-names it uses are listed in ``_replay.c`` (``PyInit__replay``); renaming one of them hands every
+names it uses are listed in ``_replay_helpers.c`` (``replay_intern_names``); renaming one of them hands every
 call back to Python, which ``tests/gpu/test_fast_replay.py`` would show.
 """
 
@@ -75,7 +75,7 @@ def graph_launch_address() -> int:
 
 
 MAX_ARGUMENTS = 8
-"""The most array arguments a compiled replay takes (``MAX_ARGUMENTS`` in ``_replay.c``)."""
+"""The most array arguments a compiled replay takes (``MAX_ARGUMENTS`` in ``_replay.h``)."""
 
 
 def replayer(plan: Any, entry: Any, binder: Any, arguments: Sequence[Any], output: Any, lock: Any,
