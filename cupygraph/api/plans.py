@@ -60,9 +60,9 @@ class PlanCache:
                  tally: Callable[[str, int, int], None] = lambda mode, rows, calls: None,
                  publish: Callable[[Any], None] = lambda replayer: None):
         self._tally = tally
+        """Receives (mode, rows, calls) of the fast path's calls when plans are drained or dropped."""
         self._publish = publish
         """Receives the compiled replay its function tries first, or None (``compile``, ``_retire``)."""
-        """Receives (mode, rows, calls) of the fast path's calls when plans are drained or dropped."""
         self._array_type = array_type
         self._const = frozenset(constant_argnums)
         self._positions = tuple(sorted(self._const))

@@ -119,18 +119,10 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__replay(void) {
     if (replay_intern_names() < 0) return NULL;
-    if (PyType_Ready(&ReplayerType) < 0 || PyType_Ready(&FastFunctionType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    Py_INCREF(&ReplayerType);
-    if (PyModule_AddObject(m, "Replayer", (PyObject *)&ReplayerType) < 0) {
-        Py_DECREF(&ReplayerType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&FastFunctionType);
-    if (PyModule_AddObject(m, "FastFunction", (PyObject *)&FastFunctionType) < 0) {
-        Py_DECREF(&FastFunctionType);
+    if (PyModule_AddType(m, &ReplayerType) < 0 || PyModule_AddType(m, &FastFunctionType) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_ARGUMENTS", MAX_ARGUMENTS) < 0) {
         Py_DECREF(m);
         return NULL;
     }

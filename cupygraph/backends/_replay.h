@@ -32,6 +32,10 @@ typedef struct {
     Py_ssize_t served, passed;                        /* calls served here, calls handed back */
 } Replayer;
 
+/* Every object a Replayer holds (its traverse and clear visit each). */
+#define REPLAYER_OBJECTS(X) X(array_type) X(shapes) X(dtypes) X(plan) X(entry) X(token) X(run) X(binder) \
+    X(slot) X(recording) X(backend) X(acquire) X(release) X(current_stream) X(use_tick)
+
 extern CG_INTERNAL PyTypeObject ReplayerType;
 CG_INTERNAL PyObject *Replayer_replay(Replayer *self, PyObject *args);
 

@@ -1,6 +1,8 @@
 from collections.abc import Callable
 from typing import Any
 
+MAX_ARGUMENTS: int
+
 def references(item: list[Any]) -> tuple[int, int, int, int]: ...
 
 class Replayer:

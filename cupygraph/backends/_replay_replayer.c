@@ -210,18 +210,16 @@ pass:
 }
 
 static int Replayer_traverse(Replayer *self, visitproc visit, void *arg) {
-    Py_VISIT(self->array_type); Py_VISIT(self->shapes); Py_VISIT(self->dtypes); Py_VISIT(self->plan);
-    Py_VISIT(self->entry); Py_VISIT(self->token); Py_VISIT(self->run); Py_VISIT(self->binder);
-    Py_VISIT(self->slot); Py_VISIT(self->recording); Py_VISIT(self->backend); Py_VISIT(self->acquire);
-    Py_VISIT(self->release); Py_VISIT(self->current_stream); Py_VISIT(self->use_tick);
+#define VISIT_FIELD(field) Py_VISIT(self->field);
+    REPLAYER_OBJECTS(VISIT_FIELD)
+#undef VISIT_FIELD
     return 0;
 }
 
 static int Replayer_clear(Replayer *self) {
-    Py_CLEAR(self->array_type); Py_CLEAR(self->shapes); Py_CLEAR(self->dtypes); Py_CLEAR(self->plan);
-    Py_CLEAR(self->entry); Py_CLEAR(self->token); Py_CLEAR(self->run); Py_CLEAR(self->binder);
-    Py_CLEAR(self->slot); Py_CLEAR(self->recording); Py_CLEAR(self->backend); Py_CLEAR(self->acquire);
-    Py_CLEAR(self->release); Py_CLEAR(self->current_stream); Py_CLEAR(self->use_tick);
+#define CLEAR_FIELD(field) Py_CLEAR(self->field);
+    REPLAYER_OBJECTS(CLEAR_FIELD)
+#undef CLEAR_FIELD
     return 0;
 }
 

@@ -20,13 +20,14 @@ class PythonFastFunction:
 
 
 try:
-    from ._replay import FastFunction, Replayer, references
+    from ._replay import MAX_ARGUMENTS, FastFunction, Replayer, references
 except ImportError:  # built without a C compiler
     FastFunction = PythonFastFunction  # type: ignore[assignment,misc]
     Replayer = None  # type: ignore[assignment,misc]
     references = None  # type: ignore[assignment]
+    MAX_ARGUMENTS = 0
 
 COMPILED = Replayer is not None
 """Whether the compiled replay is built and used."""
 
-__all__ = ["COMPILED", "FastFunction", "PythonFastFunction", "Replayer", "references"]
+__all__ = ["COMPILED", "MAX_ARGUMENTS", "FastFunction", "PythonFastFunction", "Replayer", "references"]

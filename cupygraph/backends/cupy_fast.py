@@ -32,8 +32,6 @@ call back to Python, which ``tests/gpu/test_fast_replay.py`` would show.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import sys
 import weakref
 from collections.abc import Callable, Sequence
@@ -41,8 +39,9 @@ from typing import Any, Optional
 
 import cupy
 
-from .compiled import COMPILED, Replayer
+from .compiled import COMPILED, MAX_ARGUMENTS, Replayer
 from .compiled import references as _compiled_references
+from .cupy_rebind import graph_launch_address
 
 __all__ = ["COMPILED", "graph_launch_address", "references", "replayer"]
 
@@ -60,22 +59,6 @@ its memory have, and weak ones. Measured the same way when the ring alone holds 
 before it is taken again: equal counts mean the caller (and every view, pointer or weak reference)
 let go of it. One implementation per process (C or Python): their counts differ by their own
 temporaries, so a ring is only ever measured by one of them."""
-
-
-@functools.cache
-def graph_launch_address() -> int:
-    """Where ``cuGraphLaunch`` is in libcuda (0 where it is not found): the compiled replay launches a
-    bank's one executable with it, as ``Graph.launch`` does through the runtime, without the Python
-    call around it."""
-    try:
-        fn = ctypes.CDLL("libcuda.so.1").cuGraphLaunch
-    except (OSError, AttributeError):
-        return 0
-    return ctypes.cast(fn, ctypes.c_void_p).value or 0
-
-
-MAX_ARGUMENTS = 8
-"""The most array arguments a compiled replay takes (``MAX_ARGUMENTS`` in ``_replay.h``)."""
 
 
 def replayer(plan: Any, entry: Any, binder: Any, arguments: Sequence[Any], output: Any, lock: Any,

@@ -55,11 +55,28 @@ class _KernelNodeParams(ctypes.Structure):
 
 
 @functools.cache
+def _libcuda() -> Optional[ctypes.PyDLL]:
+    """The driver library, for the two entry points the replay path calls without cuda-bindings."""
+    try:
+        return ctypes.PyDLL("libcuda.so.1")
+    except OSError:
+        return None
+
+
+@functools.cache
+def graph_launch_address() -> int:
+    """Where ``cuGraphLaunch`` is (0 where it is not found): the compiled replay (``cupy_fast``)
+    launches a bank's one executable with it, as ``Graph.launch`` does through the runtime, without
+    the Python call around it."""
+    fn = getattr(_libcuda(), "cuGraphLaunch", None)
+    return (ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn is not None else 0
+
+
+@functools.cache
 def set_params_function() -> Any:
     """``cuGraphExecKernelNodeSetParams`` from libcuda, called without releasing the GIL (cheaper)."""
-    try:
-        lib = ctypes.PyDLL("libcuda.so.1")
-    except OSError:
+    lib = _libcuda()
+    if lib is None:
         return None
     for name in ("cuGraphExecKernelNodeSetParams_v2", "cuGraphExecKernelNodeSetParams"):
         fn = getattr(lib, name, None)
