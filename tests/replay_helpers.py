@@ -7,6 +7,9 @@ before a replay, and replaying on new data, catches a replay that returns stale 
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -81,3 +84,28 @@ def poison_static_buffers(graphed: Any, xp: Any) -> None:
             if isinstance(buf, xp.ndarray) and buf.dtype.kind == "f":
                 buf.fill(np.nan)
         entry._arena.state = None
+
+
+def run_threads(target: Callable[[int], None], count: int, timeout_s: float = 120.0) -> list[BaseException]:
+    """Run ``target(t)`` on ``count`` threads started together (a barrier); return what they raised.
+    A thread still running after ``timeout_s`` fails the test as a deadlock (a hang guard, not a
+    timing check)."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(count)
+
+    def wrapped(t: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            target(t)
+        except BaseException as err:  # reported by the caller
+            errors.append(err)
+
+    threads = [threading.Thread(target=wrapped, args=(t,), daemon=True) for t in range(count)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout_s
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    alive = [t.name for t in threads if t.is_alive()]
+    assert not alive, f"deadlock: {alive} still running after {timeout_s} s"
+    return errors

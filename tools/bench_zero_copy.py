@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tools.bench_method import rotation, spread
 
 
 def host_block(call, reps: int) -> float:
@@ -72,12 +73,11 @@ def rotated(block, calls: dict, reps: int, rounds: int = 7) -> dict:
         for _ in range(min(reps, 200)):
             call()
     cupy.cuda.Device().synchronize()
-    names = list(calls)
-    figures: dict = {name: [] for name in names}
+    figures: dict = {name: [] for name in calls}
     for r in range(rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in rotation(list(calls), r):
             figures[name].append(block(calls[name], reps))
-    return {name: statistics.median(values) for name, values in figures.items()}
+    return {name: spread(values)["median"] for name, values in figures.items()}
 
 
 def one_kernel(reps: int) -> dict:

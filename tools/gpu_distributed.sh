@@ -33,7 +33,7 @@ ranks=$(timeout -k 5 30 "$MPIEXEC" -n "$NRANKS" python3 -c "from mpi4py import M
 echo "mpi4py sees ${ranks:-nothing} ranks under mpiexec -n $NRANKS" | tee -a "$OUT/env.log"
 timeout -k 5 40 python3 tests/gpu/mpi/per_device_checks.py 2>&1 | tee "$OUT/per_device.log"
 echo "per-device rc=${PIPESTATUS[0]}"
-if [ "$ranks" != "$NRANKS" ]; then echo "MPI launcher and mpi4py disagree: not running the 2-rank parts"; exit 1; fi
+if [ "$ranks" != "$NRANKS" ]; then echo "MPI launcher and mpi4py disagree: not running the $NRANKS-rank parts"; exit 1; fi
 date -u
 timeout -k 10 140 "$MPIEXEC" -n "$NRANKS" python3 tests/gpu/mpi/distributed_gpu_checks.py 2>&1 | tee "$OUT/dist_checks.log"
 echo "checks rc=${PIPESTATUS[0]}" | tee -a "$OUT/dist_checks.log"

@@ -24,9 +24,12 @@ import json
 import subprocess
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
-import probe_dense_csr  # tools/ is this script's directory
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tools import probe_dense_csr
 
 VECTOR, LOWER = 1, 0
 R_32F, R_64F = 0, 1

@@ -5,8 +5,6 @@ served by the Python path, equally right."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -15,7 +13,7 @@ import cupygraph as cg
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 
-from replay_helpers import poison_static_buffers  # noqa: E402
+from replay_helpers import poison_static_buffers, run_threads  # noqa: E402
 
 from cupygraph.backends.cupy_fast import COMPILED  # noqa: E402
 from cupygraph.kernels import get_kernel  # noqa: E402
@@ -134,23 +132,16 @@ def test_threads_calling_at_once_get_their_own_results():
     f = one_kernel()
     g = jit(f)
     g(rand(np.random.default_rng(0), 8))
-    errors: list[BaseException] = []
 
     def worker(seed):
-        try:
-            rng = np.random.default_rng(seed)
-            for _ in range(25):
-                x = rand(rng, 8)
-                got = g(x)
-                np.testing.assert_array_equal(cupy.asnumpy(got), cupy.asnumpy(f(x)))
-        except BaseException as err:  # pragma: no cover - reported below
-            errors.append(err)
+        cupy.cuda.Device(0).use()  # (a new thread's current device is the default one)
+        rng = np.random.default_rng(seed)
+        for _ in range(25):
+            x = rand(rng, 8)
+            got = g(x)
+            np.testing.assert_array_equal(cupy.asnumpy(got), cupy.asnumpy(f(x)))
 
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_threads(worker, 4)
     assert not errors, errors[0]
 
 

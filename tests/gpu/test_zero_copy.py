@@ -32,7 +32,6 @@ def rand(rng, rows, cols=COLS):
     return cupy.asarray(rng.standard_normal((rows, cols)).astype(np.float32))
 
 
-
 def poison(graphed) -> None:
     poison_static_buffers(graphed, cupy)
 

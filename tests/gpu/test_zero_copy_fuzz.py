@@ -83,7 +83,6 @@ def copies_keeping_aliases(args: list) -> list:
     return [seen.setdefault(id(a), a.copy()) for a in args]
 
 
-
 def poison(graphed) -> None:
     poison_static_buffers(graphed, cupy)
 

@@ -10,10 +10,10 @@ is ``test_threads_gpu.py``.
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 from reliability_helpers import check_stats, record
+from replay_helpers import run_threads as shared_run_threads
 
 import cupygraph as cg
 
@@ -30,25 +30,7 @@ def causal(x, w):
 
 
 def run_threads(target, count: int = THREADS) -> list[BaseException]:
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(count)
-
-    def wrapped(t: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            target(t)
-        except BaseException as err:  # reported by the caller
-            errors.append(err)
-
-    threads = [threading.Thread(target=wrapped, args=(t,), daemon=True) for t in range(count)]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + TIMEOUT_S
-    for thread in threads:
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    alive = [t.name for t in threads if t.is_alive()]
-    assert not alive, f"deadlock: {alive} still running after {TIMEOUT_S} s"
-    return errors
+    return shared_run_threads(target, count, TIMEOUT_S)
 
 
 def test_eight_threads_share_functions_while_graphs_come_and_go(soak):

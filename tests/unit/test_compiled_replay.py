@@ -68,7 +68,9 @@ class Bank:
         self.launch = lambda: log.append(name)
 
 
-def _world(graph_launch=0, inputs=(IN,)):
+def _world(graph_launch=0, inputs=(IN,), **overrides):
+    """A plan, entry, binder with two banks, backend and ring, as the replay reads them, and its
+    Replayer; ``overrides`` replace the Replayer's keyword arguments (``w.kwargs``)."""
     log: list[str] = []
     banks = [Bank("bank0", [*inputs, OUT], log, 0xA0), Bank("bank1", [*inputs, OTHER_OUT], log, 0)]
     stream = SimpleNamespace(ptr=STREAM)
@@ -83,10 +85,13 @@ def _world(graph_launch=0, inputs=(IN,)):
     item = [w.out, STREAM, None]
     item[2] = _replay.references(item)
     w.slot = SimpleNamespace(ring=[item])
-    w.replayer = _replay.Replayer(
+    w.kwargs = dict(
         array_type=Array, shapes=((4, 3),) * len(inputs), dtypes=(DTYPE,) * len(inputs), plan=w.plan, entry=w.entry,
         token=None, run=w.entry.run, binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend,
         lock=w.lock, current_stream=lambda: w.stream, use_tick=lambda: next(w.ticks), graph_launch=graph_launch)
+    w.kwargs.update(overrides)
+    w.lock = w.kwargs["lock"]
+    w.replayer = _replay.Replayer(**w.kwargs)
     return w
 
 
@@ -268,10 +273,10 @@ def test_a_bank_with_one_executable_is_launched_through_the_driver_entry_point()
 
 @needs_extension
 def test_a_replayer_missing_an_argument_names_it():
+    kwargs = _world().kwargs
+    del kwargs["use_tick"]
     with pytest.raises(TypeError, match="keyword argument use_tick"):
-        _replay.Replayer(array_type=Array, shapes=((4, 3),), dtypes=(DTYPE,), plan=None, entry=None, token=None,
-                         run=None, binder=None, slot=None, recording=None, backend=None, lock=threading.Lock(),
-                         current_stream=lambda: None)
+        _replay.Replayer(**kwargs)
 
 
 def _function(base):
@@ -333,19 +338,7 @@ def test_a_driver_error_is_raised_never_launched_twice_and_a_wrapped_launch_is_k
 
 
 @needs_extension
-def test_a_replayer_cannot_be_initialised_twice():
-    w = _world()
-    with pytest.raises(TypeError, match="already initialised"):
-        w.replayer.__init__(
-            array_type=Array, shapes=((4, 3),), dtypes=(DTYPE,), plan=w.plan, entry=w.entry, token=None,
-            run=w.entry.run, binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=w.lock,
-            current_stream=lambda: w.stream, use_tick=lambda: 0)
-
-
-@needs_extension
 def test_a_failing_release_keeps_the_replays_error_as_its_context():
-    w = _world()
-
     class Lock:
         def acquire(self):
             return True
@@ -353,10 +346,7 @@ def test_a_failing_release_keeps_the_replays_error_as_its_context():
         def release(self):
             raise OSError("release failed")
 
-    w.replayer = _replay.Replayer(
-        array_type=Array, shapes=((4, 3),), dtypes=(DTYPE,), plan=w.plan, entry=w.entry, token=None, run=w.entry.run,
-        binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=Lock(),
-        current_stream=lambda: w.stream, use_tick=lambda: 0)
+    w = _world(lock=Lock())
 
     def broken():
         raise ValueError("launch failed")
@@ -413,10 +403,7 @@ def test_a_replayer_takes_one_to_eight_arguments():
     w = _world()
     for shapes in ((), ((4, 3),) * 9):
         with pytest.raises(TypeError, match="1 to 8"):
-            _replay.Replayer(
-                array_type=Array, shapes=shapes, dtypes=(DTYPE,) * len(shapes), plan=w.plan, entry=w.entry,
-                token=None, run=w.entry.run, binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend,
-                lock=w.lock, current_stream=lambda: w.stream, use_tick=lambda: 0)
+            _replay.Replayer(**{**w.kwargs, "shapes": shapes, "dtypes": (DTYPE,) * len(shapes)})
 
 
 @needs_extension
@@ -426,8 +413,6 @@ def test_a_replayer_never_initialised_hands_every_call_back():
 
 @needs_extension
 def test_with_several_gpus_an_array_of_another_device_is_handed_back_before_the_lock():
-    w = _world()
-
     class Lock:
         acquired = 0
 
@@ -438,10 +423,7 @@ def test_with_several_gpus_an_array_of_another_device_is_handed_back_before_the_
         def release(self):
             pass
 
-    w.replayer = _replay.Replayer(
-        array_type=Array, shapes=((4, 3),), dtypes=(DTYPE,), plan=w.plan, entry=w.entry, token=None,
-        run=w.entry.run, binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=Lock(),
-        current_stream=lambda: w.stream, use_tick=lambda: 0, device=0)
+    w = _world(lock=Lock(), device=0)
     elsewhere = Array(IN)
     elsewhere.data.device_id = 1  # (the same address, freed on device 0 and reused on device 1)
     before = _state(w)
@@ -454,13 +436,7 @@ def test_with_several_gpus_an_array_of_another_device_is_handed_back_before_the_
 def test_a_refused_second_init_changes_nothing_and_shapes_must_be_tuples():
     w = _world()
     with pytest.raises(TypeError, match="already initialised"):
-        w.replayer.__init__(
-            array_type=Array, shapes=((4, 3),), dtypes=(DTYPE,), plan=w.plan, entry=w.entry, token=None,
-            run=w.entry.run, binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=w.lock,
-            current_stream=lambda: w.stream, use_tick=lambda: 0, graph_launch=1)  # (an address that would crash)
+        w.replayer.__init__(**{**w.kwargs, "graph_launch": 1})  # (an address that would crash if taken)
     assert w.replayer.replay((Array(IN),)) is w.out and w.log == ["bank0"]
     with pytest.raises(TypeError, match="each of shapes must be a tuple"):
-        _replay.Replayer(
-            array_type=Array, shapes=([4, 3],), dtypes=(DTYPE,), plan=w.plan, entry=w.entry, token=None,
-            run=w.entry.run, binder=w.binder, slot=w.slot, recording=w.recording, backend=w.backend, lock=w.lock,
-            current_stream=lambda: w.stream, use_tick=lambda: 0)
+        _replay.Replayer(**{**w.kwargs, "shapes": ([4, 3],)})

@@ -4,10 +4,10 @@ the debug log, and results equal to eager in every case the GPU tests cover."""
 from __future__ import annotations
 
 import logging
-import threading
 
 import numpy as np
 import pytest
+from replay_helpers import run_threads
 
 import cupygraph as cg
 from cupygraph.backends.binding import CopyReason, copy_reason
@@ -143,22 +143,14 @@ def test_new_arrays_each_call_and_threads():
         return np.tanh(x) + 1
 
     g = graphed(f)
-    errors = []
 
     def worker(seed):
-        try:
-            for i in range(30):
-                x = rand(8 if i % 3 else 6, seed=seed * 100 + i)
-                np.testing.assert_array_equal(g(x), f(x))
-        except Exception as err:  # reported below
-            errors.append(err)
+        for i in range(30):
+            x = rand(8 if i % 3 else 6, seed=seed * 100 + i)
+            np.testing.assert_array_equal(g(x), f(x))
 
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    errors = run_threads(worker, 4)
+    assert not errors, errors[0]
 
 
 def test_outputs_are_fresh_and_owned():
@@ -266,22 +258,14 @@ def test_weights_of_another_layout_are_captured_again():
 
 def test_threads_with_their_own_weights():
     g = graphed(scaled, constant_argnums=(1,))
-    errors = []
 
     def worker(seed):
-        try:
-            w = rand(1, seed=seed)[0]
-            for i in range(40):
-                x = rand(8 if i % 2 else 5, seed=seed * 1000 + i)
-                np.testing.assert_array_equal(g(x, w), scaled(x, w))
-        except Exception as err:  # reported below
-            errors.append(err)
+        w = rand(1, seed=seed)[0]
+        for i in range(40):
+            x = rand(8 if i % 2 else 5, seed=seed * 1000 + i)
+            np.testing.assert_array_equal(g(x, w), scaled(x, w))
 
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_threads(worker, 4)
     assert not errors, errors[0]
     assert g.stats().captures == 1  # one graph (5 rows pad to 8), its weights rebound between threads
 

@@ -220,7 +220,6 @@ def test_einsum_refuses_what_it_cannot_do_by_name(subscripts, match):
 
 
 def test_solve_refuses_b_of_another_shape_on_the_host_as_on_the_gpu():
-    import cupygraph.linalg as la
 
     a = np.eye(3)[None].repeat(2, axis=0) * 2.0
     with pytest.raises(ValueError, match=r"linalg\.solve: b of shape \(3, 3\) does not match a of shape \(2, 3, 3\)"):
