@@ -85,8 +85,9 @@ def _holds_capture_array(obj: Any) -> bool:
 
 
 def _called_by_user() -> bool:
-    # Frames: this <- handler <- Interception's replacement <- the caller.
-    return not getattr(_inside, "depth", 0) and called_from_user(3)
+    # Frames: this <- handler <- Interception's replacement <- the caller. SciPy's own conversions
+    # (``dense @ csr`` rebuilding index arrays) belong to whoever called SciPy, as in host_escapes.
+    return not getattr(_inside, "depth", 0) and called_from_user(3, "scipy")
 
 
 def _upload(original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[np.ndarray]:

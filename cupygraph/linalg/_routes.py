@@ -39,9 +39,13 @@ def svd_routine(m: int, n: int) -> str:
     return "gesvdj_batched" if max(m, n) <= CAPTURE_MAX else "gesvd"
 
 
+PREFIX = {"f": "s", "d": "d"}
+"""cuSOLVER's precision prefix by dtype character: float32 s, float64 d (the dtypes it is given)."""
+
+
 def prefixed(dtype: Any, name: str) -> str:
     """``name`` with cuSOLVER's precision prefix for a float32 (s) or float64 (d) matrix."""
-    return ("s" if dtype.char == "f" else "d") + name
+    return PREFIX.get(dtype.char, "d") + name
 
 
 def refusal(what: str, name: str, dtype: Any, shape: tuple[int, ...]) -> Optional[str]:

@@ -31,10 +31,10 @@ from ..backends.capturing import stream_is_capturing
 from ..errors import CaptureError, CupyGraphError
 from ..reasons import FallbackReason
 from ._nvmath import LazyBinding, ThreadHandles
+from ._routes import PREFIX
 
 LOWER, UPPER = 0, 1  # cublasFillMode_t
 OP_N = 0
-_PREFIX = {"f": "s", "d": "d"}
 
 
 class SolverError(CupyGraphError, RuntimeError):
@@ -86,7 +86,7 @@ def handle(device_id: int) -> _Handle:
 
 
 def _routine(dtype: Any, name: str, what: str) -> str:
-    prefix = _PREFIX.get(dtype.char)
+    prefix = PREFIX.get(dtype.char)
     if prefix is None:
         raise TypeError(f"{what}: cuSOLVER path supports float32 and float64 arrays, got {dtype}; cast first")
     return prefix + name

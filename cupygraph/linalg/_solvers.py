@@ -9,6 +9,7 @@ the call (that reads it on the host). Both backends follow this rule, so they gi
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -21,25 +22,15 @@ class LinAlgFailure(CupyGraphError, np.linalg.LinAlgError):
     """``check(info)`` found a failed factorisation (singular, not positive definite, no convergence)."""
 
 
-def _impl(*values: Any) -> Any:
+def _impl(*values: Any, on_device: str = "_solver") -> Any:
+    """The module that runs the routine: ``on_device`` (imported on first use) for CuPy arrays, the
+    host's for NumPy arrays; mixing them is refused."""
     sides = {_on_gpu(v) for v in values}
     if len(sides) > 1:
         raise TypeError("cupygraph.linalg: the arguments mix CuPy and NumPy arrays; pass all of one kind "
                         "(cupy.asarray(...) or cupy.asnumpy(...) first)")
-    if _on_gpu(*values):
-        from . import _solver
-
-        return _solver
-    from . import _solver_host
-
-    return _solver_host
-
-
-def _spectral(a: Any) -> Any:
-    if _on_gpu(a):
-        from . import _spectral as on_device
-
-        return on_device
+    if True in sides:
+        return importlib.import_module(f".{on_device}", __package__)
     from . import _solver_host
 
     return _solver_host
@@ -106,7 +97,7 @@ def eigh(a: Any, UPLO: str = "L", *, return_info: bool = False) -> Any:
     _check_input(a, "cupygraph.linalg.eigh", square=True, matrix_only=True)
     if UPLO not in ("L", "U"):
         raise ValueError(f"cupygraph.linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
-    return _results(_spectral(a).eigh(a, UPLO), return_info)
+    return _results(_impl(a, on_device="_spectral").eigh(a, UPLO), return_info)
 
 
 def qr(a: Any, *, return_info: bool = False) -> Any:
@@ -124,7 +115,7 @@ def svd(a: Any, full_matrices: bool = True, *, return_info: bool = False) -> Any
     with NumPy's up to sign.
     """
     _check_input(a, "cupygraph.linalg.svd", square=False, matrix_only=True)
-    return _results(_spectral(a).svd(a, full_matrices), return_info)
+    return _results(_impl(a, on_device="_spectral").svd(a, full_matrices), return_info)
 
 
 def check(*infos: Any) -> None:
@@ -194,18 +185,8 @@ def spmm(a: Any, b: Any) -> Any:
         from . import _spmm
 
         return _spmm.dense_csr(dense, sparse, dtype) if dense_first else _spmm.csr_dense(sparse, dense, dtype)
-    from ..backends.host_guard import capture_run_active, guarded
+    from ._host import _plain, _result
 
-    plain = dense.view(np.ndarray) if isinstance(dense, np.ndarray) else np.asarray(dense)
-    result = _dense_csr_host(plain, sparse, dtype) if dense_first else np.asarray(sparse @ plain)
-    result = np.ascontiguousarray(result, dtype=dtype)
-    return guarded(result) if capture_run_active() else result
-
-
-def _dense_csr_host(x: np.ndarray, s: Any, dtype: Any) -> np.ndarray:
-    """``x @ s`` from s's CSR arrays: SciPy's own ``dense @ csr`` rebuilds index arrays through
-    ``np.asarray`` from SciPy's frames, which a host capture would take for the user's uploads."""
-    rows = np.repeat(np.arange(s.shape[0]), np.diff(s.indptr))
-    out = np.zeros((x.shape[0], s.shape[1]), dtype=dtype)
-    np.add.at(out.T, s.indices, (x[:, rows].astype(dtype) * s.data.astype(dtype)).T)  # column j += x[:, i] s[i, j]
-    return out
+    plain = np.asarray(_plain(dense))
+    result = np.asarray(plain @ sparse) if dense_first else np.asarray(sparse @ plain)
+    return _result(np.ascontiguousarray(result, dtype=dtype))

@@ -21,7 +21,7 @@ from ..backends.capturing import stream_is_capturing
 from ..errors import CaptureError
 from ..reasons import FallbackReason
 from . import _routes
-from ._solver import LOWER, UPPER, _float_dtype, _fortran, _info, _routine, _square, handle, poison_on_failure
+from ._solver import LOWER, UPPER, _float_dtype, _fortran, _info, _routine, handle, poison_on_failure
 
 EIG_MODE_VECTOR = 1
 _DATA_TYPE = {"f": 0, "d": 1}  # CUDA_R_32F, CUDA_R_64F
@@ -49,12 +49,7 @@ def _nan_is_a_failure(info: Any, values: Any) -> None:
 
 
 def eigh(a: Any, uplo: str = "L") -> tuple[Any, Any, Any]:
-    what = "cupygraph.linalg.eigh"
-    _square(a, what)
-    if a.ndim != 2:
-        raise ValueError(f"{what}: only one (M, M) matrix at a time here, got shape {a.shape}")
-    if uplo not in ("L", "U"):
-        raise ValueError(f"{what}: UPLO must be 'L' or 'U', got {uplo!r}")
+    what = "cupygraph.linalg.eigh"  # (a and uplo checked by _solvers.eigh)
     dtype = _float_dtype(a)
     n = a.shape[0]
     name = _routes.eigh_routine(n)
@@ -99,9 +94,7 @@ def _xsyev_batched(h: Any, work: Any, w: Any, info: Any, fill: int) -> None:
 
 def svd(a: Any, full_matrices: bool = True) -> tuple[Any, Any, Any, Any]:
     """NumPy's ``svd(a, full_matrices)``: U, S (descending), Vh."""
-    what = "cupygraph.linalg.svd"
-    if a.ndim != 2:
-        raise ValueError(f"{what}: argument 'a' must be one (M, N) matrix here, got shape {a.shape}")
+    what = "cupygraph.linalg.svd"  # (a checked by _solvers.svd)
     m, n = a.shape
     dtype = _float_dtype(a)
     name = _routes.svd_routine(m, n)
