@@ -53,8 +53,8 @@ _SPARSE_HINT = ("a SciPy sparse product, whose GPU counterpart (cupyx.scipy.spar
                 "cannot capture; use cupygraph.linalg.spmm(csr, dense) or spmm(dense, csr), which capture")
 _SCIPY_LINALG = ("solve", "inv", "det", "lstsq", "pinv", "lu", "lu_factor", "lu_solve", "cholesky", "cho_factor",
                  "cho_solve", "qr", "svd", "eigh", "eig", "eigvalsh", "solve_triangular", "expm")
-_SCIPY_LINALG_HINT = ("runs LAPACK here and cuSOLVER/cuBLAS in its cupyx counterpart, which CuPy cannot capture; "
-                      "cupygraph.linalg.solve, inv, cholesky and qr capture, eigh and svd up to 32x32")
+_SCIPY_LINALG_HINT = "runs LAPACK here and cuSOLVER/cuBLAS in its cupyx counterpart, which CuPy cannot capture"
+"""(The replacement that captures, where one exists, is named from ``hints`` by the routine's name.)"""
 
 
 def _targets() -> list[tuple[Any, str, str]]:
@@ -77,7 +77,7 @@ def _refuse_escape(label: str, original: Callable[..., Any], args: tuple[Any, ..
         if label == "sparse" and _caller_is_user(skip_scipy=True):
             _refuse(FallbackReason.LIBRARY_CALL, _SPARSE_HINT)
         if label.startswith("scipy.linalg.") and _caller_is_user():
-            _refuse(FallbackReason.LIBRARY_CALL, f"{label} {_SCIPY_LINALG_HINT}")
+            _refuse(FallbackReason.LIBRARY_CALL, f"{label} {_SCIPY_LINALG_HINT}", label)
     return original(*args, **kwargs)
 
 

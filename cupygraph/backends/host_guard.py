@@ -139,7 +139,7 @@ class CaptureArray(np.ndarray):
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if _guard() is not None and ufunc.__name__ in _CUBLAS_UFUNCS:
-            _refuse(FallbackReason.LIBRARY_CALL, f"np.{ufunc.__name__} / @ calls cuBLAS, {_CUBLAS_HINT}", "numpy.dot")
+            _refuse(FallbackReason.LIBRARY_CALL, f"np.{ufunc.__name__} / @ calls cuBLAS, {_LIBRARY_HINT}", "numpy.dot")
         out = kwargs.get("out")
         if out is not None:
             kwargs["out"] = tuple(_plain(o) for o in out)
@@ -259,7 +259,7 @@ class CaptureArray(np.ndarray):
 
     def dot(self, *args: Any, **kwargs: Any) -> Any:
         if _guard() is not None:
-            _refuse(FallbackReason.LIBRARY_CALL, f".dot() calls cuBLAS, {_CUBLAS_HINT}")
+            _refuse(FallbackReason.LIBRARY_CALL, f".dot() calls cuBLAS, {_LIBRARY_HINT}", "numpy.dot")
         return _wrap(self.view(np.ndarray).dot(*_plain_tree(args), **kwargs))
 
     def compress(self, *args: Any, **kwargs: Any) -> Any:
@@ -287,7 +287,6 @@ for _name in ("argmax", "argmin", "take", "trace", "searchsorted", "choose", "su
 
 
 _LIBRARY_HINT = "which CuPy cannot capture (mark the op with cupygraph.graph_break and use PIECEWISE mode)"
-_CUBLAS_HINT = "which CuPy cannot capture (or mark the op with cupygraph.graph_break and use PIECEWISE mode)"
 _CUBLAS_UFUNCS = frozenset({"matmul", "vecdot", "matvec", "vecmat"})
 
 
@@ -311,7 +310,7 @@ _SHAPE_ONLY = _functions(
 def _check_function(func: Any, args: Any, kwargs: Any) -> None:
     name = getattr(func, "__name__", "function")
     if func in _CUBLAS:
-        _refuse(FallbackReason.LIBRARY_CALL, f"np.{name} calls cuBLAS, {_CUBLAS_HINT}", f"numpy.{name}")
+        _refuse(FallbackReason.LIBRARY_CALL, f"np.{name} calls cuBLAS, {_LIBRARY_HINT}", f"numpy.{name}")
     if str(getattr(func, "__module__", "")).startswith("numpy.linalg"):
         _refuse(FallbackReason.LIBRARY_CALL, f"np.linalg.{name} calls cuSOLVER, {_LIBRARY_HINT}", f"linalg.{name}")
     if func in _DATA_SHAPED or (func is np.where and len(args) + len(kwargs) == 1):

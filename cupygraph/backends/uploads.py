@@ -123,9 +123,9 @@ class UploadLedger:
             raise self._refused(what, "host uploads become constants only when every warm-up run made the same "
                                 "uploads as the capture: run at least one warm-up (num_warmups >= 1)")
         if not seen or len(seen) % runs:
-            raise self._refused(what, f"the {runs} warm-up run(s) made {len(seen)} upload(s) here, not the same number "
-                                "each: the function takes another path when capturing; set host_uploads=\"constant\" "
-                                "to freeze the capture's bytes, or move the upload out of the function")
+            raise self._refused(what, f"the capture uploads here but the {runs} warm-up run(s) made {len(seen)} "
+                                "upload(s) here, not the same number each: the function takes another path when "
+                                "capturing; move the upload out of the function (pass the array as an argument)")
         per_run = len(seen) // runs
         if index >= per_run:
             raise self._refused(what, "the warm-up runs made fewer uploads here than the capture")
@@ -205,14 +205,16 @@ class Interception:
     def active(self, handler: Handler, fn: Any = None) -> Iterator[None]:
         """``handler`` sees this thread's calls meanwhile; with ``fn``, also the calls its module
         makes through names it imported directly (its globals are patched as the modules are)."""
+        names: list[tuple[int, str]] = []
         with self._lock:
             if self._scopes == 0:
                 self._install()
             self._scopes += 1
             try:
-                names = self._patch_names(fn)
-            except Exception:  # best effort: the modules' own names stay patched whatever happens
-                names = []
+                self._patch_names(fn, names)
+            except BaseException:  # (not expected) undo what this scope did, then report it
+                self._leave(names)
+                raise
         previous = getattr(self._local, "handler", None)
         self._local.handler = handler
         try:
@@ -220,30 +222,34 @@ class Interception:
         finally:
             self._local.handler = previous
             with self._lock:
-                self._unpatch_names(names)
-                self._scopes -= 1
-                if self._scopes == 0:
-                    self._restore()
+                self._leave(names)
 
-    def _patch_names(self, fn: Any) -> list[tuple[int, str]]:
+    def _leave(self, names: list[tuple[int, str]]) -> None:
+        """End one scope (under the lock): its names back, and the modules' own once no scope is left."""
+        self._unpatch_names(names)
+        self._scopes -= 1
+        if self._scopes == 0:
+            self._restore()
+
+    def _patch_names(self, fn: Any, used: list[tuple[int, str]]) -> None:
+        """Patch the names ``fn``'s module bound to replaced functions; each one is in ``used`` from the
+        moment it counts, so a scope that ends early undoes exactly what it did."""
         namespace = function_globals(fn)
         if namespace is None:
-            return []
-        replacements = {id(value): (value, replacement) for _, _, _, value, replacement in self._saved
-                        if value is not None}
-        used = []
+            return
+        # By id: the originals are held by ``_saved``, so an equal id is the very object.
+        replacements = {id(value): replacement for _, _, _, value, replacement in self._saved if value is not None}
         for name, value in list(namespace.items()):
             key = (id(namespace), name)
             entry = self._names.get(key)
             if entry is None:
-                hit = replacements.get(id(value))
-                if hit is None or hit[0] is not value:
+                replacement = replacements.get(id(value))
+                if replacement is None:
                     continue
-                entry = self._names[key] = [namespace, value, hit[1], 0]
-                namespace[name] = hit[1]
+                entry = self._names[key] = [namespace, value, replacement, 0]
+                namespace[name] = replacement
             entry[3] += 1
             used.append(key)
-        return used
 
     def _unpatch_names(self, used: list[tuple[int, str]]) -> None:
         for key in used:

@@ -78,47 +78,48 @@ class NcclCommunicator(Communicator):
     def _dtype(self, array: Any) -> int:
         return int(self._dtypes[np.dtype(array.dtype).name])
 
-    def _check_device(self, array: Any, method: str) -> None:
+    def _ready(self, method: str, **arrays: Any) -> None:
+        """Before a collective: the communicator is alive and every named array is a CuPy array on its
+        device; inside a capture (or its warm-ups) the recording then holds the communicator."""
         if self.nccl is None:
             raise DistributedError(f"{method}: this NCCL communicator was destroyed; make a new one with "
                                    "cupygraph.distributed.init()")
-        if not hasattr(getattr(array, "device", None), "id"):  # a NumPy array's device is "cpu"
-            raise TypeError(f"{method}: the NCCL communicator takes CuPy arrays, got {type(array).__name__} "
-                            "(cupy.asarray(...) first, or use the MPI communicator for NumPy arrays)")
-        if array.device.id != self.device:
-            raise ValueError(f"{method}: the array is on device {array.device.id} but this rank's communicator "
-                             f"uses device {self.device}; one GPU per process")
-        hold(self)  # inside a capture (or its warm-ups): the recording keeps the communicator, binds nothing
+        for name, array in arrays.items():
+            if not hasattr(getattr(array, "device", None), "id"):  # a NumPy array's device is "cpu"
+                raise TypeError(f"{method}: {name} must be a CuPy array for the NCCL communicator, got "
+                                f"{type(array).__name__} (cupy.asarray(...) first, or use the MPI communicator for "
+                                "NumPy arrays)")
+            if array.device.id != self.device:
+                raise ValueError(f"{method}: {name} is on device {array.device.id} but this rank's communicator "
+                                 f"uses device {self.device}; one GPU per process")
+        hold(self)  # the recording keeps the communicator and binds nothing (library_state)
 
     def _empty(self, like: Any, shape: tuple[int, ...]) -> Any:
         with self._cupy.cuda.Device(self.device):
             return self._cupy.empty(shape, dtype=like.dtype)
 
     def _all_reduce(self, x: Any, out: Any, op: str) -> None:
-        self._check_device(x, "all_reduce")
-        self._check_device(out, "all_reduce")
+        self._ready("all_reduce", x=x, out=out)
         self.nccl.allReduce(x.data.ptr, out.data.ptr, x.size, self._dtype(x), self._ops[op], self._stream())
 
     def _all_gather(self, x: Any, out: Any) -> None:
-        self._check_device(x, "all_gather")
-        self._check_device(out, "all_gather")
+        self._ready("all_gather", x=x, out=out)
         self.nccl.allGather(x.data.ptr, out.data.ptr, x.size, self._dtype(x), self._stream())
 
     def _reduce_scatter(self, x: Any, out: Any, op: str) -> None:
-        self._check_device(x, "reduce_scatter")
-        self._check_device(out, "reduce_scatter")
+        self._ready("reduce_scatter", x=x, out=out)
         self.nccl.reduceScatter(x.data.ptr, out.data.ptr, out.size, self._dtype(x), self._ops[op], self._stream())
 
     def _broadcast(self, x: Any, root: int) -> None:
-        self._check_device(x, "broadcast")
+        self._ready("broadcast", x=x)
         self.nccl.broadcast(x.data.ptr, x.data.ptr, x.size, self._dtype(x), root, self._stream())
 
     def _send(self, x: Any, peer: int) -> None:
-        self._check_device(x, "send")
+        self._ready("send", x=x)
         self.nccl.send(x.data.ptr, x.size, self._dtype(x), peer, self._stream())
 
     def _recv(self, out: Any, peer: int) -> None:
-        self._check_device(out, "recv")
+        self._ready("recv", out=out)
         self.nccl.recv(out.data.ptr, out.size, self._dtype(out), peer, self._stream())
 
     def _group_start(self) -> None:

@@ -258,22 +258,49 @@ def test_bench_report_names_a_file_it_cannot_read(tmp_path, capsys) -> None:
 def test_a_recording_holds_the_nccl_communicator_of_its_collectives() -> None:
     """A graph with an NCCL call must keep the communicator and bind nothing zero-copy (NCCL keeps the
     buffers' addresses in its own plan); outside a capture nothing is held. NCCL itself is faked."""
-    from types import SimpleNamespace
-
     from cupygraph.backends.holding import collecting_held
-    from cupygraph.distributed.nccl import NcclCommunicator
 
-    comm = object.__new__(NcclCommunicator)  # no CuPy here: the parts all_reduce touches, faked
-    comm.rank, comm.size, comm.device = 0, 2, 0
-    calls: list[tuple] = []
-    comm.nccl = SimpleNamespace(allReduce=lambda *args: calls.append(args))
-    comm._cupy = SimpleNamespace(cuda=SimpleNamespace(get_current_stream=lambda: SimpleNamespace(ptr=99)))
-    comm._dtypes, comm._ops = {"float32": 7}, {"sum": 0}
-    x = SimpleNamespace(dtype=np.dtype(np.float32), shape=(4,), ndim=1, size=4, data=SimpleNamespace(ptr=4096),
-                        flags=SimpleNamespace(c_contiguous=True), device=SimpleNamespace(id=0))
+    comm, calls = _faked_nccl()
+    x = _faked_cupy_array()
     comm.all_reduce(x, out=x)
     held: list = []
     with collecting_held(held):
         comm.all_reduce(x, out=x)
     assert held == [comm]
     assert calls == [(4096, 4096, 4, 7, 0, 99)] * 2
+
+
+def _faked_nccl():
+    """An NCCL communicator on device 0 of rank 0 of 2 with the parts a collective touches faked (no
+    CuPy here), and the list of the allReduce calls it made."""
+    from types import SimpleNamespace
+
+    from cupygraph.distributed.nccl import NcclCommunicator
+
+    comm = object.__new__(NcclCommunicator)
+    comm.rank, comm.size, comm.device = 0, 2, 0
+    calls: list[tuple] = []
+    comm.nccl = SimpleNamespace(allReduce=lambda *args: calls.append(args))
+    comm._cupy = SimpleNamespace(cuda=SimpleNamespace(get_current_stream=lambda: SimpleNamespace(ptr=99)))
+    comm._dtypes, comm._ops = {"float32": 7}, {"sum": 0}
+    return comm, calls
+
+
+def _faked_cupy_array(device=0):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(dtype=np.dtype(np.float32), shape=(4,), ndim=1, size=4, data=SimpleNamespace(ptr=4096),
+                           flags=SimpleNamespace(c_contiguous=True), device=SimpleNamespace(id=device))
+
+
+def test_nccl_collectives_name_the_argument_they_refuse():
+    comm, calls = _faked_nccl()
+    x = _faked_cupy_array()
+    with pytest.raises(TypeError, match="all_reduce: out must be a CuPy array"):
+        comm.all_reduce(x, out=np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="all_reduce: x is on device 1 but this rank's communicator uses device 0"):
+        comm.all_reduce(_faked_cupy_array(device=1), out=x)
+    comm.nccl = None
+    with pytest.raises(dist.DistributedError, match="destroyed; make a new one"):
+        comm.all_reduce(x, out=x)
+    assert calls == []  # nothing reached NCCL
