@@ -39,14 +39,11 @@ class Key(NamedTuple):
 
 
 class Timing:
-    """What ``KeyTiming`` gives the benefit policy: measured eager, replay and capture times."""
+    """What ``KeyTiming`` gives the benefit policy: measured eager and replay times (the capture time
+    is the entry's own, ``capture_time``)."""
 
     def __init__(self, key: Key):
         self.key = key
-
-    @property
-    def capture_s(self) -> float:
-        return self.key.capture_s
 
     def eager_s(self) -> Optional[float]:
         return self.key.eager_s

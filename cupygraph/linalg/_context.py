@@ -87,7 +87,7 @@ class Handle:
         self.pointer_mode = 0
         with _lock:
             _handles.add(self)
-        weakref.finalize(self, retire, functools.partial(lib.destroy, self.ptr), device_id)
+        weakref.finalize(self, retire, functools.partial(lib.destroy, self.ptr), device_id, "cublas")
 
     def bind(self, stream_ptr: int, workspace: Workspace) -> None:
         if self.stream_ptr != stream_ptr or self._workspace() is not workspace:
@@ -169,6 +169,6 @@ def release_unused() -> dict[str, int]:
 def resources() -> dict[str, int]:
     """Live cuBLAS handles (not yet destroyed), workspaces and workspace bytes, in this process."""
     with _lock:
-        handles = len(_handles) + pending()
+        handles = len(_handles) + pending("cublas")
         workspaces = list(_workspaces)
     return {"handles": handles, "workspaces": len(workspaces), "workspace_bytes": sum(w.nbytes for w in workspaces)}

@@ -66,7 +66,7 @@ class ThreadHandles:
                     "capturing (jit's num_warmups >= 1)")
             destroy_retired(stream)
             found = handles[device_id] = self._make(device_id)
-            weakref.finalize(found, retire, found.closer(), device_id)
+            weakref.finalize(found, retire, found.closer(), device_id, self._library)
         if found.stream_ptr != int(stream.ptr):
             found.lib.set_stream(found.ptr, int(stream.ptr))
             found.stream_ptr = int(stream.ptr)

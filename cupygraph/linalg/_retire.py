@@ -19,18 +19,18 @@ from ..backends.holding import scopes_open
 
 logger = logging.getLogger("cupygraph")
 
-_retired: list[tuple[Callable[[], None], int]] = []
+_retired: list[tuple[Callable[[], None], int, str]] = []
 
 
-def retire(destroy: Callable[[], None], device_id: int) -> None:
-    """Queue ``destroy`` (a handle's) for ``destroy_retired``. No lock: ``list.append`` is atomic, and
-    a finaliser may run while any lock is held."""
-    _retired.append((destroy, device_id))
+def retire(destroy: Callable[[], None], device_id: int, library: str) -> None:
+    """Queue ``destroy`` (a ``library`` handle's) for ``destroy_retired``. No lock: ``list.append`` is
+    atomic, and a finaliser may run while any lock is held."""
+    _retired.append((destroy, device_id, library))
 
 
-def pending() -> int:
-    """Handles queued and not destroyed yet."""
-    return len(_retired)
+def pending(library: str = "") -> int:
+    """Handles queued and not destroyed yet (only ``library``'s, where one is named)."""
+    return sum(1 for item in list(_retired) if not library or item[2] == library)
 
 
 def destroy_retired(stream: Any = None) -> int:
@@ -42,7 +42,7 @@ def destroy_retired(stream: Any = None) -> int:
     done = 0
     while True:
         try:
-            destroy, device_id = _retired.pop()  # atomic: two threads never take the same handle
+            destroy, device_id, _ = _retired.pop()  # atomic: two threads never take the same handle
         except IndexError:
             return done
         try:

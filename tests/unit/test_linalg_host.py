@@ -397,3 +397,18 @@ def test_mlp_example_runs_on_the_host_backend():
     module = load_example("mlp_full")
     result = module.main(["--calls", "12", "--max-batch", "32", "--backend", "host"])
     assert result["fallbacks"] == 0 and result["graphs"] >= 1 and result["worst"] < 1e-4
+
+
+def test_the_retire_queue_counts_handles_per_library():
+    from cupygraph.linalg import _retire
+
+    before = {lib: _retire.pending(lib) for lib in ("cublas", "cusolver")}
+    total = _retire.pending()
+    _retire.retire(lambda: None, 0, "cublas")
+    _retire.retire(lambda: None, 0, "cusolver")
+    try:
+        assert _retire.pending("cublas") == before["cublas"] + 1
+        assert _retire.pending("cusolver") == before["cusolver"] + 1
+        assert _retire.pending() == total + 2
+    finally:
+        del _retire._retired[-2:]  # (destroying needs CuPy; leave the queue as it was)
