@@ -62,10 +62,15 @@ def allocation_of(address: int) -> Optional[tuple[int, int]]:
     return int(base), int(size)
 
 
+def aligned_offsets(size: int, offset: int) -> range:
+    """Where, in ``size`` bytes placed at ``offset`` of a parameter buffer, the 8-byte words start that
+    sit 8-byte aligned in the buffer (where a device address can be)."""
+    return range((-offset) % 8, size - 7, 8)
+
+
 def _words(data: bytes, offset: int) -> tuple[int, ...]:
     """The 8-byte words of ``data`` that sit 8-byte aligned in the parameter buffer."""
-    start = (-offset) % 8
-    return tuple(struct.unpack_from("<Q", data, i)[0] for i in range(start, len(data) - 7, 8))
+    return tuple(struct.unpack_from("<Q", data, i)[0] for i in aligned_offsets(len(data), offset))
 
 
 def _is_size_of(size: int, shape: Sequence[int]) -> bool:
@@ -105,7 +110,7 @@ def pointer_offsets(data: bytes, offset: int) -> tuple[int, ...]:
             return ()  # CIndexer: 1 + 2 * ndim words
         if not count % 2 and _is_size_of(words[1], words[2:1 + ndim]):
             return (0,)  # CArray: 2 + 2 * ndim words, the pointer first
-    return tuple(range((-offset) % 8, len(data) - 7, 8))
+    return tuple(aligned_offsets(len(data), offset))
 
 
 class GraphWalker:

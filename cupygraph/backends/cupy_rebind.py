@@ -27,7 +27,7 @@ import cupy
 
 from ..pytree import flatten
 from .binding import BufferFacts, CopyReason
-from .cupy_audit import GraphWalker, _driver, _ok
+from .cupy_audit import GraphWalker, _driver, _ok, aligned_offsets
 
 logger = logging.getLogger("cupygraph")
 
@@ -194,7 +194,8 @@ def _kernel_words(drv: Any, walker: GraphWalker, scan: _Scan, executable: int, n
         # a user's struct can look like a CIndexer and still hold pointers. A word missed here would
         # leave a node on the static buffer while the call binds the caller's array; a garbage word
         # taken for a pointer only costs a re-point of a word nobody reads, or a copy.
-        for at in range(offset + (-offset) % 8, offset + size - 7, 8):
+        for at in aligned_offsets(size, offset):
+            at += offset
             word = struct.unpack_from("<Q", data, at)[0]
             if word >= _SMALLEST_ADDRESS:
                 scan.words.append((word, made, at, "kernel"))
