@@ -11,9 +11,9 @@ import ctypes
 import struct
 from types import SimpleNamespace
 
-import pytest
+from extras import need
 
-driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings (test extra) is needed")
+driver = need("cuda.bindings.driver", "cuda", what="the graph walker tests")
 
 from cupygraph.backends.cupy_audit import GraphWalker  # noqa: E402
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from extras import need
 
-driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings (test extra) is needed")
+driver = need("cuda.bindings.driver", "cuda", what="the PDL rewrite tests")
 
 from cupygraph.backends import pdl  # noqa: E402
 from cupygraph.kernels.ptx_scan import WaitVerdict  # noqa: E402

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from extras import need
 
 import cupygraph.backends.cupy_topology as cupy_topology
 from cupygraph.api.jit import GraphedFunction
@@ -207,7 +208,7 @@ def test_the_fixture_keeps_snapshots_beside_the_test_and_the_option_rewrites_the
 
 
 def test_the_walker_reads_kinds_names_copies_memsets_and_conditional_bodies():
-    driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings (test extra) is needed")
+    driver = need("cuda.bindings.driver", "cuda", what="reading a graph built with the driver API")
     ok, types, mem = driver.CUresult.CUDA_SUCCESS, driver.CUgraphNodeType, driver.CUmemorytype
     copy = SimpleNamespace(srcMemoryType=mem.CU_MEMORYTYPE_DEVICE, dstMemoryType=mem.CU_MEMORYTYPE_DEVICE,
                            WidthInBytes=4096, Height=1, Depth=1)
