@@ -19,7 +19,8 @@ import cupy
 from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label, prepare_counts
 from .cupy_banks import MAX_BANKS, Bank, another_bank, first_bank
 from .cupy_fast import references, replayer
-from .cupy_rebind import ALIGNMENT, CupyBindings, KernelNode, set_params_function
+from .cupy_rebind import ALIGNMENT, CupyBindings, KernelNode
+from .driver import set_params_function
 
 logger = logging.getLogger("cupygraph")
 

@@ -256,13 +256,12 @@ def test_the_walker_reads_kinds_names_copies_memsets_and_conditional_bodies():
     def norm(x):
         return x
 
-    recording = SimpleNamespace(steps=[Step(100), SimpleNamespace(fn=norm, static=None), Step(200)])
-    original = cupy_topology._driver
-    cupy_topology._driver = FakeDriver  # a callable that returns "the driver module"
-    try:
-        found = cupy_topology.recording_topology(recording)
-    finally:
-        cupy_topology._driver = original
+    from cupygraph.backends.driver.reading import RecordingGraphs
+
+    steps = [Step(100), SimpleNamespace(fn=norm, static=None), Step(200)]
+    graphs = RecordingGraphs(steps, (), needed=True, drv=FakeDriver())
+    recording = SimpleNamespace(steps=steps, snapshot_of=graphs.top)
+    found = cupy_topology.recording_topology(recording)
     assert found == {
         "pieces": 2, "graph_breaks": ["norm"],
         "nodes_by_kind": {"conditional": 1, "kernel": 4, "memcpy": 1, "memset": 1},
