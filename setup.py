@@ -5,7 +5,7 @@ call, same results); ``cupygraph.backends.cupy_fast.COMPILED`` says which one is
 from setuptools import Extension, setup
 
 SOURCES = ["cupygraph/backends/_replay.c", "cupygraph/backends/_replay_helpers.c",
-           "cupygraph/backends/_replay_replayer.c"]
+           "cupygraph/backends/_replay_record.c"]
 
 setup(ext_modules=[Extension("cupygraph.backends._replay", SOURCES, depends=["cupygraph/backends/_replay.h"],
                              optional=True)])

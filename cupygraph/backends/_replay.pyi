@@ -2,20 +2,38 @@ from collections.abc import Callable
 from typing import Any
 
 MAX_ARGUMENTS: int
+MAX_BANKS: int
 
 def references(item: list[Any]) -> tuple[int, int, int, int]: ...
+def tick() -> int: ...
 
-class Replayer:
+class ReplayCounts:
+    replays: int
+    bound_calls: int
+    last_used: int
+    last_bank: int
+    @property
+    def hits(self) -> dict[int, int]: ...
+
+class FamilyState:
+    @property
+    def generation(self) -> int: ...
+    def bump(self) -> None: ...
+
+class Record:
     served: int
     passed: int
-    plan: Any
+    generation: int
+    counts: ReplayCounts
     def __init__(
-        self, *, array_type: type, shapes: tuple[tuple[int, ...], ...], dtypes: tuple[Any, ...], plan: Any,
-        entry: Any, token: Any, run: Any, binder: Any, slot: Any, recording: Any, backend: Any, lock: Any,
-        current_stream: Callable[[], Any], use_tick: Callable[[], int], graph_launch: int = 0, device: int = -1,
+        self, *, array_type: type, shapes: tuple[tuple[int, ...], ...], strides: tuple[tuple[int, ...], ...],
+        dtypes: tuple[Any, ...], device: int, stream: int, banks: tuple[tuple[int, tuple[int, ...], Callable[[], Any]], ...],
+        ring: tuple[list[Any], ...], rows: int, counts: ReplayCounts, family: FamilyState, generation: int, lock: Any,
+        current_stream: Callable[[], Any], graph_launch: int = 0,
     ) -> None: ...
     def replay(self, args: tuple[Any, ...]) -> Any: ...
 
 class FastFunction:
-    _replayer: Replayer | None
+    record: Record | None
+    miss: Callable[..., Any] | None
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
