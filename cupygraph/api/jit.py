@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
 from ..backends.base import ReplayMismatch
-from ..backends.compiled import FastFunction
+from ..backends.compiled import COMPILED, FastFunction
 from ..cache.capture import CaptureRequest
 from ..cache.failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
 from ..cache.freshness import stale_reason
@@ -119,20 +119,19 @@ class GraphedFunction(FastFunction):
         self.dispatcher = dispatcher
         # What the hot path uses, looked up once: the registry never replaces them.
         self._family_lock = self.registry.family_lock
-        self._stats = self.registry.stats()
-        self._plans = PlanCache(self.backend.array_type, self.constant_argnums, self._stats.record_fast_hits,
+        self._family = self.backend.family
+        self._stats = self.registry.recorder
+        self._plans = PlanCache(self.backend.array_type, self.constant_argnums,
                                 functools.partial(_publish, weakref.ref(self)))
-        self.registry.add_settler(self._plans.drain)  # the fast path's hits, counted on its plans
-        weakref.finalize(self, self._plans.drain)  # and those of a function that goes, before it goes
+        self.miss = self._call  # the Python path of every call the compiled record does not serve
         self._generation = self.registry.generation
         self._constants_seen: dict[tuple[Any, ...], tuple[ConstArg, ...]] = {}
         self._template: Optional[Template] = None
         self._devices = DeviceRouter(self.backend, self.batch_argnums, self, lambda device: GraphedFunction(
             fn, options, registry=self.registry.for_device(device), namespace=namespace))
         self._dev_of, self._home = self._devices.device_of, self._devices.home_device
-        if self.registry.instruments.ranges is not None:  # NVTX on: eager calls in a range naming the reason
-            self._run_eagerly = self.registry.instruments.wrap_fallback(  # type: ignore[method-assign]
-                self._run_eagerly, self.__name__)
+        self._eager_ranges = self.registry.instruments.ranges
+        """NVTX on: eager calls run in a range naming the reason (``_run_eagerly``)."""
         if self.config.debug:
             configure_logging("debug")
         announce(self)
@@ -155,14 +154,18 @@ class GraphedFunction(FastFunction):
                 try:
                     entry = plan.entry  # under the lock: a capture may have evicted or rebound it
                     if entry.alive and entry.constants_token is plan.constants_token:
+                        family = self._family
+                        generation = family.generation
                         try:  # free unless raised (a re-executing host replay, overlapping arguments)
                             out = entry.run(batched, plan.rows, whole)
                         except (ReplayMismatch, AliasedWrite) as err:
                             why = self._why_not_replayed(plan, err)
                         else:
-                            plan.hits += 1  # a hit, handed to the statistics when they are read
-                            if plan.fast is None:
-                                plans.compile(plan, lock)
+                            hits = entry.counts.hits  # a hit, which the statistics read from the entry
+                            hits[plan.rows] = hits.get(plan.rows, 0) + 1
+                            # A steady call (nothing a compiled record describes changed): make one.
+                            if generation == family.generation != plan.compiled_at and COMPILED:
+                                plans.compile(plan, lock, generation)
                             return out
                 finally:
                     lock.release()
@@ -282,8 +285,15 @@ class GraphedFunction(FastFunction):
         return self._run_eagerly(args, kwargs, why)
 
     def _run_eagerly(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager) -> Any:
-        return run_eagerly(self._fn, args, kwargs, why, name=self.__name__, stats=self._stats,
-                           raises=self.registry.raises)
+        ranges = self._eager_ranges
+        if ranges is not None:
+            ranges.push(f"cupygraph eager {self.__name__}: {why.reason.value}")
+        try:
+            return run_eagerly(self._fn, args, kwargs, why, name=self.__name__, stats=self._stats,
+                               raises=self.registry.raises)
+        finally:
+            if ranges is not None:
+                ranges.pop()
 
     def _why_not_replayed(self, plan: Plan, err: Exception) -> Eager:
         """Why a call that found its graph runs eagerly (under the family lock; a mismatch drops it)."""
@@ -371,12 +381,12 @@ class GraphedFunction(FastFunction):
         return f"<cupygraph.jit {self.__name__} mode={self.config.mode.name} graphs={self.registry.num_graphs()}>"
 
 
-def _publish(function: weakref.ref[GraphedFunction], replayer: Any) -> None:
-    """Make ``replayer`` (or None) the compiled replay the function tries first (weakly: the plans
+def _publish(function: weakref.ref[GraphedFunction], record: Any) -> None:
+    """Make ``record`` (or None) the compiled record the function tries first (weakly: the plans
     must not keep their function alive)."""
     f = function()
     if f is not None:
-        f._replayer = replayer
+        f.record = record
 
 
 @takes_options_of(JitOptions, GraphedFunction)

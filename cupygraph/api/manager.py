@@ -41,12 +41,12 @@ class CUDAGraphManager:
         """Make the registry and dispatcher ``config`` describes (keeping ``previous``'s backend and stats)."""
         registry = CUDAGraphRegistry(config, backend=None if previous is None else previous.backend)
         if previous is not None:
-            registry.stats().merge(previous.stats())
+            registry.recorder.merge(previous.stats())
         dispatcher = CudagraphDispatcher(config, registry=registry)
         dispatcher.initialize_cudagraph_keys(config.mode, config.uniform_decode_query_len)
         with self._lock:
             self.config, self.registry, self.dispatcher = config, registry, dispatcher
-            self._stats = registry.stats()  # recorded into per call; reading goes through stats()
+            self._stats = registry.recorder  # recorded into per call; reading goes through stats()
             # Graphed functions hold the old registry and dispatcher: they are made again on next use.
             self._functions.clear()
             self._captured.clear()

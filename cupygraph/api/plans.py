@@ -23,19 +23,18 @@ PLANS_LIMIT = 4096
 class Plan:
     """How a call signature maps onto an entry: which arguments are copied in and how.
 
-    ``hits`` counts the fast path's calls of this plan (all with ``rows`` real rows): one integer
-    add per call, folded into the hit counts and the batch-size histogram only when statistics are
-    read or the plan is dropped, so the fast path builds no keys and takes no lock for it.
+    The fast path counts its calls of this plan (all with ``rows`` real rows) on the entry
+    (``ReplayCounts.hits``), which the statistics read, so it builds no keys and takes no other lock.
     """
 
-    __slots__ = ("batched", "constants_token", "entry", "fast", "hits", "leading", "mode_name", "rows", "whole")
+    __slots__ = ("batched", "compiled_at", "constants_token", "entry", "leading", "mode_name", "rows", "whole")
 
     def __init__(self, entry: CUDAGraphEntry, mode_name: str, batched: tuple[int, ...], whole: tuple[int, ...]):
         self.entry, self.mode_name, self.batched, self.whole = entry, mode_name, batched, whole
         self.rows = 0
-        self.hits = 0
-        self.fast: Optional[bool] = None
-        """Whether its entry's compiled replay serves its calls (None: not asked yet; ``PlanCache.compile``)."""
+        self.compiled_at = -1
+        """The family generation a compiled record of this plan was last asked for at (``PlanCache.compile``):
+        at most one try per plan and generation."""
         self.constants_token = entry.constants_token
         """The entry's constant binding this plan was made under (``CUDAGraphEntry.rebind_constants``)."""
         self.leading = len(batched) if batched == tuple(range(len(batched))) and not whole else 0
@@ -57,12 +56,9 @@ class PlanCache:
     """Plans by call key, valid for one set of constant arguments (the current one)."""
 
     def __init__(self, array_type: type[Any], constant_argnums: Sequence[int],
-                 tally: Callable[[str, int, int], None] = lambda mode, rows, calls: None,
-                 publish: Callable[[Any], None] = lambda replayer: None):
-        self._tally = tally
-        """Receives (mode, rows, calls) of the fast path's calls when plans are drained or dropped."""
+                 publish: Callable[[Any], None] = lambda record: None):
         self._publish = publish
-        """Receives the compiled replay its function tries first, or None (``compile``, ``_retire``)."""
+        """Receives the compiled record its function tries first, or None (``compile``, ``_retire``)."""
         self._array_type = array_type
         self._const = frozenset(constant_argnums)
         self._positions = tuple(sorted(self._const))
@@ -70,9 +66,10 @@ class PlanCache:
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self._last: tuple[Any, Any, Optional[Plan]] = ((), None, None)
         """(shape, dtype, plan) of the last single-array plan ``find`` returned."""
-        self._replayer: Any = None
-        """The compiled replay of one plan's calls (``backends/cupy_fast.py``) the function tries before
-        ``find``: the call's result, or None when the Python path must serve the call."""
+        self._record: Any = None
+        self._record_plan: Optional[Plan] = None
+        """The compiled record of one plan's calls (``backends/cupy_fast.py``) the function tries before
+        ``find``, and that plan."""
 
     def key(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """What a plan is found by: shapes and dtypes of the arrays, typed static values.
@@ -145,45 +142,33 @@ class PlanCache:
         except TypeError:
             pass  # an unhashable static value: this call stays on the slow path
 
-    def compile(self, plan: Plan, lock: Any) -> None:
-        """Ask, once per plan, for the compiled replay of ``plan``'s calls; the newest one given is the
-        one tried first (one steady signature is served by it; others by ``find``). Under the lock."""
-        plan.fast = False
+    def compile(self, plan: Plan, lock: Any, generation: int) -> None:
+        """Ask for the compiled record of ``plan``'s calls, once per plan and family ``generation`` (after a
+        steady call: one that changed nothing a record describes); the newest one given is the one
+        tried first (one steady signature is served by it; others by ``find``). Under the lock."""
+        plan.compiled_at = generation
         try:
-            made = plan.entry.fast_replayer(plan, lock)
+            made = plan.entry.fast_record(plan, lock)
         except Exception as err:  # the call itself succeeded: it must not fail for want of a faster path
             logger.debug("cupygraph: no compiled replay for this plan: %s", err, exc_info=True)
             return
         if made is not None:
-            plan.fast = True
-            self._replayer = made
+            self._record, self._record_plan = made, plan
             self._publish(made)
 
-    def drain(self) -> None:
-        """Hand the fast path's call counts to ``tally`` and start counting again."""
-        for plan in self._plans.values():
-            self._settle(plan)
-
     def _drop_all(self) -> None:
-        """Forget every plan, its calls counted first. A caller of the fast path may have found one
-        before taking the family lock: pointed at ``RETIRED``, it takes the slow path, so no call is
-        counted on a plan nobody drains any more."""
+        """Forget every plan. A caller of the fast path may have found one before taking the family
+        lock: pointed at ``RETIRED``, it takes the slow path."""
         for plan in self._plans.values():
             self._retire(plan)
         self._plans.clear()
 
     def _retire(self, plan: Plan) -> None:
         self._last = ((), None, None)  # never found again, not even by the last-plan shortcut
-        if self._replayer is not None and self._replayer.plan is plan:  # (it would hand its calls back)
-            self._replayer = None  # and it no longer holds the entry's graphs
+        if self._record_plan is plan:  # (its record would hand its calls back: the entry's generation moved)
+            self._record = self._record_plan = None  # and nothing holds the entry's counts for it any more
             self._publish(None)
-        self._settle(plan)
         plan.entry = RETIRED  # type: ignore[assignment]
-
-    def _settle(self, plan: Plan) -> None:
-        if plan.hits:
-            self._tally(plan.mode_name, plan.rows, plan.hits)
-            plan.hits = 0
 
     def clear(self, constants: bool = False) -> None:
         """Forget every plan (an entry left the registry); with ``constants``, the constant set too.

@@ -113,7 +113,7 @@ class CUDAGraphWrapper:
         # What the replay path uses, looked up once (the registry never replaces them), and the
         # entries the cache gave for descriptors: valid while its generation is unchanged.
         self._family_lock = self.registry.family_lock
-        self._stats = self.registry.stats()
+        self._stats = self.registry.recorder
         self._order_after_last_use = self.registry.backend.order_after_last_use
         self._static_outputs = self.registry.config.output_mode == "view"
         self._graphs_on = self.registry.config.mode.has_graphs()

@@ -27,7 +27,8 @@ class Record:
     counts: ReplayCounts
     def __init__(
         self, *, array_type: type, shapes: tuple[tuple[int, ...], ...], strides: tuple[tuple[int, ...], ...],
-        dtypes: tuple[Any, ...], device: int, stream: int, banks: tuple[tuple[int, tuple[int, ...], Callable[[], Any]], ...],
+        dtypes: tuple[Any, ...], device: int, stream: int,
+        banks: tuple[tuple[int, tuple[int, ...], Callable[[], Any]], ...],
         ring: tuple[list[Any], ...], rows: int, counts: ReplayCounts, family: FamilyState, generation: int, lock: Any,
         current_stream: Callable[[], Any], graph_launch: int = 0,
     ) -> None: ...

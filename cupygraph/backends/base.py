@@ -7,11 +7,13 @@ memory pool, so evicting the family's last graph can hand the memory back.
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from ..errors import CaptureError
 from ..reasons import FallbackReason
+from .compiled import FamilyState
 from .foreign import Watch, check_watches
 from .timing import HostSample, Sample
 
@@ -57,11 +59,16 @@ class Recording(abc.ABC):
         """Drop the executable and the memory only it holds."""
 
     def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
-               counts: tuple[Any, Any], name: str, constants: Sequence[tuple[int, Any]] = ()) -> Any:
+               counts: Any, name: str, constants: Sequence[tuple[int, Any]] = ()) -> Any:
         """What rebinds the ``static`` buffers (named ``labels``) and the output ``leaves`` to the caller's
         arrays per call (``binding``), and the ``constants`` ((position, array) read by address) to new
-        arrays of their layout, or None where this recording cannot."""
+        arrays of their layout, or None where this recording cannot. ``counts``: the entry's
+        ``ReplayCounts``, which the binder counts its calls into."""
         return None
+
+    def set_break_hook(self, hook: Callable[[Any, Callable[[], None]], Callable[[], None]]) -> None:  # noqa: B027
+        """Wrap the launch of every graph break (an eager op between PIECEWISE pieces) once:
+        ``hook(op, launch)`` gives the launch to run instead. Nothing to do without graph breaks."""
 
     def check_references(self, fn_name: str) -> None:
         """Debug mode, before a replay: ``ForeignMemoryError`` when a watched array was freed or rebound."""
@@ -123,6 +130,12 @@ class Backend(abc.ABC):
         replays may bind arguments zero-copy (``input_binding="auto"``): otherwise nothing is read
         for it after capture.
         """
+
+    @functools.cached_property
+    def family(self) -> Any:
+        """This graph family's ``FamilyState``: its generation changes whenever something a compiled
+        replay record describes may have changed (``backends/cupy_fast.py``)."""
+        return FamilyState()
 
     def may_share_memory(self, a: Any, b: Any) -> bool:
         """Whether two arrays of this backend may overlap in memory (bounds, not elements)."""

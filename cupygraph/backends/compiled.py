@@ -9,7 +9,8 @@ entries count into ``ReplayCounts`` and families into ``FamilyState`` whichever 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 
 class PythonFastFunction:

@@ -15,14 +15,16 @@ import cupy
 
 from ..errors import CaptureError
 from ..pytree import flatten, unflatten
-from .base import Backend, Recording
+from .base import Backend
 from .capturing import stream_is_capturing
 from .cupy_audit import audit_capture, audit_enabled
 from .cupy_failures import describe_capture_failure
 from .cupy_fft import isolated_plan_cache
-from .cupy_pieces import MEMCPY_D2D, EagerStep, PiecewiseRecorder
+from .cupy_pieces import MEMCPY_D2D, PiecewiseRecorder
 from .cupy_pool import DeviceBlocks, fill_free_blocks
 from .cupy_rebind import analyze_safely, make_extent_recorder
+from .cupy_binder import CupyBinder
+from .cupy_recording import CupyRecording
 from .cupy_timing import EventSample
 from .cupy_uploads import intercepted_uploads
 from .driver.reading import RecordingGraphs
@@ -67,71 +69,6 @@ def _frozen_gc(enabled: bool) -> Iterator[None]:
         if was_enabled:
             gc.enable()
 
-
-
-class CupyRecording(Recording):
-    """One graph (FULL) or a sequence of graph pieces and eager steps (PIECEWISE).
-
-    Holds, for as long as it lives, the library state its kernels use (``held``: cuFFT plans made
-    during its warm-up and capture); ``audit`` says who owns each address its nodes touch.
-    """
-
-    def __init__(self, steps: list[Any], outputs: Any, nbytes: int, held: Sequence[Any] = ()):
-        self.steps = steps
-        self.outputs = outputs
-        self.nbytes = nbytes
-        self.held = list(held)
-        self.audit: Any = None
-        self.watches = ()
-        self.bindings: Any = None
-        """What ``cupy_rebind.analyze`` found: which buffers the executable may be re-pointed away from."""
-        self.graphs: Optional[RecordingGraphs] = None
-        """The capture's one reading of its graphs (``driver/reading.py``), which topology reads too."""
-        # Per instance: a single graph launches directly, without the loop over steps.
-        self.launch = steps[0].launch if len(steps) == 1 else self._launch_steps  # type: ignore[method-assign]
-
-    def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
-               counts: tuple[Any, Any], name: str, constants: Sequence[tuple[int, Any]] = ()) -> Any:
-        if self.bindings is None:
-            return None
-        from .cupy_binder import CupyBinder
-
-        return CupyBinder(self.bindings, static, labels, leaves, bind_outputs, counts, name, constants, self)
-
-    def _launch_steps(self) -> None:
-        for step in self.steps:
-            step.launch()
-
-    def launch(self) -> None:  # replaced per instance in __init__
-        self._launch_steps()
-
-    @property
-    def graph(self) -> Any:
-        return self.steps[0] if self.steps else None
-
-    def snapshot_of(self, graph: int) -> Any:
-        """The capture's snapshot of the graph step ``graph`` (read now where the capture read none)."""
-        if self.graphs is None or graph not in self.graphs.tops:
-            self.graphs = RecordingGraphs(self.steps, (), needed=True)
-        return self.graphs.top(graph)
-
-    @property
-    def num_pieces(self) -> int:
-        return sum(1 for step in self.steps if not isinstance(step, EagerStep))
-
-    def release(self) -> None:
-        self.steps = []
-        self.outputs = None
-        self.held = []  # after the graphs: a plan is destroyed once nothing can launch its kernels
-        self.bindings = None
-        self.graphs = None
-        self.watches = ()
-        self.launch = self._launch_steps  # type: ignore[method-assign]  # undo __init__'s per-instance launch
-
-    def to_dot(self) -> str:
-        # Verbose: kernel nodes then carry their function names and launch parameters.
-        flags = getattr(_runtime, "graphDebugDotFlagsVerbose", getattr(_runtime, "cudaGraphDebugDotFlagsVerbose", 0))
-        return "\n".join(step.debug_dot_str(flags) for step in self.steps if not isinstance(step, EagerStep))
 
 
 class CupyBackend(Backend):
@@ -183,8 +120,14 @@ class CupyBackend(Backend):
         if last is not stream:
             if last is not None and last.ptr != stream.ptr:
                 stream.wait_event(last.record())
+                self.family.bump()  # a record expects calls on the last stream: that changed
             self._last_stream = stream
         return stream.ptr
+
+    def last_stream_ptr(self) -> Optional[int]:
+        """The stream of the family's last replay (what a compiled record expects calls on), or None."""
+        last = self._last_stream
+        return None if last is None else int(last.ptr)
 
     def copy_rows(self, dst: Any, src: Any, stream: Any = None) -> None:
         nbytes = src.nbytes
@@ -245,17 +188,17 @@ class CupyBackend(Backend):
                         steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
                     # The graphs are read once; PDL, zero-copy and the audit all use this reading.
                     snapshots = RecordingGraphs(steps, bodies, needed=pdl == "auto" or bind or audit_enabled())
-                    pdl_summary = apply_pdl(steps, snapshots.tops, snapshots.bodies, pdl, self.device_id,
-                                            getattr(fn, "__name__", "graph"))
-                # After PDL (which may re-instantiate a step): the analysis reads the final executables.
+                    pdl_summary, replaced = apply_pdl(steps, snapshots.tops, snapshots.bodies, pdl, self.device_id,
+                                                      getattr(fn, "__name__", "graph"))
                 bindings = analyze_safely(steps, snapshots.tops, args, flatten(outputs, self.is_array)[0], extents,
                                           held, self.device_id) if bind else None
-                for step in steps:
-                    if not isinstance(step, EagerStep):
-                        step.upload(stream)  # so the first replay costs what the others do
+                if self._last_stream is None or self._last_stream.ptr != caller.ptr:
+                    self.family.bump()  # a record expects calls on the last stream: that changed
                 self._last_stream = caller
                 outputs = self._detach(outputs)
-                recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held)
+                recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held, replaced, self.family,
+                                          CupyBinder)
+                recording.upload(stream)  # so the first replay costs what the others do
                 recording.warmup_sample = sample
                 recording.pdl = pdl_summary
                 recording.baked_uploads = tuple(uploads.baked)  # host uploads as constants (cupy_uploads)

@@ -2,9 +2,11 @@
 
 ``cupy_rebind.analyze`` found, once per capture, which parameter words of which kernel nodes hold
 each buffer's address. A call gathers the address every slot (argument, output, constant) should
-hold, launches the executable (``cupy_banks``) that already holds them all, or else rewrites the
-words and sets the changed nodes on the executable launched longest ago. The caller holds the
-family lock around ``CupyBinder.bind`` and the launch that follows.
+hold, launches the executable (a bank of the recording, ``cupy_recording.py``) that already holds them
+all, or else rewrites the words and sets the changed nodes on a bank not launched last. Whatever
+changes what a bank holds bumps the family's generation, so no compiled record made before
+(``cupy_fast.py``) is used again. The caller holds the family lock around ``CupyBinder.bind`` and the
+launch that follows.
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ from typing import Any, Optional
 
 import cupy
 
-from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label, prepare_counts
-from .cupy_banks import MAX_BANKS, Bank, another_bank, first_bank
-from .cupy_fast import references, replayer
+from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label
+from .cupy_fast import record_of, references
 from .cupy_rebind import ALIGNMENT, CupyBindings, KernelNode
+from .cupy_recording import Bank, CupyRecording
 from .driver import set_params_function
 
 logger = logging.getLogger("cupygraph")
+
+MAX_BANKS = 2
+"""Two cover a caller that holds one result while the next is made; more would only spend memory."""
 
 RECYCLE_BYTES = 1 << 20
 """Outputs up to this size are taken again from the last two calls' outputs once the caller let go of
@@ -33,7 +38,7 @@ RING = 2
 class _Slot:
     """One buffer the binder may re-point: its home (the static buffer) and the words that hold it."""
 
-    __slots__ = ("buf", "cells", "copied", "eligible", "home", "label", "logged", "nodes", "reason", "recycle",
+    __slots__ = ("buf", "cells", "copies", "eligible", "home", "label", "logged", "nodes", "reason", "recycle",
                  "ring", "shape_dtype", "written")
 
     def __init__(self, label: str, buf: Any, facts: Optional[BufferFacts]):
@@ -46,8 +51,8 @@ class _Slot:
         self.home = self.written = int(buf.data.ptr)
         """The captured address, and the one the parameter blocks hold now (which bank it reached is the bank's)."""
         self.logged = False
-        self.copied = 0
-        """Calls that copied this argument since the binder's last ``settle``."""
+        self.copies = 0
+        """Calls that copied this argument (the statistics read it: ``CupyBinder.tally``)."""
         self.shape_dtype = (buf.shape, buf.dtype)
         self.ring: list[list[Any]] = []
         """Output arrays handed out lately: [array, stream, references when only the ring held it]."""
@@ -74,12 +79,14 @@ class CupyBinder:
     needs_finish = False
 
     def __init__(self, bindings: CupyBindings, static: Sequence[Any], labels: Sequence[str],
-                 leaves: Sequence[Any], bind_outputs: bool, counts: tuple[Counter[str], Counter[str]], name: str,
-                 constants: Sequence[tuple[int, Any]], recording: Any):
-        self._keep: Any = bindings.steps  # the executables live as long as their graph objects
+                 leaves: Sequence[Any], bind_outputs: bool, counts: Any, name: str,
+                 constants: Sequence[tuple[int, Any]], recording: CupyRecording):
         self._device = bindings.device_id
         self._set = set_params_function()
         self._name = name
+        self.counts = counts
+        """The entry's ``ReplayCounts``: this binder counts its calls there (``bound_calls``), as the
+        compiled replay does."""
         self._inputs = [_Slot(label, buf, bindings.inputs.get(int(buf.data.ptr)) if buf.nbytes else None)
                         for label, buf in zip(labels, static)]
         self._outputs: list[_Slot] = []
@@ -97,24 +104,19 @@ class CupyBinder:
                 slot = _Slot(argument_label(position), array, facts)
                 slot.buf = _Layout(array)  # never keep the caller's weights alive
                 self._constants[position] = slot
+        self._constant_rebinds: Counter[str] = Counter()
         self._slots = [*self._inputs, *self._outputs, *self._constants.values()]
         self._home = [slot.home for slot in self._slots]
         self._want = list(self._home)
         """This call's address per slot: inputs, then outputs, then constants (which keep theirs)."""
         self._recording = recording
-        self._active: Bank = first_bank(self._keep, recording.launch,
-                                        list(self._home))
-        self._banks = [self._active]
+        recording.banks[0].current = list(self._home)
         self._one_bank = False
         """The driver refused a second executable: this binder keeps one."""
-        self._calls = 0
-        """Calls of ``bind`` since the last ``settle``."""
         self.node_updates = 0
         """Kernel nodes set on an executable so far (tests: a steady caller pattern stops adding any)."""
         self.away = False
         """Whether some node points away from its static buffer (a padded call must point it home)."""
-        self._rebinds, self._copies = counts
-        prepare_counts(self._rebinds, self._copies, [s.label for s in self._slots])
         for slot in self._inputs:
             if slot.reason is not None:
                 log_copied(name, slot.label, slot.reason)
@@ -125,8 +127,8 @@ class CupyBinder:
 
     @property
     def banks(self) -> int:
-        """How many executables of the graph take turns (``cupy_banks``)."""
-        return len(self._banks)
+        """How many executables of the graph take turns (``cupy_recording.Bank``)."""
+        return len(self._recording.banks) if self._recording is not None else 0
 
     def bind_constants(self, arrays: Sequence[tuple[int, Any]]) -> bool:
         """Point the graph at new constant arrays (position, array) of the captured layouts: all of
@@ -141,10 +143,10 @@ class CupyBinder:
                 return False
             chosen.append((slot, ptr))
         want = self._want
-        want[:] = self._active.current  # the last call's addresses, the constants' new ones
+        want[:] = self._recording.active.current  # the last call's addresses, the constants' new ones
         for slot, ptr in chosen:
             want[self._slots.index(slot)] = ptr
-            self._rebinds[slot.label] += 1
+            self._constant_rebinds[slot.label] += 1
         self._commit()
         return True
 
@@ -156,8 +158,7 @@ class CupyBinder:
         Returns a bit per copied argument and the fresh outputs (None when no output is bound). An
         output of a recent call on the same ``stream`` that nobody holds any more is taken again:
         what CuPy's pool would do with its memory (hand it to the next allocation on that stream),
-        without the cost of allocating, and with no node to re-point. Binds are counted once per
-        call here and per argument only when statistics are read (``settle``).
+        without the cost of allocating, and with no node to re-point.
         """
         copied = 0
         want = self._want
@@ -176,8 +177,7 @@ class CupyBinder:
             copy(slot.buf, src, stream)
             copied |= 1 << i
             i += 1
-            slot.copied += 1
-            self._copies[slot.label] += 1
+            slot.copies += 1
             if not slot.logged and logger.isEnabledFor(logging.DEBUG):
                 slot.logged = True
                 log_copied(self._name, slot.label, slot.reason or _call_reason(slot.buf, src, device))
@@ -197,45 +197,61 @@ class CupyBinder:
                         slot.ring.append(item)
                         if len(slot.ring) > RING:
                             del slot.ring[0]
+                        self._recording_changed()  # a record's ring is no longer the ring
                         array = item[0]
                 else:
                     array = cupy.ndarray(*slot.shape_dtype)
                 want[i] = array.data.ptr
                 i += 1
                 fresh.append(array)
-        self._calls += 1
-        active = self._active
+        self.counts.bound_calls += 1
+        recording = self._recording
+        active = recording.active
         if active.current != want:  # (the common case, the same addresses again, costs no call)
             self._commit()
         else:
             self.away = True
             active.fresh = False  # launched next: from now on an update must not wait for it
+            self.counts.last_bank = active.index
         return copied, fresh
 
-    def settle(self) -> None:
-        """Add the binds since the last settle to the statistics (per argument: calls not copied)."""
-        calls, self._calls = self._calls, 0
+    def tally(self) -> tuple[Counter[str], Counter[str]]:
+        """Binds and copies so far per argument and output label (every label present): what the
+        statistics read. A bound call binds each input it does not copy, and every output."""
+        calls = self.counts.bound_calls
+        rebinds: Counter[str] = Counter()
+        copies: Counter[str] = Counter()
         for slot in self._inputs:
-            if calls - slot.copied:
-                self._rebinds[slot.label] += calls - slot.copied
-            slot.copied = 0
-        if calls:
-            for slot in self._outputs:
-                self._rebinds[slot.label] += calls
+            rebinds[slot.label] += max(calls - slot.copies, 0)
+            copies[slot.label] += slot.copies
+        for slot in self._outputs:
+            rebinds[slot.label] += calls
+            copies[slot.label] += 0
+        for slot in self._constants.values():
+            rebinds[slot.label] += self._constant_rebinds[slot.label]
+            copies[slot.label] += 0
+        return rebinds, copies
+
+    def reset_tally(self) -> None:
+        """Count binds and copies from zero again (the statistics were reset)."""
+        self.counts.bound_calls = 0
+        for slot in self._slots:
+            slot.copies = 0
+        self._constant_rebinds.clear()
 
     @property
     def recording(self) -> Any:
-        """The recording whose ``launch`` this binder points at the bank to launch (None once released)."""
+        """The recording whose banks this binder points (None once released)."""
         return self._recording
 
-    def fast_replayer(self, plan: Any, entry: Any, lock: Any, use_tick: Any) -> Any:
-        """The compiled replay of ``plan``'s calls (``cupy_fast``): for arguments that may all be bound
-        and one output taken again from its ring, with no constants to keep; else None."""
+    def record(self, plan: Any, entry: Any, lock: Any, family: Any) -> Any:
+        """The compiled replay's record of ``plan``'s calls (``cupy_fast``): for arguments that may all be
+        bound and one output taken again from its ring, with no constants to keep; else None."""
         inputs, outputs = self._inputs, self._outputs
         if (not inputs or not all(slot.eligible for slot in inputs) or len(outputs) != 1
-                or not outputs[0].recycle or self._constants):
+                or not outputs[0].recycle or self._constants or self._recording is None):
             return None
-        return replayer(plan, entry, self, inputs, outputs[0], lock, use_tick)
+        return record_of(plan, entry, self._recording, inputs, outputs[0], lock, family)
 
     @property
     def output_positions(self) -> list[int]:
@@ -249,28 +265,30 @@ class CupyBinder:
         self.away = False
 
     def _commit(self) -> None:
-        """Make the executable that holds ``_want`` the one the recording launches."""
+        """Make the bank that holds ``_want`` the one the recording launches."""
         want = self._want
-        active = self._active
+        recording = self._recording
+        banks = recording.banks
+        active = recording.active
         self.away = True
         if active.current == want:
-            active.fresh = False
+            self._switch(active)
             return
-        for bank in self._banks:
+        for bank in banks:
             if bank.current == want:
                 self._switch(bank)
                 return
         target = active
         if not active.fresh:
-            if len(self._banks) < MAX_BANKS and not self._one_bank:
-                made = another_bank(self._keep, list(self._home))
+            last = banks[self.counts.last_bank] if self.counts.last_bank < len(banks) else active
+            if len(banks) < MAX_BANKS and not self._one_bank:
+                made = recording.add_bank(list(self._home))
                 if made is not None:
-                    self._banks.append(made)
                     target = made
                 else:
                     self._one_bank = True  # refused once (logged): never instantiated again per call
-            else:  # with two banks: the one not launched last
-                target = self._banks[0] if self._banks[1] is active else self._banks[1]
+            if target is active:  # with several banks: one not launched last
+                target = next((bank for bank in banks if bank is not last), active)
         dirty: list[KernelNode] = []
         for slot, address, held in zip(self._slots, want, target.current):
             if slot.written != address:
@@ -279,21 +297,27 @@ class CupyBinder:
                 dirty.extend(slot.nodes)
         # Unknown until every node is set: a failure halfway must not leave a list that matches.
         target.current = [-1] * len(want)
+        self._recording_changed()
         self._apply(target, dirty)
         target.current = list(want)
         self._switch(target)
 
+    def _recording_changed(self) -> None:
+        """What a compiled record describes (a bank's addresses, a ring) changed: none made before is used."""
+        self._recording.family.bump()
+
     def _switch(self, bank: Bank) -> None:
         bank.fresh = False
-        if bank is not self._active:
-            self._active = bank
-            self._recording.launch = bank.launch
+        recording = self._recording
+        if bank is not recording.active:
+            recording.use(bank)
+        self.counts.last_bank = bank.index
 
     def _apply(self, bank: Bank, dirty: list[KernelNode]) -> None:
         nodes = dict.fromkeys(dirty) if len(dirty) > 1 else dirty
-        setter, executables = self._set, bank.executables
+        setter, handles = self._set, bank.handles
         for node in nodes:
-            executable = executables[node.executable.value or 0]
+            executable = handles[node.piece]
             status = setter(executable, node.handle, node.ref)
             if status:
                 # A thread whose first CUDA call this is has no current context yet: give it the
@@ -309,17 +333,10 @@ class CupyBinder:
         """Nothing to do: the graph wrote the fresh outputs itself."""
 
     def release(self) -> None:
-        self.settle()
         for slot in self._outputs:
             slot.ring = []
-        if self._banks:
-            self._recording.launch = self._banks[0].launch
-        for bank in self._banks[1:]:
-            bank.destroy()
-        self._banks = []
-        self._recording = None
+        self._recording = None  # type: ignore[assignment]
         self._constants = {}
-        self._keep = None
         self._inputs, self._outputs, self._slots = [], [], []
 
 

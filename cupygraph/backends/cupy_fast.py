@@ -6,28 +6,22 @@ bare ``graph.launch()``, depending on the host's speed, all of it Python: findin
 family lock, the binder's loop, the bank check, the counters. ``_replay.c`` does the same steps for
 the one case that dominates steady traffic, and hands every other call back untouched.
 
-What a ``Replayer`` serves: calls of one plan (one to eight array arguments, all batched, of the
-captured shapes and dtypes, no keywords, constants or other arguments) whose entry runs
-``_run_bound_plain`` (every input bound, one bound output, nothing written back), on the stream of
-the last replay, where the arguments are C-contiguous at the addresses some bank of the graph already
-holds and an array of the output's ring is free again on that
-stream. It then does what the Python path does, on the same objects (one state for both): under
-the family lock, check that the plan still points at its live entry with the same constants, take
-the ring's array, switch banks if the other one holds the addresses, mark the bank launched,
-launch (the bank's one executable with ``cuGraphLaunch`` on the caller's stream, the GIL released as
-``Graph.launch`` releases it; else, or where the driver refuses, through the bank's own launch),
-count the replay, the use tick and the plan's hit. Anything else, it returns None before
-changing anything and ``GraphedFunction._call`` goes on as without it. Where several GPUs are
-visible the Python path first routes a call to the family of its array's device; the compiled
-replay checks each argument's device too, where several GPUs are visible (an address alone does not
-say: memory freed on one device may come back on another).
+What it reads is one ``Record`` per plan, built here and never changed (the JAX ``fastpath_data``
+model): the arguments' exact type, shapes, strides and dtypes (one to eight array arguments, all
+batched, no keywords, constants or other arguments), the stream of the last replay, each bank's one
+executable with the addresses its nodes hold (arguments, then the output) and a launch to fall back
+on, the output's ring, and the family's generation. A call is served when its arrays have that
+layout, it comes on that stream, an array of the ring is free again, and some bank holds exactly
+these addresses: then, under the family lock, the bank is launched (``cuGraphLaunch`` on the caller's
+stream, the GIL released as ``Graph.launch`` releases it) and the entry's ``ReplayCounts`` updated
+(launches, binds, use clock, last bank, hits at these rows). Anything else, and any record whose
+generation is no longer the family's, it hands back before changing anything.
 
-``GraphedFunction`` derives from the compiled ``FastFunction``, whose call offers the arguments to
-the replayer its ``PlanCache`` published (no Python frame at all when it serves them) before
-``GraphedFunction._call``. Where no C compiler was found at install (``compiled.py``), every call
-takes the Python path (same results, more host time). The extension reads the objects' attributes by name: the
-names it uses are listed in ``_replay_helpers.c`` (``replay_intern_names``); renaming one of them hands every
-call back to Python, which ``tests/gpu/test_fast_replay.py`` would show.
+Python keeps records true by bumping the family's generation (``FamilyState.bump``) whenever what a
+record describes may change: a bank re-pointed, a ring changed, the stream changed, an entry
+released, constants rebound, an entry's strategy changed; and by making a new record after a steady
+call (``PlanCache.compile``). Where no C compiler was found at install (``compiled.py``), every
+call takes the Python path (same results, more host time).
 """
 
 from __future__ import annotations
@@ -39,11 +33,11 @@ from typing import Any, Optional
 
 import cupy
 
-from .compiled import COMPILED, MAX_ARGUMENTS, Replayer
+from .compiled import COMPILED, MAX_ARGUMENTS, MAX_BANKS, Record
 from .compiled import references as _compiled_references
 from .driver import graph_launch_address
 
-__all__ = ["COMPILED", "graph_launch_address", "references", "replayer"]
+__all__ = ["COMPILED", "graph_launch_address", "record_of", "references"]
 
 
 def _python_references(item: list[Any]) -> tuple[int, int, int, int]:
@@ -61,18 +55,36 @@ let go of it. One implementation per process (C or Python): their counts differ 
 temporaries, so a ring is only ever measured by one of them."""
 
 
-def replayer(plan: Any, entry: Any, binder: Any, arguments: Sequence[Any], output: Any, lock: Any,
-             use_tick: Callable[[], int]) -> Optional[Any]:
-    """The compiled replay of ``plan``'s calls through ``binder`` (its bound ``arguments`` slots, one
-    per argument in order, and one ringed ``output`` slot), or None where it could not serve them."""
+def _contiguous_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(int(extent), 1)
+    return tuple(reversed(strides))
+
+
+def record_of(plan: Any, entry: Any, recording: Any, arguments: Sequence[Any], output: Any, lock: Any,
+              family: Any) -> Optional[Any]:
+    """The compiled replay's record of ``plan``'s calls through ``recording``'s banks (``arguments``: the
+    bound slots, one per argument in order; ``output``: the one ringed output slot), or None where it
+    could not serve them. Built under the family lock, right after a call that bound these slots."""
     count = len(arguments)
-    if (Replayer is None or not 1 <= count <= MAX_ARGUMENTS or plan.batched != tuple(range(count))
-            or plan.whole or binder.recording is None):
+    backend = entry.backend
+    stream = backend.last_stream_ptr()
+    if (Record is None or not 1 <= count <= MAX_ARGUMENTS or plan.batched != tuple(range(count))
+            or plan.whole or not recording.single or not output.ring or stream is None):
         return None
-    return Replayer(
-        array_type=cupy.ndarray, shapes=tuple(tuple(slot.shape_dtype[0]) for slot in arguments),
-        dtypes=tuple(slot.shape_dtype[1] for slot in arguments), plan=plan, entry=entry,
-        token=entry.constants_token, run=entry.run, binder=binder, slot=output,
-        recording=binder.recording, backend=entry.backend, lock=lock,
-        current_stream=cupy.cuda.get_current_stream, use_tick=use_tick, graph_launch=graph_launch_address(),
-        device=entry.backend.device_id if entry.backend.per_device else -1)
+    banks = []
+    for bank in recording.banks[:MAX_BANKS]:
+        if len(bank.current) != count + 1:
+            return None
+        banks.append((recording.handle(bank), tuple(int(a) for a in bank.current), bank.launch))
+    shapes = tuple(tuple(slot.shape_dtype[0]) for slot in arguments)
+    dtypes = tuple(slot.shape_dtype[1] for slot in arguments)
+    strides = tuple(_contiguous_strides(shape, dtype.itemsize) for shape, dtype in zip(shapes, dtypes))
+    return Record(
+        array_type=cupy.ndarray, shapes=shapes, strides=strides, dtypes=dtypes,
+        device=backend.device_id if backend.per_device else -1, stream=int(stream), banks=tuple(banks),
+        ring=tuple(output.ring), rows=int(plan.rows), counts=entry.counts, family=family,
+        generation=family.generation, lock=lock, current_stream=cupy.cuda.get_current_stream,
+        graph_launch=graph_launch_address())

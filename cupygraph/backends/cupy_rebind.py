@@ -26,6 +26,7 @@ import cupy
 
 from ..pytree import flatten
 from .binding import BufferFacts, CopyReason
+from .cupy_recording import is_piece
 from .driver import set_params_function
 from .driver.snapshot import GraphSnapshot, Kernel, aligned_offsets
 
@@ -36,12 +37,6 @@ ALIGNMENT = 256
 kernel captured on a static buffer may use wide loads)."""
 
 _SMALLEST_ADDRESS = 1 << 16
-
-
-def executable_of(step: Any) -> Optional[tuple[int, int]]:
-    """(graph, executable) handles of one captured step, or None: the one place that knows a step's type."""
-    graph, executable = int(getattr(step, "graph", 0) or 0), int(getattr(step, "graphExec", 0) or 0)
-    return (graph, executable) if graph and executable else None
 
 
 class _KernelNodeParams(ctypes.Structure):
@@ -55,11 +50,12 @@ class _KernelNodeParams(ctypes.Structure):
 
 
 class KernelNode:
-    """A kernel node of an executable with its own copy of its parameters, ready to be set again."""
+    """A kernel node of a graph piece with its own copy of its parameters, ready to be set again on any
+    executable of that piece (node handles belong to the graph)."""
 
-    __slots__ = ("_keep", "block", "executable", "handle", "ref")
+    __slots__ = ("_keep", "block", "handle", "piece", "ref")
 
-    def __init__(self, executable: int, handle: int, kernel: Kernel):
+    def __init__(self, piece: int, handle: int, kernel: Kernel):
         layout, p = kernel.layout or (), kernel.params
         self.block = ctypes.create_string_buffer(kernel.data, max(len(kernel.data), 8))
         base = ctypes.addressof(self.block)
@@ -70,7 +66,8 @@ class KernelNode:
             int(getattr(p, "kern", 0) or 0) or None, int(getattr(p, "ctx", 0) or 0) or None,
         )
         self._keep = (pointers, params)
-        self.executable = ctypes.c_void_p(executable)
+        self.piece = piece
+        """The index of its graph among the recording's pieces."""
         self.handle = ctypes.c_void_p(handle)
         self.ref = ctypes.byref(params)
 
@@ -92,7 +89,7 @@ _HARMLESS = frozenset({"empty", "wait_event", "event_record", "mem_alloc", "mem_
 """Node kinds that touch no buffer a call could re-point."""
 
 
-def _scan(snapshot: GraphSnapshot, executable: int) -> _Scan:
+def _scan(snapshot: GraphSnapshot, piece: int) -> _Scan:
     """The pointer-like words of one top graph's nodes; nested graphs make it unsupported (their
     nodes belong to no executable a call could set)."""
     scan = _Scan()
@@ -104,7 +101,7 @@ def _scan(snapshot: GraphSnapshot, executable: int) -> _Scan:
         return scan
     for node in snapshot.nodes:
         if node.kind == "kernel" and node.kernel is not None and node.kernel.problem is None:
-            _kernel_words(scan, executable, node.handle, node.kernel)
+            _kernel_words(scan, piece, node.handle, node.kernel)
         elif node.kind == "memcpy" and node.copy is not None:
             scan.words.append((node.copy.src, None, 0, "memcpy"))
             scan.words.append((node.copy.dst, None, 0, "memcpy"))
@@ -116,14 +113,14 @@ def _scan(snapshot: GraphSnapshot, executable: int) -> _Scan:
     return scan
 
 
-def _kernel_words(scan: _Scan, executable: int, handle: Any, kernel: Kernel) -> None:
+def _kernel_words(scan: _Scan, piece: int, handle: Any, kernel: Kernel) -> None:
     if kernel.extra is not None:
         for word in kernel.words():
             scan.words.append((word, None, 0, "kernel (extra)"))
         return
     if not kernel.layout:
         return  # a kernel without parameters
-    made = KernelNode(executable, int(handle), kernel)
+    made = KernelNode(piece, int(handle), kernel)
     data = kernel.data
     for offset, size in kernel.layout:
         # Every aligned word, not the audit's reading of CuPy's structs (``cupy_audit.pointer_offsets``):
@@ -176,17 +173,15 @@ def _facts(region: _Region, scan: _Scan, starts: set[int]) -> BufferFacts:
 class CupyBindings:
     """What ``analyze`` found for one recording: facts per static buffer (by address) and per output."""
 
-    def __init__(self, inputs: dict[int, BufferFacts], outputs: list[Optional[BufferFacts]], steps: Sequence[Any],
-                 device_id: int):
-        self.inputs, self.outputs = inputs, outputs
-        self.steps, self.device_id = list(steps), device_id
+    def __init__(self, inputs: dict[int, BufferFacts], outputs: list[Optional[BufferFacts]], device_id: int):
+        self.inputs, self.outputs, self.device_id = inputs, outputs, device_id
 
 
 def _eager_arrays(steps: Sequence[Any]) -> Optional[list[_Region]]:
     """Where the eager steps between PIECEWISE pieces read and write (None: a step of unknown kind)."""
     regions: list[_Region] = []
     for step in steps:
-        if executable_of(step) is not None:
+        if is_piece(step):
             continue
         if not hasattr(step, "static_leaves") or not hasattr(step, "args"):
             return None
@@ -220,15 +215,13 @@ def analyze(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot], args: Seq
     elif eager is None:
         scan.problem = CopyReason.UNSUPPORTED_NODE
     else:
-        for step in steps:
-            handles = executable_of(step)
-            if handles is not None:
-                snapshot = snapshots.get(handles[0])
-                part = _scan(snapshot, handles[1]) if snapshot is not None else _Scan()
-                if snapshot is None:
-                    part.problem = CopyReason.NO_DRIVER
-                scan.words.extend(part.words)
-                scan.problem = scan.problem or part.problem
+        for piece, step in enumerate(s for s in steps if is_piece(s)):
+            snapshot = snapshots.get(int(step.graph))
+            part = _scan(snapshot, piece) if snapshot is not None else _Scan()
+            if snapshot is None:
+                part.problem = CopyReason.NO_DRIVER
+            scan.words.extend(part.words)
+            scan.problem = scan.problem or part.problem
     eager = eager or []
     out_regions = [_Region(leaf) if leaf is not None and leaf.nbytes else None for leaf in outs]
     buffers = [_Region(a) for a in arrays]
@@ -259,7 +252,7 @@ def analyze(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot], args: Seq
             outputs.append(BufferFacts(CopyReason.STRADDLES))
         else:
             outputs.append(_facts(region, scan, starts))
-    return CupyBindings(inputs, outputs, steps, device_id)
+    return CupyBindings(inputs, outputs, device_id)
 
 
 def analyze_safely(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot], args: Sequence[Any],

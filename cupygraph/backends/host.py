@@ -95,7 +95,7 @@ class HostRecording(Recording):
             return self._fn(*[guarded(a) for a in self._args], **self._kwargs)
 
     def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
-               counts: tuple[Any, Any], name: str, constants: Sequence[tuple[int, Any]] = ()) -> HostBinder:
+               counts: Any, name: str, constants: Sequence[tuple[int, Any]] = ()) -> HostBinder:
         facts = host_facts(self._args, self._leaves, self._piecewise)
         return HostBinder(self._args, facts, static, labels, leaves, bind_outputs, counts, name, constants)
 

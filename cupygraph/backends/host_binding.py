@@ -64,7 +64,7 @@ class HostBinder:
 
     def __init__(self, call_args: list[Any], facts: tuple[dict[int, BufferFacts], list[Optional[BufferFacts]]],
                  static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], bind_outputs: bool,
-                 counts: tuple[Counter[str], Counter[str]], name: str, constants: Sequence[tuple[int, Any]] = ()):
+                 counts: Any, name: str, constants: Sequence[tuple[int, Any]] = ()):
         inputs, outputs = facts
         self._args = call_args
         self._name = name
@@ -83,14 +83,17 @@ class HostBinder:
         self.binds_outputs = bool(self._out_index)
         self.away = False
         self._logged: set[tuple[str, CopyReason]] = set()
-        self._rebinds, self._copies = counts
+        self.counts = counts
+        """The entry's ``ReplayCounts`` (its zero-copy calls: ``bound_calls``), as the GPU binder's."""
+        self._rebinds: Counter[str] = Counter()
+        self._copies: Counter[str] = Counter()
         # Constants: (position, layout) of those the GPU could re-point (every array argument here).
         self._constants = {position: SimpleNamespace(shape=array.shape, dtype=array.dtype, strides=array.strides)
                            for position, array in constants
                            if inputs.get(id(array)) is not None and inputs[id(array)].reason is None}
         self._out_labels = [output_label(i) for i in self._out_index]
-        prepare_counts(self._rebinds, self._copies, [s[0] for s in self._slots] + self._out_labels +
-                       [argument_label(p) for p in self._constants])
+        self._labels = [s[0] for s in self._slots] + self._out_labels + [argument_label(p) for p in self._constants]
+        prepare_counts(self._rebinds, self._copies, self._labels)
 
     @property
     def eligible(self) -> bool:
@@ -118,6 +121,7 @@ class HostBinder:
              stream: Any) -> tuple[int, Optional[list[Any]]]:
         """The GPU binder's ``bind``: a bit per copied argument, and fresh outputs (None: none bound)."""
         copied = 0
+        self.counts.bound_calls += 1
         args = self._args
         for bit, (label, buf, position, fixed), src in zip(self._bits, self._slots, [*inputs, *whole]):
             reason = fixed or copy_reason(buf, src, captured_address=_address(buf), given_address=_address(src),
@@ -141,8 +145,16 @@ class HostBinder:
             self._rebinds[label] += 1
         return copied, [np.empty(leaf.shape, leaf.dtype) for leaf in self._leaves]
 
-    def settle(self) -> None:
-        """Nothing kept aside: this binder counts every bind as it happens."""
+    def tally(self) -> tuple[Counter[str], Counter[str]]:
+        """Binds and copies so far per argument and output label (every label present)."""
+        return Counter(self._rebinds), Counter(self._copies)
+
+    def reset_tally(self) -> None:
+        """Count binds and copies from zero again (the statistics were reset)."""
+        self.counts.bound_calls = 0
+        self._rebinds.clear()
+        self._copies.clear()
+        prepare_counts(self._rebinds, self._copies, self._labels)
 
     def finish(self, fresh: Optional[Sequence[Any]]) -> None:
         """After the replay: let go of the caller's arrays (a graph holds only their addresses), and

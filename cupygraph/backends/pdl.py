@@ -35,34 +35,36 @@ _MIN_ARCH = 90  # griddepcontrol needs sm_90 (Hopper)
 
 
 def apply_pdl(steps: list[Any], tops: dict[int, GraphSnapshot], bodies: Sequence[GraphSnapshot], setting: str,
-              device_id: int, label: str) -> PdlSummary:
+              device_id: int, label: str) -> tuple[PdlSummary, dict[int, int]]:
     """Make the kernel->kernel edges of ``steps``' graphs (and their conditional ``bodies``) programmatic
     where safe. ``tops``: the capture's snapshot of each graph step, by graph handle.
 
-    ``steps`` holds CuPy ``Graph`` objects (and eager steps, left alone); a graph whose edges were
-    rewritten is replaced in the list by a ``PdlGraph`` with the same methods.
+    ``steps`` holds CuPy ``Graph`` objects (and eager steps, left alone). Returns what was done, and
+    the new executable of each graph piece (by its index among the pieces) whose edges were rewritten:
+    the recording launches it instead of CuPy's, and destroys it.
     """
     summary = PdlSummary()
     graphs = [step for step in steps if hasattr(step, "graphExec")]
     if setting != "auto":
         summary.off_reason = f"pdl={setting!r} in the config"
-        return summary
+        return summary, {}
     if not graphs:
-        return summary
+        return summary, {}
     drv = bindings()
     if drv is None or not hasattr(drv, "CUgraphEdgeData"):
         summary.off_reason = "cuda-bindings with graph edge data (CUDA 12.3+) is not installed"
         _log(label, summary)
-        return summary
+        return summary, {}
+    replaced: dict[int, int] = {}
     try:
         if _compute_capability(device_id) < _MIN_ARCH:
             summary.off_reason = "the GPU has no programmatic dependent launch (needs sm_90 or newer)"
         else:
-            _Rewriter(drv, device_id, summary).run(steps, graphs, tops, bodies)
+            replaced = _Rewriter(drv, device_id, summary).run(graphs, tops, bodies)
     except Exception as err:  # never cost the capture: keep CuPy's executables
         summary = PdlSummary(off_reason=f"rewrite failed ({type(err).__name__}: {err})")
     _log(label, summary)
-    return summary
+    return summary, replaced
 
 
 def _compute_capability(device_id: int) -> int:
@@ -89,8 +91,8 @@ class _Rewriter:
         self._verdicts: dict[int, Node] = {}
         self._handles: dict[Hashable, Any] = {}
 
-    def run(self, steps: list[Any], graphs: list[Any], tops: dict[int, GraphSnapshot],
-            bodies: Sequence[GraphSnapshot]) -> None:
+    def run(self, graphs: list[Any], tops: dict[int, GraphSnapshot], bodies: Sequence[GraphSnapshot]) -> dict[int, int]:
+        """The new executable of each of ``graphs`` (by index) once their edges are rewritten, or {}."""
         top_handles = [int(g.graph) for g in graphs]
         snapshots = [tops[h] for h in top_handles if h in tops] + list(bodies)
         if len(snapshots) < len(top_handles) + len(bodies):
@@ -114,12 +116,12 @@ class _Rewriter:
                 continue
             for handle, description in described.items():
                 self.summary.add(plans.get(handle) or _unconverted(description))
-            self._install(steps, graphs, execs)
-            return
+            return {i: int(handle) for i, handle in enumerate(execs)}
         for description in described.values():
             self.summary.add(_unconverted(description))
         if refused:
             self.summary.off_reason = "the driver refused to instantiate the graph with programmatic edges"
+        return {}
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -210,12 +212,6 @@ class _Rewriter:
                 raise RuntimeError("could not restore the plain edges of a graph")
         return None
 
-    def _install(self, steps: list[Any], graphs: list[Any], execs: list[Any]) -> None:
-        # A wrapper, not a write into CuPy's read-only ``Graph.graphExec`` field: about 0.3 µs more
-        # per launch (measured on an H200), and nothing that depends on CuPy's object layout.
-        for graph, new in zip(graphs, execs):
-            steps[steps.index(graph)] = PdlGraph(graph, new, self.drv)
-
 
 def _unconverted(description: GraphDescription) -> EdgePlan:
     """The plan for a graph left as it was: its would-be conversions counted as refused."""
@@ -224,34 +220,3 @@ def _unconverted(description: GraphDescription) -> EdgePlan:
     if plan.convert:
         kept["driver_refused"] = len(plan.convert)
     return EdgePlan((), kept, plan.not_converted)
-
-
-class PdlGraph:
-    """A CuPy graph launched through its re-instantiated (programmatic-edge) executable; it keeps the
-    CuPy ``Graph`` alive for its un-instantiated graph and destroys only the executable it owns."""
-
-    def __init__(self, graph: Any, graph_exec: Any, drv: Any):
-        import cupy
-
-        self._graph, self._exec, self._drv = graph, graph_exec, drv
-        self.graph = graph.graph
-        self.graphExec = int(graph_exec)
-        self._launch = cupy.cuda.runtime.graphLaunch
-        self._stream = cupy.cuda.get_current_stream
-
-    def launch(self, stream: Any = None) -> None:
-        self._launch(self.graphExec, (self._stream() if stream is None else stream).ptr)
-
-    def upload(self, stream: Any = None) -> None:
-        import cupy
-
-        cupy.cuda.runtime.graphUpload(self.graphExec, (self._stream() if stream is None else stream).ptr)
-
-    def debug_dot_str(self, flags: int = 0) -> str:
-        return str(self._graph.debug_dot_str(flags))
-
-    def __del__(self) -> None:
-        try:
-            self._drv.cuGraphExecDestroy(self._exec)
-        except Exception:
-            pass

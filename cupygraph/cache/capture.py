@@ -25,9 +25,9 @@ from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError
 from ..pytree import flatten
 from ..reasons import FallbackReason
-from .entry import CUDAGraphEntry, InputArena
+from .buffers import InputArena, changed
+from .entry import CUDAGraphEntry
 from .key import GraphKey
-from .writes import FirstReplayWrites, changed
 
 logger = logging.getLogger("cupygraph")
 
@@ -56,7 +56,6 @@ class CaptureRequest:
 
 def record(
     key: GraphKey, request: CaptureRequest, *, backend: Backend, config: CUDAGraphConfig, arena: InputArena,
-    counts: Optional[tuple[Any, Any]] = None,
 ) -> CUDAGraphEntry:
     """Warm up and record ``request`` for ``key`` onto static buffers from ``arena``.
 
@@ -94,16 +93,15 @@ def record(
             whole_inputs=staging.whole_inputs, arena=arena,
             pad_value=config.pad_value, output_mode=config.output_mode,
             capture_time=seconds, out_batched=request.out_batched, written=written,
-            input_binding=config.input_binding, counts=counts,
+            input_binding=config.input_binding,
             labels=[argument_label(p) for p in staging.positions], name=request.name,
             constants=[(i, a) for i, a in enumerate(request.args)
                        if i not in staging.positions and backend.is_array(a)],
+            # Nothing ran on the static buffers without warm-ups (a stream capture only records; the host
+            # undoes its capture run): the first replay is the first chance to see writes into them.
+            check_first_replay=config.num_warmups == 0,
         )
         staging.recording = None  # the entry owns it now
-        if not written and config.num_warmups == 0:
-            # Nothing ran on the static buffers (a stream capture only records; the host undoes its
-            # capture run): the first replay is the first chance to see writes into them.
-            FirstReplayWrites.install(entry, request.name, staging.positions)
         return entry
     except CaptureError as err:
         # Nobody reads the frames of a capture that fell back: let go of the static buffers and

@@ -1,10 +1,9 @@
 """What a graph cache adds to its entries when asked: replay timing and NVTX ranges.
 
 Decided once per cache from the config (``time_replays``, ``replay_timing_every``, ``nvtx`` /
-``CUPYGRAPH_NVTX``).
-With both off an entry keeps its class's ``launch`` and every call path stays as it was; with
-one on, per-instance wrappers are installed on the entries captured from then on (the same
-per-instance choice ``CUDAGraphEntry`` makes for functions that write into their arguments).
+``CUPYGRAPH_NVTX``). With all off an entry gets no launch hooks and every call path stays as it was;
+with one on, each entry captured from then on gets its launch hooks once (``CUDAGraphEntry.set_hooks``),
+and a PIECEWISE recording a hook around each graph break (``Recording.set_break_hook``).
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import Any, Optional
 
 from ..backends.base import Backend
 from ..config.model import CUDAGraphConfig
-from .entry import CUDAGraphEntry
+from .entry import CUDAGraphEntry, LaunchHook
 from .key import GraphKey
 from .ranges import RangeProvider, range_provider
 from .timing import KeyTiming
@@ -54,38 +53,22 @@ class Instruments:
         return _range(self.ranges, f"cupygraph capture {name} {key_label(key)}")
 
     def install(self, entry: CUDAGraphEntry, name: str) -> None:
-        """Give ``entry`` its measured times, and the wrappers this cache's config asks for."""
-        entry.timing = KeyTiming(entry.recording.warmup_sample)
+        """Give ``entry`` its measured times, and the launch hooks this cache's config asks for."""
+        timing = entry.timing = KeyTiming(entry.recording.warmup_sample)
+        hooks: list[LaunchHook] = []
         if self.time_replays:
-            entry.launch = _host_timed(entry, entry.launch)  # type: ignore[method-assign]
+            hooks.append(_host_timed)
         if self.timing_every:
-            entry.launch = entry.timing.sampled(entry.launch, self._start_sample,  # type: ignore[method-assign]
-                                                self.timing_every)
+            every, start = self.timing_every, self._start_sample
+            hooks.append(lambda entry, launch: timing.sampled(launch, start, every))
         ranges = self.ranges
-        if ranges is None:
-            return
-        label = f"{name} {key_label(entry.key)}"
-        entry.launch = _ranged(entry.launch, ranges, f"cupygraph replay {label}")  # type: ignore[method-assign]
-        for step in getattr(entry.recording, "steps", ()):
-            op = getattr(step, "fn", None)
-            if op is not None:  # an eager step between graph pieces: a graph break
-                op_name = getattr(op, "__name__", type(op).__name__)
-                step.launch = _ranged(step.launch, ranges, f"cupygraph graph break {op_name} in {label}")
-
-    def wrap_fallback(self, run_eagerly: Callable[..., Any], name: str) -> Callable[..., Any]:
-        """``run_eagerly(args, kwargs, why)`` inside a range naming the reason (ranges on), else itself."""
-        ranges = self.ranges
-        if ranges is None:
-            return run_eagerly
-
-        def ranged_fallback(args: Any, kwargs: Any, why: Any) -> Any:
-            ranges.push(f"cupygraph eager {name}: {why.reason.value}")
-            try:
-                return run_eagerly(args, kwargs, why)
-            finally:
-                ranges.pop()
-
-        return ranged_fallback
+        if ranges is not None:
+            label = f"{name} {key_label(entry.key)}"
+            hooks.append(lambda entry, launch: _ranged(launch, ranges, f"cupygraph replay {label}"))
+            entry.recording.set_break_hook(lambda op, launch: _ranged(
+                launch, ranges, f"cupygraph graph break {getattr(op, '__name__', type(op).__name__)} in {label}"))
+        if hooks:
+            entry.set_hooks(hooks)
 
 
 @contextmanager

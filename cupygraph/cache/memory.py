@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .entry import CUDAGraphEntry, InputArena
+from .buffers import InputArena
+from .entry import CUDAGraphEntry
 from .key import Signature
 
 

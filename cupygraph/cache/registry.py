@@ -13,7 +13,8 @@ from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError
 from ..pytree import flatten
 from ..reasons import EvictionReason
-from .entry import CUDAGraphEntry, InputArena
+from .buffers import InputArena
+from .entry import CUDAGraphEntry
 from .key import NO_SIGNATURE, GraphKey, Signature
 from .store import GraphStore
 

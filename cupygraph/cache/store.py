@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
@@ -74,7 +73,6 @@ class GraphStore:
         self._stats = CUDAGraphStats()
         self._generation = 0
         self._view_epoch = ViewEpoch()
-        self._settlers: list[weakref.WeakMethod[Callable[[], None]]] = []
 
     @property
     def family_lock(self) -> threading.RLock:
@@ -131,19 +129,36 @@ class GraphStore:
     def __len__(self) -> int:
         return self.num_graphs()
 
-    def add_settler(self, settle: Callable[[], None]) -> None:
-        """``settle()`` (a bound method, held weakly) hands kept-aside counts to ``stats()``."""
-        self._settlers.append(weakref.WeakMethod(settle))
+    @property
+    def recorder(self) -> CUDAGraphStats:
+        """The counters the front doors record their calls into (misses, fallbacks, slow-path hits,
+        captures, evictions); read statistics with ``stats()``."""
+        return self._stats
 
     def stats(self) -> CUDAGraphStats:
-        """The statistics, with the counts the hot paths keep aside (hits, zero-copy binds) folded in
-        (under the family lock, which the hot paths hold while counting)."""
+        """The statistics: what the front doors recorded, and what each entry held counts itself (its
+        fast paths' hits, its zero-copy binds), read under the family lock, which the replay paths
+        hold while counting. A new object per call; ``reset()`` on it resets this store's counts."""
         with self._family_lock:
-            pairs = [(ref, ref()) for ref in self._settlers]
-            self._settlers = [ref for ref, settle in pairs if settle is not None]  # the dead ones dropped
-            for settle in [*(s for _, s in pairs if s), *(e.binding.settle for e in self.entries() if e.binding)]:
-                settle()
-        return self._stats
+            snapshot = self._stats.copy()
+            for entry in self.entries():
+                snapshot.add_entry(entry.key.mode.name, entry.counts.hits, *entry.tally())
+        snapshot._reset_source = self.reset_stats
+        return snapshot
+
+    def reset_stats(self) -> None:
+        """Every count back to zero: the recorded ones and the entries' own (not their replay counts,
+        which eviction reads)."""
+        with self._family_lock:
+            self._stats.reset()
+            for entry in self.entries():
+                entry.counts.hits.clear()
+                if entry.binding is not None:
+                    entry.binding.reset_tally()
+
+    def _fold(self, entry: CUDAGraphEntry) -> None:
+        """Keep what a leaving entry counted itself (under the family lock, before it is released)."""
+        self._stats.add_entry(entry.key.mode.name, entry.counts.hits, *entry.tally())
 
     def total_bytes(self) -> int:
         """Bytes held by all entries: recorded outputs/scratch, and static buffers counted once
@@ -282,8 +297,7 @@ class GraphStore:
         self._view_epoch.bump()  # warm-ups and the capture may write where view outputs point
         try:
             with self.instruments.capturing(request.name, key):
-                entry = record(key, request, backend=self.backend, config=self.config, arena=arena,
-                               counts=(self._stats.rebinds_by_argument, self._stats.copies_by_argument))
+                entry = record(key, request, backend=self.backend, config=self.config, arena=arena)
             self.instruments.install(entry, request.name)
             self.add(entry)
         except BaseException:
@@ -361,6 +375,7 @@ class GraphStore:
                 entries = list(self._entries.values())
                 for entry in entries:
                     self._seen[entry.key] += entry.replay_count
+                    self._fold(entry)
                     self._stats.record_eviction(EvictionReason.CLEARED)
                 self._entries.clear()
                 self._arenas.clear()
@@ -378,6 +393,7 @@ class GraphStore:
                 entry = self._entries.pop(key, None)
                 if entry is None:
                     return False
+                self._fold(entry)
                 self._stats.record_eviction(reason, detail)
                 self._generation += 1
                 self._view_epoch.bump()
