@@ -33,7 +33,6 @@ quick=$([ "$what" = quick ] && echo --quick)
 {
   date -u
   timeout 120 python3 tools/bench.py --quick --workloads zero-copy --out "$R/bench_zero_copy.json"
-  timeout 60 python3 tools/probe_output_rebind.py
   timeout 120 python3 tools/bench.py $quick --workloads piecewise --out "$R/bench_piecewise.json"
   if [ "$what" = full ]; then
     timeout 300 python3 tools/bench.py --workloads chain,stencil,serving,mlp,capture --out "$R/bench.json"

@@ -8,7 +8,7 @@
   map after CuPy's cuBLAS module is imported); it needs nothing beyond CuPy.
 
 Why ``auto`` (the default; ``CUPYGRAPH_CUBLAS_BINDING`` = auto | nvmath | ctypes) takes nvmath
-where it is installed and ctypes otherwise, measured with ``tools/probe_cublas.py`` on an H200
+where it is installed and ctypes otherwise, measured with ``tools/probe_cublas.py`` (at commit 357e924) on an H200
 (CUDA 13.2, cuBLAS 13.1, CuPy 14.2, nvmath-python 1.0.0; 2026-11-26): both capture a GEMM into a
 graph next to a CuPy kernel, and three replays on fresh data equal eager calls bit for bit under
 both; in graphs they cost the same (a (64x1024)@(1024x1024) float32 GEMM: 11.8 µs of GPU time

@@ -4,7 +4,7 @@ The one owner of that rule: the GPU path (``_spectral``) calls the routine named
 host reference (``_solver_host``) refuses under a capture exactly where the GPU does, so both
 backends graph the same keys. Plain Python: no CuPy.
 
-Evidence (``tools/probe_cusolver_capture.py``, two runs on one H100 80GB HBM3, CUDA runtime 13.2,
+Evidence (``tools/probe_cusolver_capture.py`` at commit 357e924, two runs on one H100 80GB HBM3, CUDA runtime 13.2,
 cuSOLVER 12.0.4, CuPy 14.2, 2026-11-26; each candidate on a fresh handle in its own process):
 
 * ``syevd``, ``syevj``, ``Xsyevd``, ``gesvd``, ``Xgesvd``, ``Xgesvdp``: fail under stream capture

@@ -95,7 +95,7 @@ def dense_csr(x: Any, s: Any, dtype: Any) -> Any:
     current values) and SpMM untransposed on row-major operands, as ``csr_dense`` runs it; x^T and
     the result are transposed copies (elementwise kernels). The shortcuts without those copies
     were not bit-reproducible from run to run on an H100 (CUDA 13.2, cuSPARSE; ``tools/
-    probe_cusolver_capture.py``), so replays would differ from eager calls: SpMM on the transposed
+    probe_cusolver_capture.py`` at 357e924), so replays would differ from eager calls: SpMM on the transposed
     s (as cuSPARSE documents), and SpMM on column-major views of x and the result (with s^T built
     by cupyx); with s^T from csr2cscEx2 that form even failed (cudaErrorInvalidAddressSpace).
     """

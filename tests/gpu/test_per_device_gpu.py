@@ -70,6 +70,6 @@ def test_each_device_gets_its_own_family_and_compiled_replay():
     assert sorted(families) == [0, 1]
     for device, family in families.items():
         assert family.backend.device_id == device
-        replayer = family._plans._replayer
+        record = family.record
         if COMPILED:
-            assert replayer is not None and replayer.served >= 8, (device, replayer)
+            assert record is not None and record.served >= 8, (device, record)
