@@ -18,12 +18,12 @@ from ..pytree import flatten, unflatten
 from .base import Backend
 from .capturing import stream_is_capturing
 from .cupy_audit import audit_capture, audit_enabled
+from .cupy_binder import CupyBinder
 from .cupy_failures import describe_capture_failure
 from .cupy_fft import isolated_plan_cache
 from .cupy_pieces import MEMCPY_D2D, PiecewiseRecorder
 from .cupy_pool import DeviceBlocks, fill_free_blocks
 from .cupy_rebind import analyze_safely, make_extent_recorder
-from .cupy_binder import CupyBinder
 from .cupy_recording import CupyRecording
 from .cupy_timing import EventSample
 from .cupy_uploads import intercepted_uploads

@@ -10,7 +10,6 @@ nothing moved.
 
 from __future__ import annotations
 
-import copy
 import ctypes
 import gc
 import importlib.util
