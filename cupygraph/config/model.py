@@ -330,9 +330,10 @@ class CUDAGraphConfig(BaseModel):
     def get_padded_seq_len(self, seq_len: Optional[int]) -> Optional[int]:
         """``seq_len`` padded to its bucket; unchanged without buckets (and then not part of any
         graph key); None when above the largest bucket."""
-        if seq_len is None or self.seq_len_buckets is None:
-            return seq_len
-        return pad_to_capture_size(seq_len, self.seq_len_buckets)
+        if seq_len is None:
+            return None
+        seq_len = check_positive_int(seq_len, "seq_len")
+        return seq_len if self.seq_len_buckets is None else pad_to_capture_size(seq_len, self.seq_len_buckets)
 
     def should_use_cudagraph(
         self, batch_size: int, seq_len: Optional[int] = None, *,

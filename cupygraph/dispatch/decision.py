@@ -154,10 +154,7 @@ class DispatchKeys:
         capture sizes as given.
         """
         mode = CUDAGraphMode.parse(mode)
-        q = uniform_decode_query_len
-        if isinstance(q, bool) or not isinstance(q, numbers.Integral) or q < 1:
-            raise ValueError(f"uniform_decode_query_len must be a positive integer, got {short_repr(q)}")
-        q = int(q)
+        q = check_positive_int(uniform_decode_query_len, "uniform_decode_query_len")
         sizes = config.cudagraph_capture_sizes
         buckets = config.seq_len_buckets
         seq_axes: list[Optional[int]] = [None, *buckets] if buckets else [None]

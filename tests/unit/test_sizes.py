@@ -12,12 +12,12 @@ from cupygraph.compat.aliases import DispatchKey
 from cupygraph.config.model import CUDAGraphConfig, CUDAGraphMode
 from cupygraph.config.sizes import (
     check_positive_int,
+    decode_capture_sizes,
+    decode_ladder_problem,
     default_capture_sizes,
     default_max_capture_size,
     normalise_sizes,
     outside_token_limits,
-    decode_capture_sizes,
-    decode_ladder_problem,
     pad_to_capture_size,
 )
 from cupygraph.dispatch.decision import capture_ladders
