@@ -14,6 +14,8 @@ from .modes import short_repr
 def check_positive_int(value: Any, name: str) -> int:
     """``value`` as a Python int if it is a positive integer (NumPy integers too, bools never);
     else raise naming ``name``."""
+    if type(value) is int and value > 0:  # the common case, without the slower ABC checks below
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be a positive integer, got {type(value).__name__} {short_repr(value)}")
     if value <= 0:
@@ -58,15 +60,9 @@ def decode_capture_sizes(
     q = uniform_decode_query_len
     if not sizes:
         return ()
-    limit = decode_size_limit(sizes, q, max_num_reqs)
+    # vLLM's two caps: the largest capture size, and max_num_reqs whole requests.
+    limit = sizes[-1] if max_num_reqs is None else min(sizes[-1], q * max_num_reqs)
     return tuple(sorted({r for r in (-(-s // q) * q for s in sizes) if r <= limit}))
-
-
-def decode_size_limit(sizes: Sequence[int], uniform_decode_query_len: int, max_num_reqs: Optional[int]) -> int:
-    """The largest uniform-decode graph: the largest capture size, and at most ``max_num_reqs``
-    whole requests (vLLM's two caps)."""
-    largest = sizes[-1]
-    return largest if max_num_reqs is None else min(largest, uniform_decode_query_len * max_num_reqs)
 
 
 def decode_ladder_problem(

@@ -176,16 +176,24 @@ class DispatchKeys:
 
 @dataclasses.dataclass(frozen=True)
 class _Padded:
-    """A batch padded on each ladder: ``mixed`` on the capture sizes, ``decode`` on the
-    uniform-decode ladder (None unless the batch is uniform decode and fits it)."""
+    """A batch padded on each ladder: ``mixed`` on the capture sizes (relaxed: the key of a general
+    graph), ``decode`` on the uniform-decode ladder (None unless the batch is uniform decode and
+    fits it)."""
 
+    batch: BatchDescriptor
     mixed: BatchDescriptor
     decode: Optional[BatchDescriptor]
 
-    @property
+    def mixed_exact(self) -> BatchDescriptor:
+        """``mixed`` with the batch's request count and uniformity (vLLM's exact key)."""
+        if self.batch.num_reqs is None and not self.batch.uniform_decode:
+            return self.mixed
+        batch = self.batch
+        return BatchDescriptor(self.mixed.num_tokens, batch.num_reqs, batch.uniform_decode, self.mixed.seq_len)
+
     def primary(self) -> BatchDescriptor:
-        """The key the policy sees (relaxed): the uniform-decode one where the batch has one."""
-        return self.decode if self.decode is not None else self.mixed
+        """Not relaxed, the uniform-decode key where the batch has one, else the exact mixed key."""
+        return self.decode if self.decode is not None else self.mixed_exact()
 
 
 def _pad(config: CUDAGraphConfig, batch: BatchDescriptor, keys: DispatchKeys) -> Union[_Padded, Decision]:
@@ -214,7 +222,7 @@ def _pad(config: CUDAGraphConfig, batch: BatchDescriptor, keys: DispatchKeys) ->
         size = pad_to_capture_size(batch.num_tokens, keys.decode_sizes)
         if size is not None:
             decode = BatchDescriptor(size, size // q, True, seq_len)
-    return _Padded(BatchDescriptor(padded, batch.num_reqs, batch.uniform_decode, seq_len), decode)
+    return _Padded(batch, BatchDescriptor(padded, seq_len=seq_len), decode)
 
 
 def padded_descriptor(config: CUDAGraphConfig, batch: BatchDescriptor, keys: DispatchKeys) -> Optional[BatchDescriptor]:
@@ -222,7 +230,7 @@ def padded_descriptor(config: CUDAGraphConfig, batch: BatchDescriptor, keys: Dis
     ladder where it fits there, else on the capture sizes; None when it cannot be padded."""
     _check_arguments(config, batch, keys)
     padded = _pad(config, batch, keys)
-    return padded.primary if isinstance(padded, _Padded) else None
+    return padded.primary() if isinstance(padded, _Padded) else None
 
 
 def decide(
@@ -252,14 +260,17 @@ def decide(
     outside = outside_token_limits(batch.num_tokens, *policy.token_limits())
     if outside is not None:
         return Decision.eager(FallbackReason.OUTSIDE_TOKEN_LIMITS, outside)
-    mixed = padded.mixed.relaxed()
+    mixed = padded.mixed
     full_keys, piecewise_keys = keys.by_mode[FULL], keys.by_mode[PIECEWISE]
     # dict order is preference order: FULL before PIECEWISE, as vLLM tries them.
     candidates: dict[CUDAGraphMode, BatchDescriptor] = {}
     if not use_cascade_attn:
-        full = next((key for key in (padded.decode, padded.mixed, mixed) if key in full_keys), None)
-        if full is not None:
-            candidates[FULL] = full
+        if padded.decode is not None and padded.decode in full_keys:
+            candidates[FULL] = padded.decode
+        elif (exact := padded.mixed_exact()) in full_keys:
+            candidates[FULL] = exact
+        elif mixed in full_keys:
+            candidates[FULL] = mixed
     if mixed in piecewise_keys:
         candidates[PIECEWISE] = mixed
     if not candidates:
@@ -268,7 +279,7 @@ def decide(
             FallbackReason.NO_GRAPH_MODE, f"no graph mode for {batch} under mode {keys.mode.name}{cascade}"
         )
     name = type(policy).__name__
-    key = padded.primary.relaxed()
+    key = mixed if padded.decode is None else padded.decode.relaxed()
     if not policy.should_use_graph(key, True):
         return Decision.eager(FallbackReason.POLICY_VETO, f"{name} vetoed the graph for {key}")
     mode = policy.select_mode(key, list(candidates))

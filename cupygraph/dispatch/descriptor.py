@@ -46,7 +46,9 @@ class BatchDescriptor:
 
     def relaxed(self) -> BatchDescriptor:
         """The same batch without the request count and uniformity: the key a general graph serves."""
-        return dataclasses.replace(self, num_reqs=None, uniform_decode=False)
+        if self.num_reqs is None and not self.uniform_decode:
+            return self
+        return BatchDescriptor(self.num_tokens, seq_len=self.seq_len)
 
     @property
     def is_prefill(self) -> bool:
