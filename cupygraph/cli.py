@@ -51,6 +51,8 @@ def _mode_properties(mode: CUDAGraphMode) -> dict[str, Any]:
 
 def resolved_view(config: CUDAGraphConfig, source: Optional[str] = None) -> dict[str, Any]:
     """The config as written plus what cupygraph derives from it (what ``show`` prints)."""
+    from .dispatch.decision import capture_ladders
+
     sizes = list(config.cudagraph_capture_sizes)
     return {
         "source": source or "<defaults>",
@@ -59,6 +61,8 @@ def resolved_view(config: CUDAGraphConfig, source: Optional[str] = None) -> dict
             "cudagraph_capture_sizes": sizes,
             "num_capture_sizes": len(sizes),
             "largest_capture_size": config.largest_capture_size,
+            # Each runtime mode's graphs on their own sizes (uniform-decode FULL graphs: rounded up).
+            "capture_sizes_by_mode": {mode.name: list(ladder) for mode, ladder in capture_ladders(config).items()},
             "mode": _mode_properties(config.mode),
             "disabled_by_env": graphs_disabled_by_env(),
         },

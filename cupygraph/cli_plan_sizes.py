@@ -29,21 +29,17 @@ def plan_sizes_usage_problem(args: argparse.Namespace) -> Optional[str]:
 def _traffic_of(args: argparse.Namespace) -> Any:
     """The histogram of batch sizes: a JSON file's, or the jitted functions' of a script run."""
     from .cache.histogram import SizeHistogram
+    from .diagnostics.plan_sizes import histogram_of
 
     if args.histogram is not None:
         try:
             data = json.loads(Path(args.histogram).read_text(encoding="utf-8"))
         except json.JSONDecodeError as err:
             raise CupyGraphError(f"{args.histogram}: not JSON: {err}") from err
-        if isinstance(data, dict) and isinstance(data.get("batch_sizes"), dict):
-            data = data["batch_sizes"]
-        if not isinstance(data, dict):
-            raise CupyGraphError(f"{args.histogram}: expected a mapping of batch size to calls (or one under "
-                                 f"'batch_sizes'), got {type(data).__name__}")
-        try:
-            return SizeHistogram(data)
-        except ValueError as err:
-            raise CupyGraphError(f"{args.histogram}: {err}") from err
+        try:  # the API's check of traffic, naming the file
+            return histogram_of(data, where=str(args.histogram))
+        except (TypeError, ValueError) as err:
+            raise CupyGraphError(str(err)) from err
     total = SizeHistogram()
     for graphed in run_script(args.script, args.script_args):
         total = total + graphed.stats().batch_sizes
@@ -64,7 +60,7 @@ def _cmd_plan_sizes(args: argparse.Namespace) -> int:
         plan = plan_capture_sizes(_traffic_of(args), current=current, max_graphs=args.max_graphs,
                                   memory_limit=args.memory_limit, bytes_per_graph=args.bytes_per_graph,
                                   largest=args.largest)
-    except ValueError as err:
+    except (TypeError, ValueError) as err:
         raise CupyGraphError(str(err)) from err
     print(plan.report())
     if args.output is not None:
