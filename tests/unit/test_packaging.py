@@ -6,12 +6,12 @@ import ast
 import configparser
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from repo_files import run_make
 
 ROOT = Path(__file__).resolve().parents[2]
 # Import name -> distribution name, where the two differ.
@@ -100,8 +100,7 @@ def test_every_module_the_package_imports_is_a_dependency():
 
 def dry_run(target: str, *variables: str) -> str:
     """What ``make TARGET`` would run from scratch (``-B``), without running it."""
-    dry = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "-n", "-B", target, *variables],
-                         capture_output=True, text=True)
+    dry = run_make("-n", "-B", target, *variables)
     assert dry.returncode == 0, dry.stderr
     return dry.stdout
 
