@@ -30,7 +30,7 @@ from .modes import CUDAGraphMode
 from .rules import MAX_DEFAULT_CAPTURE_SIZE, MAX_LIST_LENGTH, MAX_WARMUPS
 from .sizes import pad_to_capture_size, resolve_capture_sizes
 from .uploads import HOST_UPLOADS, HostUploads
-from .values import PositiveInt, as_number, choice, integral_to_int, parse_byte_size
+from .values import MAX_INT, PositiveInt, as_bool, as_number, choice, integral_to_int, parse_byte_size
 
 __all__ = [
     "MAX_DEFAULT_CAPTURE_SIZE", "MAX_LIST_LENGTH", "MAX_WARMUPS", "CUDAGraphConfig", "CUDAGraphMode",
@@ -72,7 +72,7 @@ class CUDAGraphConfig(BaseModel):
         "speculative decoding): with 3, sizes 8 and 16 become 9 and 18.",
     )
     max_capture_size: Optional[StrictInt] = Field(
-        None, ge=0,
+        None, ge=0, le=MAX_INT,
         description="Largest batch size captured; larger batches run eagerly and count as fallbacks. "
         "Unset: the largest of capture_sizes when those are given, else min(2 x max_num_reqs x "
         "uniform_decode_query_len, 512), or 512 without max_num_reqs (vLLM's default). Given together "
@@ -82,12 +82,12 @@ class CUDAGraphConfig(BaseModel):
         "the query length lowers the largest size, largest_capture_size tells which batches replay.",
     )
     max_num_reqs: Optional[StrictInt] = Field(
-        None, ge=1,
+        None, ge=1, le=MAX_INT,
         description="Most requests in a batch (vLLM's max_num_seqs). FULL graphs for uniform-decode batches "
         "stop at max_num_reqs x uniform_decode_query_len tokens; it also sets the default max_capture_size.",
     )
     uniform_decode_query_len: StrictInt = Field(
-        1, ge=1,
+        1, ge=1, le=MAX_INT,
         description="Tokens per request in a uniform-decode batch: 1, or 1 + the speculative tokens "
         "(num_tokens == num_reqs x this). Above 1, capture sizes are rounded to multiples of it (see "
         "capture_sizes), so uniform-decode batches pad to whole requests and replay FULL graphs up to "
@@ -104,7 +104,7 @@ class CUDAGraphConfig(BaseModel):
         description=f"Eager runs before each capture (compilation, plan caches, pools); at most {MAX_WARMUPS}.",
     )
     max_cached_graphs: Optional[StrictInt] = Field(
-        None, ge=1, description="Most graphs held at once per function; None means unbounded."
+        None, ge=1, le=MAX_INT, description="Most graphs held at once per function; None means unbounded."
     )
     memory_budget: Annotated[
         Optional[int],
@@ -121,12 +121,13 @@ class CUDAGraphConfig(BaseModel):
         "(replay_timing_every or time_replays) and capture times.",
     )
     min_replays_to_keep: StrictInt = Field(
-        0, ge=0,
+        0, ge=0, le=MAX_INT,
         description="Graphs with at least this many replays are evicted only when no colder graph is left "
         "(0: no protection).",
     )
     capture_after: StrictInt = Field(
-        1, ge=1, description="Capture a key once it has been seen this many times; until then it runs eagerly."
+        1, ge=1, le=MAX_INT,
+        description="Capture a key once it has been seen this many times; until then it runs eagerly.",
     )
     pad_value: Union[int, float] = Field(0, description="Value written into the padding rows of static inputs.")
     output_mode: Literal["copy", "view"] = Field(
@@ -162,12 +163,12 @@ class CUDAGraphConfig(BaseModel):
         False, description="Check inputs, pointers and stale output views on every call; log every decision."
     )
     min_tokens_for_graph: StrictInt = Field(
-        1, ge=1,
+        1, ge=1, le=MAX_INT,
         description="Batches smaller than this run eagerly. Compared with the real batch size, before "
         "padding: with 4, a batch of 3 runs eagerly even where it would pad to a graph of 4 or more.",
     )
     max_tokens_for_graph: Optional[StrictInt] = Field(
-        None, ge=1,
+        None, ge=1, le=MAX_INT,
         description="Batches larger than this run eagerly (None: up to the largest capture size). Compared "
         "with the real batch size, before padding: with 12, a batch of 10 replays the graph it pads to "
         "(16, say), a batch of 13 runs eagerly.",
@@ -177,7 +178,7 @@ class CUDAGraphConfig(BaseModel):
     )
     # -- measurement and profiling (issue 17) --
     replay_timing_every: StrictInt = Field(
-        0, ge=0, description="Time every Nth replay of each graph on the device (CUDA events, read without "
+        0, ge=0, le=MAX_INT, description="Time every Nth replay of each graph on the device (CUDA events, read without "
         "waiting) for eviction=benefit and describe(); 0: off, and replays carry no timing code.")
     nvtx: bool = Field(False, description="NVTX ranges around capture, replay, fallback and graph breaks, named by "
                        "function and key, for Nsight Systems (needs the nvtx package; CUPYGRAPH_NVTX=1 also turns "
@@ -222,6 +223,9 @@ class CUDAGraphConfig(BaseModel):
         "min_replays_to_keep", "capture_after", "min_tokens_for_graph", "max_tokens_for_graph",
         "replay_timing_every", mode="before",
     )(integral_to_int)
+    _switches = field_validator("time_replays", "gc_freeze", "debug", "prefer_piecewise", "nvtx",
+                                mode="before")(as_bool)
+
     @field_validator("eviction", "output_mode", "on_capture_error", "input_binding", "capture_mode", "backend", "pdl",
                      "host_uploads", mode="before")
     @classmethod
