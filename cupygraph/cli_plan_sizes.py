@@ -12,10 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
-from .config.files import load_config
+from .cli_files import check_output_file
+from .config.files import SUFFIXES, load_config, read_text_file
 from .config.model import CUDAGraphConfig
 from .errors import ConfigError, CupyGraphError
 from .script import run_script
+
+MAX_HISTOGRAM_BYTES = 64 << 20
+"""A histogram holds a count per batch size: even every size up to 2**20 fits well below this."""
 
 
 def plan_sizes_usage_problem(args: argparse.Namespace) -> Optional[str]:
@@ -31,10 +35,12 @@ def _traffic_of(args: argparse.Namespace) -> Any:
     from .cache.histogram import SizeHistogram
 
     if args.histogram is not None:
+        text = read_text_file(Path(args.histogram), "histogram file", limit=MAX_HISTOGRAM_BYTES)
         try:
-            data = json.loads(Path(args.histogram).read_text(encoding="utf-8"))
+            data = json.loads(text)
         except json.JSONDecodeError as err:
-            raise CupyGraphError(f"{args.histogram}: not JSON: {err}") from err
+            raise CupyGraphError(f"{args.histogram}:{err.lineno}: not JSON: {err.msg}; the histogram is a JSON "
+                                 "mapping of batch size to calls") from None
         if isinstance(data, dict) and isinstance(data.get("batch_sizes"), dict):
             data = data["batch_sizes"]
         if not isinstance(data, dict):
@@ -54,6 +60,8 @@ def _cmd_plan_sizes(args: argparse.Namespace) -> int:
     from .config.files import save_config
     from .diagnostics.plan_sizes import plan_capture_sizes
 
+    if args.output is not None:
+        check_output_file(args.output, SUFFIXES)  # before the traffic is read or the script runs
     config = load_config(args.config) if args.config is not None else CUDAGraphConfig()
     current = config.cudagraph_capture_sizes
     if not current:
