@@ -48,8 +48,8 @@ def _traffic_of(args: argparse.Namespace) -> Any:
                                  f"'batch_sizes'), got {type(data).__name__}")
         try:
             return SizeHistogram(data)
-        except ValueError as err:
-            raise CupyGraphError(f"{args.histogram}: {err}") from err
+        except (ValueError, OverflowError) as err:  # OverflowError: a count such as 1e400 (infinity)
+            raise CupyGraphError(f"{args.histogram}: {err}; sizes and counts are whole numbers") from None
     total = SizeHistogram()
     for graphed in run_script(args.script, args.script_args):
         total = total + graphed.stats().batch_sizes

@@ -91,6 +91,15 @@ def test_an_output_in_a_read_only_folder_says_permission_denied(capsys, tmp_path
     assert str(locked / "g.dot") in err and "permission denied" in err, err
 
 
+@pytest.mark.parametrize("histogram", ['{"3": 1e400}', '{"3": "x"}', '{"0": 3}'])
+def test_a_histogram_with_a_bad_count_names_the_file(capsys, tmp_path, histogram):
+    path = tmp_path / "h.json"
+    path.write_text(histogram, encoding="utf-8")
+    assert main(["plan-sizes", "--histogram", str(path), "--max-graphs", "2"]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}: " in err and "whole numbers" in err and "Traceback" not in err, err
+
+
 def test_render_dot_refuses_an_unknown_extension_before_looking_for_graphviz(tmp_path, monkeypatch):
     monkeypatch.setattr(cg_inspect.shutil, "which", lambda name: None)
     with pytest.raises(ValueError, match=r"unknown extension '\.xyz'; use one of \.dot"):
