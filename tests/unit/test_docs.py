@@ -144,3 +144,18 @@ def test_every_reliability_promise_names_tests_that_exist():
             assert re.search(rf"^def {cited[1]}\(", path.read_text(encoding="utf-8"), re.M), "::".join(cited)
     for name in re.findall(r"`(test_\w+)`", text):
         assert name in defined, f"RELIABILITY.md cites {name}, which no test file defines"
+
+
+def test_the_readme_states_the_control_flow_speedups_the_results_table_shows():
+    # Regression (issue 27): the README said 2.7–2.9× where RESULTS.md shows 2.44–2.92× over four grids.
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+    table = re.search(r"^### control flow: CG to tolerance.*?\n\n(\|.*?)(?:\n\n|\Z)", results, re.S | re.M)
+    assert table is not None, "RESULTS.md has no control-flow table"
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.group(1).splitlines()[2:]]
+    readme = " ".join(README.read_text(encoding="utf-8").split())  # wherever the lines break
+    for column in (-2, -1):  # (b) graphed body with a host check ÷ while, (c) jax.lax.while_loop ÷ while
+        ratios = [float(row[column].rstrip("×")) for row in rows]
+        stated = f"{min(ratios):.2f}–{max(ratios):.2f}×"
+        assert stated in readme, f"README.md must give the range RESULTS.md shows: {stated}"
+    per_grid = ", ".join(f"{row[-2]} at {row[0]}" for row in rows)
+    assert per_grid in readme, per_grid

@@ -179,3 +179,17 @@ def test_the_license_file_is_the_apache_2_0_text_setup_cfg_names():
     text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text  # the full text, not a stub
+
+
+def test_the_readme_lists_each_extra_as_setup_cfg_declares_it():
+    # Regression (issue 27): the README's `test` extra lacked scipy, mpi4py and mpich.
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = re.search(r"^## Running the tests\n(.*?)(?=^## )", text, re.S | re.M)
+    assert section is not None
+    extras = setup_cfg()["options.extras_require"]
+    listed = {name: items for name, items in re.findall(r"`([\w-]+)`\s+\(([^)]*)\)", section.group(1))
+              if name in extras}
+    assert {"test", "lint", "cuda"} <= set(listed), listed
+    for name, items in listed.items():
+        documented = {item.strip().lower() for item in items.split(",")}
+        assert documented == requirement_names(extras[name]), f"README.md lists the {name} extra as {items!r}"
