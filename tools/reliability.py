@@ -213,7 +213,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
 
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    shown = " ".join(["python3 tools/reliability.py", *(argv if argv is not None else sys.argv[1:])])
+    python = Path(sys.executable)
+    python_shown = str(python.relative_to(ROOT)) if python.is_relative_to(ROOT) else "python3"
+    shown = " ".join([python_shown, "tools/reliability.py", *(argv if argv is not None else sys.argv[1:])])
     with tempfile.TemporaryDirectory() as tmp:
         figures_path = args.figures or Path(tmp) / "figures.jsonl"
         junit_path = Path(tmp) / "junit.xml"
