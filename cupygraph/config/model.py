@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Optional, Union, get_args
 
 from pydantic import (
@@ -25,12 +25,13 @@ from pydantic import (
 
 from ..errors import ConfigError
 from . import rules
+from .batch_decision import installed as _installed
 from .messages import field_path, format_validation_error
 from .modes import CUDAGraphMode
 from .rules import MAX_DEFAULT_CAPTURE_SIZE, MAX_LIST_LENGTH, MAX_WARMUPS
 from .sizes import check_positive_int, pad_to_capture_size, resolve_capture_sizes
 from .uploads import HOST_UPLOADS, HostUploads
-from .values import PositiveInt, as_number, choice, integral_to_int, parse_byte_size
+from .values import MAX_INT, PositiveInt, as_bool, as_number, choice, integral_to_int, parse_byte_size
 
 __all__ = [
     "MAX_DEFAULT_CAPTURE_SIZE", "MAX_LIST_LENGTH", "MAX_WARMUPS", "CUDAGraphConfig", "CUDAGraphMode",
@@ -74,7 +75,7 @@ class CUDAGraphConfig(BaseModel):
         "batch of 12 to 16.",
     )
     max_capture_size: Optional[StrictInt] = Field(
-        None, ge=0,
+        None, ge=0, le=MAX_INT,
         description="Largest batch size captured; larger batches run eagerly and count as fallbacks. "
         "Unset: the largest of capture_sizes when those are given, else min(2 x max_num_reqs x "
         "uniform_decode_query_len, 512), or 512 without max_num_reqs (vLLM's default). Given together "
@@ -84,12 +85,12 @@ class CUDAGraphConfig(BaseModel):
         "largest_capture_size tells which batches replay.",
     )
     max_num_reqs: Optional[StrictInt] = Field(
-        None, ge=1,
+        None, ge=1, le=MAX_INT,
         description="Most requests in a batch (vLLM's max_num_seqs). FULL graphs for uniform-decode batches "
         "stop at max_num_reqs x uniform_decode_query_len tokens; it also sets the default max_capture_size.",
     )
     uniform_decode_query_len: StrictInt = Field(
-        1, ge=1,
+        1, ge=1, le=MAX_INT,
         description="Tokens per request in a uniform-decode batch: 1, or 1 + the speculative tokens "
         "(num_tokens == num_reqs x this). Above 1, the FULL uniform-decode graphs sit on the capture sizes "
         "rounded up to multiples of it (see capture_sizes), so uniform-decode batches pad to whole requests "
@@ -106,7 +107,7 @@ class CUDAGraphConfig(BaseModel):
         description=f"Eager runs before each capture (compilation, plan caches, pools); at most {MAX_WARMUPS}.",
     )
     max_cached_graphs: Optional[StrictInt] = Field(
-        None, ge=1, description="Most graphs held at once per function; None means unbounded."
+        None, ge=1, le=MAX_INT, description="Most graphs held at once per function; None means unbounded."
     )
     memory_budget: Annotated[
         Optional[int],
@@ -123,12 +124,13 @@ class CUDAGraphConfig(BaseModel):
         "(replay_timing_every or time_replays) and capture times.",
     )
     min_replays_to_keep: StrictInt = Field(
-        0, ge=0,
+        0, ge=0, le=MAX_INT,
         description="Graphs with at least this many replays are evicted only when no colder graph is left "
         "(0: no protection).",
     )
     capture_after: StrictInt = Field(
-        1, ge=1, description="Capture a key once it has been seen this many times; until then it runs eagerly."
+        1, ge=1, le=MAX_INT,
+        description="Capture a key once it has been seen this many times; until then it runs eagerly.",
     )
     pad_value: Union[int, float] = Field(0, description="Value written into the padding rows of static inputs.")
     output_mode: Literal["copy", "view"] = Field(
@@ -164,12 +166,12 @@ class CUDAGraphConfig(BaseModel):
         False, description="Check inputs, pointers and stale output views on every call; log every decision."
     )
     min_tokens_for_graph: StrictInt = Field(
-        1, ge=1,
+        1, ge=1, le=MAX_INT,
         description="Batches smaller than this run eagerly. Compared with the real batch size, before "
         "padding: with 4, a batch of 3 runs eagerly even where it would pad to a graph of 4 or more.",
     )
     max_tokens_for_graph: Optional[StrictInt] = Field(
-        None, ge=1,
+        None, ge=1, le=MAX_INT,
         description="Batches larger than this run eagerly (None: up to the largest capture size). Compared "
         "with the real batch size, before padding: with 12, a batch of 10 replays the graph it pads to "
         "(16, say), a batch of 13 runs eagerly.",
@@ -179,7 +181,7 @@ class CUDAGraphConfig(BaseModel):
     )
     # -- measurement and profiling (issue 17) --
     replay_timing_every: StrictInt = Field(
-        0, ge=0, description="Time every Nth replay of each graph on the device (CUDA events, read without "
+        0, ge=0, le=MAX_INT, description="Time every Nth replay of each graph on the device (CUDA events, read without "
         "waiting) for eviction=benefit and describe(); 0: off, and replays carry no timing code.")
     nvtx: bool = Field(False, description="NVTX ranges around capture, replay, fallback and graph breaks, named by "
                        "function and key, for Nsight Systems (needs the nvtx package; CUPYGRAPH_NVTX=1 also turns "
@@ -224,6 +226,9 @@ class CUDAGraphConfig(BaseModel):
         "min_replays_to_keep", "capture_after", "min_tokens_for_graph", "max_tokens_for_graph",
         "replay_timing_every", mode="before",
     )(integral_to_int)
+    _switches = field_validator("time_replays", "gc_freeze", "debug", "prefer_piecewise", "nvtx",
+                                mode="before")(as_bool)
+
     @field_validator("eviction", "output_mode", "on_capture_error", "input_binding", "capture_mode", "backend", "pdl",
                      "host_uploads", mode="before")
     @classmethod
@@ -372,26 +377,3 @@ class CUDAGraphConfig(BaseModel):
     def disabled(cls) -> CUDAGraphConfig:
         """A config under which every front door runs eagerly."""
         return cls(mode=CUDAGraphMode.NONE)
-
-
-_BATCH_DECISION: Optional[Callable[..., Any]] = None
-"""``dispatch.decision.decide_batch_size``: the one decision lives above the config (it reads the
-config) and installs itself here when imported, so this module imports nothing above it."""
-
-_PADDED_SIZE: Optional[Callable[..., Optional[int]]] = None
-"""``dispatch.decision.padded_batch_size``: where a uniform-decode batch pads (its own ladder)."""
-
-
-def install_batch_decision(
-    decide_batch_size: Callable[..., Any], padded_batch_size: Callable[..., Optional[int]]
-) -> None:
-    """Called once by ``cupygraph.dispatch.decision``: the functions ``should_use_cudagraph`` and
-    ``get_padded_batch_size`` ask."""
-    global _BATCH_DECISION, _PADDED_SIZE
-    _BATCH_DECISION, _PADDED_SIZE = decide_batch_size, padded_batch_size
-
-
-def _installed() -> tuple[Callable[..., Any], Callable[..., Optional[int]]]:
-    if _BATCH_DECISION is None or _PADDED_SIZE is None:
-        raise RuntimeError("cupygraph.dispatch.decision is not imported; import cupygraph first")
-    return _BATCH_DECISION, _PADDED_SIZE

@@ -108,8 +108,8 @@ def histogram_of(source: Any, where: str = "traffic") -> SizeHistogram:
         raise TypeError(f"{where}: expected {TRAFFIC_FORMS}; got {type(source).__name__} {short_repr(source, 40)}")
     try:
         return SizeHistogram(pairs)
-    except ValueError as err:
-        raise ValueError(f"{where}: {err}") from None
+    except (ValueError, OverflowError) as err:  # OverflowError: a count such as 1e400 (infinity)
+        raise ValueError(f"{where}: {err}; sizes and counts are whole numbers") from None
 
 
 def _is_pair(item: Any) -> bool:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
-from ..config.model import install_batch_decision
+from ..config.batch_decision import install_batch_decision
 from ..config.modes import CUDAGraphMode, short_repr
 from ..config.sizes import check_positive_int, decode_capture_sizes, outside_token_limits, pad_to_capture_size
 from ..reasons import FallbackReason
