@@ -6,12 +6,12 @@ import ast
 import configparser
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from repo_files import run_make
 
 ROOT = Path(__file__).resolve().parents[2]
 # Import name -> distribution name, where the two differ.
@@ -102,8 +102,7 @@ def test_every_module_the_package_imports_is_a_dependency():
 
 def dry_run(target: str, *variables: str) -> str:
     """What ``make TARGET`` would run from scratch (``-B``), without running it."""
-    dry = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "-n", "-B", target, *variables],
-                         capture_output=True, text=True)
+    dry = run_make("-n", "-B", target, *variables)
     assert dry.returncode == 0, dry.stderr
     return dry.stdout
 
@@ -208,3 +207,17 @@ def test_what_the_gpu_path_imports_by_name_comes_with_every_gpu_extra():
         missing = [f"{module} ({where})" for module, where in found
                    if not module.startswith("cupy") and DISTRIBUTION.get(module, module) not in available]
         assert not missing, f"the {extra} extra lacks what the GPU path imports by name: {missing}"
+
+
+def test_the_readme_lists_each_extra_as_setup_cfg_declares_it():
+    # Regression (issue 27): the README's `test` extra lacked scipy, mpi4py and mpich.
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = re.search(r"^## Running the tests\n(.*?)(?=^## )", text, re.S | re.M)
+    assert section is not None
+    extras = setup_cfg()["options.extras_require"]
+    listed = {name: items for name, items in re.findall(r"`([\w-]+)`\s+\(([^)]*)\)", section.group(1))
+              if name in extras}
+    assert {"test", "lint", "cuda", "cuda12", "cuda13"} <= set(listed), listed
+    for name, items in listed.items():
+        documented = {item.strip().lower() for item in items.split(",")}
+        assert documented == requirement_names(extras[name]), f"README.md lists the {name} extra as {items!r}"
