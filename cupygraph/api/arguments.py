@@ -203,6 +203,16 @@ class ArgumentRules:
                 f"argument {i} of {name}() is a NumPy masked array ({describe(arg)}); a graph copies only its "
                 f"data and would drop the mask: pass arr.filled(value), or the data and the mask as two arrays"
             )
+        array_type = backend.array_type
+        if type(arg) is not array_type:
+            kind, plain = type(arg), f"{array_type.__module__}.{array_type.__name__}"
+            matrix = " (for np.matrix, * is a matrix product: write x @ y)" if isinstance(arg, np.matrix) else ""
+            raise InputMismatchError(
+                f"argument {i} of {name}() is a {kind.__module__}.{kind.__qualname__} ({arg.dtype}{list(arg.shape)}), "
+                f"a subclass of {plain}; a graph holds plain {plain} buffers, so what the subclass changes would be "
+                f"lost without a word: pass a plain array (np.asarray(x), or x.view({plain})) and write the "
+                f"operations for it{matrix}, or call the function without jit"
+            )
         if arg.dtype.hasobject:
             raise InputMismatchError(
                 f"argument {i} of {name}() is an object array ({describe(arg)}); graph buffers hold numbers "

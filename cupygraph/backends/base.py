@@ -44,6 +44,10 @@ class Recording(abc.ABC):
     baked_uploads: Sequence[Any] = ()
     """Host uploads replayed from the recording's own snapshots (``uploads.BakedUpload``; issue 20)."""
 
+    scalar_outputs: frozenset[int] = frozenset()
+    """Output leaves (in ``pytree.flatten`` order) held as 0-d arrays but returned as the NumPy scalars
+    the plain function gives (the host's reductions); CuPy returns 0-d arrays, so none on the GPU."""
+
     watches: Sequence[Watch] = ()
     """Arrays the recording reads by address without owning them (found at capture in a closure
     or global); ``check_references`` tells whether they are still alive and bound."""

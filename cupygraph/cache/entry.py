@@ -20,6 +20,9 @@ from ..pytree import expand_out_batched, flatten, unflatten
 from .key import GraphKey
 from .timing import KeyTiming
 
+# How the caller gets an output leaf (``CUDAGraphEntry._returned``): compared by identity on the hot path.
+_AS_IS, _COPY, _SCALAR = "as it is", "a copy", "a NumPy scalar"
+
 use_tick = itertools.count(1).__next__
 """The next value of the family-wide use clock: ``last_used`` orders entries (LRU) without reading a
 clock on every replay."""
@@ -121,6 +124,10 @@ class CUDAGraphEntry:
                 sliced[i] = bool(flag)
         self.batched_outputs = tuple(sliced)
         """Per output leaf (in ``flatten`` order): whether it carries the batch axis and is cut to the real rows."""
+        scalars, copy = recording.scalar_outputs, output_mode == "copy"
+        self._returned = tuple(_SCALAR if i in scalars else _COPY if copy and is_array(leaf) else _AS_IS
+                               for i, leaf in enumerate(self._leaves))
+        """Per output leaf: how the caller gets it (as it is, a copy, or the NumPy scalar the plain function gives)."""
         self._single = self._spec is None
         self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
         self.written = tuple(written)
@@ -249,20 +256,18 @@ class CUDAGraphEntry:
 
     def outputs(self, rows: int, stream: Any = None) -> Any:
         """This call's outputs, cut to ``rows`` and copied or viewed per ``output_mode``."""
-        copy = self.output_mode == "copy"
-        copy_out, is_array = self.backend.copy_out, self.backend.is_array
+        copy_out = self.backend.copy_out
         if self._single:
             leaf = self._leaves[0]
             if self.batched_outputs[0] and rows != self.padded:
                 leaf = leaf[:rows]
-            return copy_out(leaf, stream) if copy and is_array(leaf) else leaf
+            how = self._returned[0]
+            return leaf if how is _AS_IS else copy_out(leaf, stream) if how is _COPY else leaf[()]
         result = []
-        for leaf, sliced in zip(self._leaves, self.batched_outputs):
+        for leaf, sliced, how in zip(self._leaves, self.batched_outputs, self._returned):
             if sliced and rows != self.padded:
                 leaf = leaf[:rows]
-            if copy and is_array(leaf):
-                leaf = copy_out(leaf, stream)
-            result.append(leaf)
+            result.append(leaf if how is _AS_IS else copy_out(leaf, stream) if how is _COPY else leaf[()])
         return unflatten(self._spec, result)
 
     def run(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
@@ -320,9 +325,9 @@ class CUDAGraphEntry:
         if self._single:
             return fresh[0]
         bound = dict(zip(binder.output_positions, fresh))
-        copy_out, is_array = self.backend.copy_out, self.backend.is_array
-        result = [bound[i] if i in bound else copy_out(leaf, stream) if is_array(leaf) else leaf
-                  for i, leaf in enumerate(self._leaves)]
+        copy_out = self.backend.copy_out
+        result = [bound[i] if i in bound else leaf if how is _AS_IS else copy_out(leaf, stream) if how is _COPY
+                  else leaf[()] for i, (leaf, how) in enumerate(zip(self._leaves, self._returned))]
         return unflatten(self._spec, result)
 
     @property
