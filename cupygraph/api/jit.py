@@ -17,7 +17,7 @@ from ..backends.compiled import FastFunction
 from ..cache.capture import CaptureRequest
 from ..cache.failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
 from ..cache.freshness import stale_reason
-from ..cache.key import ConstArg, GraphKey, Namespace
+from ..cache.key import GraphKey, Namespace
 from ..cache.registry import CUDAGraphRegistry
 from ..cache.stats import CUDAGraphStats
 from ..cache.store import CaptureNow
@@ -25,14 +25,15 @@ from ..compat.dispatcher import CudagraphDispatcher
 from ..config.model import CUDAGraphMode
 from ..diagnostics.explain import configure_logging, explain_new_key
 from ..dispatch.descriptor import BatchDescriptor
-from ..errors import AliasedWrite, CaptureError, InputMismatchError, StaleOutputError
-from ..reasons import FallbackReason, RecaptureReason
+from ..errors import AliasedWrite, CaptureError, StaleOutputError
+from ..reasons import FallbackReason
 from .arguments import ArgumentRules
 from .constants import rebind_constants
 from .devices import DeviceRouter
 from .live import announce, live_functions, on_creation
 from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
 from .plans import Plan, PlanCache
+from .recaptures import Recaptures
 from .warmup import Template, calls_per_size, example_call, progress_bar, remember_call
 
 logger = logging.getLogger("cupygraph")
@@ -125,7 +126,7 @@ class GraphedFunction(FastFunction):
         self.registry.add_settler(self._plans.drain)  # the fast path's hits, counted on its plans
         weakref.finalize(self, self._plans.drain)  # and those of a function that goes, before it goes
         self._generation = self.registry.generation
-        self._constants_seen: dict[tuple[Any, ...], tuple[ConstArg, ...]] = {}
+        self._recaptures = Recaptures(self.__name__, self._stats, self.config.on_capture_error == "raise")
         self._template: Optional[Template] = None
         self._devices = DeviceRouter(self.backend, self.batch_argnums, self, lambda device: GraphedFunction(
             fn, options, registry=self.registry.for_device(device), namespace=namespace))
@@ -203,11 +204,11 @@ class GraphedFunction(FastFunction):
             return verdict, False
         if isinstance(verdict, CaptureNow):
             rebound = rebind_constants(self.registry, key, args, self.constant_argnums, name=self.__name__)
-            if rebound is not None:  # a later re-capture compares with the constants bound now
-                self._constants_seen[key.without_constants()] = key.signature.constants()
+            if rebound is not None:
+                self._recaptures.bound(key)
                 return Plan(rebound, mode.name, batched, whole), False
             self._rules.check_padding(args, self.config.pad_value)
-            self._explain_capture(key)
+            self._recaptures.before_capture(key, self.registry.entries())
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug("%s() captures %s: %s", self.__name__, padded,
                              explain_new_key(key, [e.key for e in self.registry.entries()]))
@@ -217,23 +218,6 @@ class GraphedFunction(FastFunction):
                 return captured, False
             return Plan(captured, mode.name, batched, whole), True
         return Plan(verdict, mode.name, batched, whole), False
-
-    def _explain_capture(self, key: GraphKey) -> None:
-        """Count re-captures caused by a constant argument that moved, and say which one."""
-        consts = key.signature.constants()
-        if not consts:
-            return
-        previous = self._constants_seen.get(rest := key.without_constants())
-        if previous is not None and previous != consts:
-            if self.config.on_capture_error == "raise":
-                raise InputMismatchError(
-                    f"a constant argument of {self.__name__}() changed (address, shape, dtype or strides) "
-                    f"since capture; was {', '.join(c.describe() for c in previous)}, "
-                    f"now {', '.join(c.describe() for c in consts)}"
-                )
-            self._stats.record_recapture(RecaptureReason.CONSTANT_CHANGED)
-            logger.info("%s() re-captures %s: a constant argument changed", self.__name__, key.descriptor)
-        self._constants_seen[rest] = consts
 
     def _call_slow(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool,
@@ -305,7 +289,8 @@ class GraphedFunction(FastFunction):
 
         The arrays in ``example_args`` (or, when none are given, the last call's) give the
         signature; their batched arguments are resized to each size in ``sizes`` (default: every
-        capture size), filled with ``pad_value``. A size below 1 or above the largest capture
+        capture size), filled with ``pad_value`` (under ``pad_mode="edge"``: the examples' rows, the last
+        one repeated). A size below 1 or above the largest capture
         size is an error naming it.
         """
         if (elsewhere := self._devices.elsewhere(example_args)) is not None:
@@ -319,7 +304,7 @@ class GraphedFunction(FastFunction):
         count = 0
         try:
             for size, args in calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp,
-                                             self.config.pad_value):
+                                             self.config.pad_value, self.config.pad_mode):
                 plan, captured = self._resolve(args, template_kwargs, force=True)
                 count += captured
                 if isinstance(plan, Eager):
@@ -364,7 +349,7 @@ class GraphedFunction(FastFunction):
         with self._family_lock:
             self.registry.clear()
             self._plans.clear(constants=True)
-            self._constants_seen.clear()
+            self._recaptures.clear()
             self._template = None
 
     def __repr__(self) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from ..cache.entry import CUDAGraphEntry
+from ..cache.key import keyable
 
 logger = logging.getLogger("cupygraph")
 
@@ -133,6 +134,8 @@ class PlanCache:
                 self._constants_now = constants
         if len(self._plans) >= PLANS_LIMIT:
             self._drop_all()
+        if any(keyable(a) is not a for a in args if type(a) is not self._array_type):
+            return  # a NaN in a static value: a plan key would never equal it again (the slow path keys NaN as NaN)
         try:
             key = self.key(args)
             old = self._plans.get(key)

@@ -109,6 +109,11 @@ class Backend(abc.ABC):
     def fill_rows(self, dst: Any, start: int, value: Any, stream: Any = None) -> None:
         """``dst[start:] = value``: the padding rows."""
 
+    def repeat_row(self, dst: Any, start: int, stream: Any = None) -> None:
+        """``dst[start:] = dst[start - 1]``: padding rows that repeat the last real row (``pad_mode="edge"``).
+        One broadcast assignment on NumPy and CuPy alike (CuPy runs it on the current stream, the call's)."""
+        dst[start:] = dst[start - 1]
+
     @abc.abstractmethod
     def copy_out(self, array: Any, stream: Any = None) -> Any:
         """A fresh array the caller owns, with ``array``'s contents."""

@@ -1,7 +1,7 @@
 """One captured graph with its static buffers.
 
 ``CUDAGraphEntry`` owns the copy-in / launch / copy-out sequence of a replay (the hot path of
-every front door); ``InputArena`` lets the graphs of one signature share static input buffers.
+every front door), on static buffers from an ``InputArena`` (``padding.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from ..dispatch.descriptor import BatchDescriptor
 from ..errors import AliasedWrite, InputMismatchError
 from ..pytree import expand_out_batched, flatten, unflatten
 from .key import GraphKey
+from .padding import InputArena, pad_rows
 from .timing import KeyTiming
 
 # How the caller gets an output leaf (``CUDAGraphEntry._returned``): compared by identity on the hot path.
@@ -28,38 +29,15 @@ use_tick = itertools.count(1).__next__
 clock on every replay."""
 
 
-class InputArena:
-    """Static input buffers shared by the graphs of one signature, sized for the largest batch.
-
-    Graphs of one family run one after another (the family's exec lock and stream ordering), so
-    they can read their inputs from views of one buffer: memory grows with the largest graph, not
-    with the sum. ``state`` records which entry last wrote the buffers and for how many real rows,
-    so the padding is rewritten whenever another graph wrote there since.
-    """
-
-    __slots__ = ("buffers", "state")
-
-    def __init__(self) -> None:
-        self.buffers: dict[int, Any] = {}
-        self.state: Any = None
-
-    def view(self, backend: Backend, position: int, shape: tuple[int, ...], dtype: Any) -> Any:
-        """A buffer of ``shape`` for argument ``position``: a view of the shared one when it fits."""
-        base = self.buffers.get(position)
-        if base is None or base.shape[:1] < shape[:1] or base.shape[1:] != shape[1:] or base.dtype != dtype:
-            base = backend.empty(shape, dtype)
-            self.buffers[position] = base
-        return base[: shape[0]] if base.ndim else base
-
-
 class CUDAGraphEntry:
     """A captured graph with its static buffers (the seed calls it ``GraphEntry``: ``cupygraph.compat.aliases``).
 
     Contract: the entry owns its static input buffers and the static outputs its ``recording``
     writes. ``replay(inputs)`` copies ``inputs`` into the static buffers (rows beyond the real batch
-    hold ``pad_value``), launches the graph on the caller's current stream and returns the outputs
-    cut to the real batch: fresh copies under ``output_mode="copy"``, views into the static outputs
-    under ``"view"`` (overwritten by the next replay of any graph of the same function). An entry
+    hold ``pad_value``, or under ``pad_mode="edge"`` the last real row), launches the graph on the
+    caller's current stream and returns the outputs cut to the real batch: fresh copies under
+    ``output_mode="copy"`` (a NumPy scalar where the plain function returns one), views into the static
+    outputs under ``"view"`` (overwritten by the next replay of any graph of the same function). An entry
     with no static inputs (the vLLM-style wrapper's) reads the caller's arrays by address. Under
     ``input_binding="auto"`` a batch of exactly ``padded`` rows may instead be read (and written)
     where the caller's arrays are, and fresh outputs written directly (``_run_bound``).
@@ -76,6 +54,7 @@ class CUDAGraphEntry:
         whole_inputs: Sequence[Any] = (),
         arena: Optional[InputArena] = None,
         pad_value: Any = 0,
+        pad_mode: str = "constant",
         output_mode: str = "copy",
         capture_time: float = 0.0,
         out_batched: Any = None,
@@ -94,6 +73,7 @@ class CUDAGraphEntry:
         self.input_addresses = input_addresses
         """Addresses of the arrays the graph reads (static buffers, and arrays captured by address)."""
         self.pad_value = pad_value
+        self.pad_mode = pad_mode
         self.output_mode = output_mode
         self.capture_time = capture_time
         self.captured_at = time.time()
@@ -244,7 +224,9 @@ class CUDAGraphEntry:
         if arena.state != state:
             if rows < self.padded:
                 for buf in self.static_inputs:
-                    backend.fill_rows(buf, rows, self.pad_value, stream)
+                    pad_rows(backend, buf, rows, self.pad_value, self.pad_mode, stream)
+                if self.pad_mode == "edge":  # the padding copies this call's data: the next call writes it again
+                    state = None
             arena.state = state
         return stream
 

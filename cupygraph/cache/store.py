@@ -67,7 +67,7 @@ class GraphStore:
         """Replay timing and NVTX ranges, on or off for this cache's life (``cache/instrument.py``)."""
         self._entries: OrderedDict[GraphKey, CUDAGraphEntry] = OrderedDict()
         self._seen: Counter[GraphKey] = Counter()
-        self._failed = FailedKeys(self.config.on_capture_error)
+        self._failed = FailedKeys(self.config.on_capture_error, self.config.pad_value, self.config.pad_mode)
         self._lock = threading.RLock()
         self._family_lock = threading.RLock()
         self._arenas = StaticArenas()
@@ -207,7 +207,7 @@ class GraphStore:
             failure = err
         with self._lock:
             self._seen[key] += 1  # the sighting that tried to capture
-            return self._failed.capture_failed(key, failure, name)
+            return self._failed.capture_failed(key, failure, name, request.fn, request.rows)
 
     def replay_failed(self, entry: CUDAGraphEntry, err: ReplayMismatch, *, name: str) -> Eager:
         """A replay returned other outputs than its capture: drop the graph, run the key eagerly."""

@@ -129,6 +129,13 @@ class CUDAGraphConfig(BaseModel):
         1, ge=1, description="Capture a key once it has been seen this many times; until then it runs eagerly."
     )
     pad_value: Union[int, float] = Field(0, description="Value written into the padding rows of static inputs.")
+    pad_mode: Literal["constant", "edge"] = Field(
+        "constant",
+        description="How the padding rows of batched inputs are filled. constant: pad_value. edge: copies of the "
+        "last real row, so a function that accepts every real row accepts the padding too (np.linalg.inv, "
+        "cholesky and solve of a valid batch; log and division), at the cost of rewriting the padding on every "
+        "padded call. Sums over the batch see the padding rows either way.",
+    )
     output_mode: Literal["copy", "view"] = Field(
         "copy",
         description="copy: outputs are fresh arrays the caller owns. view: outputs are views into the graph's "
@@ -223,7 +230,7 @@ class CUDAGraphConfig(BaseModel):
         "replay_timing_every", mode="before",
     )(integral_to_int)
     @field_validator("eviction", "output_mode", "on_capture_error", "input_binding", "capture_mode", "backend", "pdl",
-                     "host_uploads", mode="before")
+                     "host_uploads", "pad_mode", mode="before")
     @classmethod
     def _one_of(cls, value: Any, info: ValidationInfo) -> Any:
         """A choice field, in any case; its choices are its ``Literal``'s (listed once, in the annotation)."""

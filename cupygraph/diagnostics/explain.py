@@ -10,9 +10,9 @@ import logging
 import os
 import warnings
 from collections.abc import Iterable
-from typing import Optional
+from typing import Any, Optional
 
-from ..cache.key import GraphKey, Signature
+from ..cache.key import GraphKey, Signature, StaticArg, keyable
 
 logger = logging.getLogger("cupygraph")
 _configured = False
@@ -58,6 +58,42 @@ def explain_new_key(key: GraphKey, held: Iterable[GraphKey]) -> str:
         return f"new runtime mode {key.mode.name} for batch {key.descriptor.num_tokens}"
     closest = min(held, key=lambda k: len(_differences(k.signature, key.signature)))
     return "; ".join(_differences(closest.signature, key.signature)) or "new signature"
+
+
+def never_equal_statics(was: Signature, now: Signature) -> Optional[str]:
+    """The static arguments (``"argument 1 (a Foo)"``) in which ``now`` differs from ``was`` when they
+    are the only difference and each is a value that cannot equal an earlier one (``_never_equal``);
+    else None."""
+    if was.namespace != now.namespace or len(was.args) != len(now.args):
+        return None
+    pairs = []
+    for i, (a, b) in enumerate(zip(was.args, now.args)):
+        if a != b:
+            if not (isinstance(a, StaticArg) and isinstance(b, StaticArg) and a.type is b.type):
+                return None
+            pairs.append((f"argument {i}", a.value, b.value))
+    old, new = (was.kwargs.items if was.kwargs else ()), (now.kwargs.items if now.kwargs else ())
+    if [(k, t) for k, t, _ in old] != [(k, t) for k, t, _ in new]:
+        return None
+    pairs += [(f"keyword argument {k!r}", x, y) for (k, t, x), (_, _, y) in zip(old, new)
+              if StaticArg(t, x) != StaticArg(t, y)]
+    if not pairs or not all(_never_equal(x, y) for _, x, y in pairs):
+        return None
+    return ", ".join(f"{label} (a {type(x).__qualname__})" for label, x, _ in pairs)
+
+
+def _never_equal(was: Any, now: Any) -> bool:
+    """Whether two unequal static values are one value that keys as a new one on every call: it does not
+    equal itself (an ``__eq__`` that is never True), or it is compared by identity and holds the same
+    state (a new object per call). Two functions, or two objects of other contents, are really two."""
+    try:
+        key = keyable(now)
+        if not key == key:
+            return True
+        return (type(now).__eq__ is object.__eq__ and not callable(now) and hasattr(now, "__dict__")
+                and bool(vars(was) == vars(now)))
+    except Exception:  # a comparison that fails (arrays inside) says nothing either way
+        return False
 
 
 def _differences(was: Signature, now: Signature) -> list[str]:
