@@ -138,7 +138,7 @@ def location_in_stack(frame: Optional[FrameType]) -> str:
     return "" if site is None else site.location()
 
 
-def _code_of(fn: Any) -> Optional[CodeType]:
+def code_of(fn: Any) -> Optional[CodeType]:
     """The code a call of ``fn`` runs first: a function's, a bound method's, a partial's function's, a
     callable object's ``__call__``'s (decorators that set ``__wrapped__`` are looked through)."""
     while isinstance(fn, functools.partial):
@@ -152,5 +152,5 @@ def _code_of(fn: Any) -> Optional[CodeType]:
 
 def raised_through(err: BaseException, fn: Any) -> bool:
     """Whether ``err`` came out of a call of ``fn`` (its frame is in the traceback), not from code around it."""
-    code = _code_of(fn)
+    code = code_of(fn)
     return code is not None and any(frame.f_code is code for frame, _ in traceback.walk_tb(err.__traceback__))

@@ -16,27 +16,30 @@ from ..backends.base import ReplayMismatch
 from ..backends.compiled import FastFunction
 from ..cache.capture import CaptureRequest
 from ..cache.failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
-from ..cache.freshness import stale_reason
+from ..cache.freshness import check_arguments_fresh
 from ..cache.key import GraphKey, Namespace
 from ..cache.registry import CUDAGraphRegistry
 from ..cache.stats import CUDAGraphStats
 from ..cache.store import CaptureNow
 from ..compat.dispatcher import CudagraphDispatcher
 from ..config.model import CUDAGraphMode
-from ..diagnostics.explain import configure_logging, explain_new_key
+from ..diagnostics.explain import explain_new_key
 from ..dispatch.descriptor import BatchDescriptor
-from ..errors import AliasedWrite, CaptureError, StaleOutputError
+from ..errors import AliasedWrite, CaptureError
+from ..logs import debugging, function_log, logger
 from ..reasons import FallbackReason
 from .arguments import ArgumentRules
 from .constants import rebind_constants
 from .devices import DeviceRouter
 from .live import announce, live_functions, on_creation
+from .methods import BoundFunction, plain_function
 from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
-from .plans import Plan, PlanCache
+from .plans import Plan, PlanCache, publisher
 from .recaptures import Recaptures
 from .warmup import Template, calls_per_size, example_call, progress_bar, remember_call
 
-logger = logging.getLogger("cupygraph")
+_UNBOUND = object()
+"""``capture_ahead``'s instance of a function that is not a bound method."""
 
 __all__ = ["ConfigLike", "GraphedFunction", "jit", "live_functions", "on_creation", "resolve_config"]
 
@@ -94,6 +97,7 @@ class GraphedFunction(FastFunction):
     ):
         """``options`` (or its fields as keywords, as ``jit`` takes them); a ``registry`` (and its
         ``dispatcher``) shared with other functions, whose keys ``namespace`` keeps apart."""
+        fn, self._binds = plain_function(fn)
         if not callable(fn):
             raise TypeError(f"jit needs a callable, got {type(fn).__name__}")
         if options is None:
@@ -122,7 +126,7 @@ class GraphedFunction(FastFunction):
         self._family_lock = self.registry.family_lock
         self._stats = self.registry.stats()
         self._plans = PlanCache(self.backend.array_type, self.constant_argnums, self._stats.record_fast_hits,
-                                functools.partial(_publish, weakref.ref(self)))
+                                publisher(self))
         self.registry.add_settler(self._plans.drain)  # the fast path's hits, counted on its plans
         weakref.finalize(self, self._plans.drain)  # and those of a function that goes, before it goes
         self._generation = self.registry.generation
@@ -134,9 +138,15 @@ class GraphedFunction(FastFunction):
         if self.registry.instruments.ranges is not None:  # NVTX on: eager calls in a range naming the reason
             self._run_eagerly = self.registry.instruments.wrap_fallback(  # type: ignore[method-assign]
                 self._run_eagerly, self.__name__)
-        if self.config.debug:
-            configure_logging("debug")
+        self._debug_log = function_log(self.__qualname__) if self.config.debug else None
         announce(self)
+
+    def __get__(self, instance: Any, owner: Optional[type] = None) -> Any:
+        """``obj.method``: this function with ``obj`` as argument 0 (``api/methods.py``)."""
+        return self if instance is None or not self._binds else BoundFunction(self, instance)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._rules.method_of = owner.__qualname__  # its messages name self for argument 0
 
     # -- the hot path ------------------------------------------------------------------------------
 
@@ -223,13 +233,21 @@ class GraphedFunction(FastFunction):
         self, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool,
         descriptor: Optional[Any] = None,
     ) -> Any:
+        if self._debug_log is not None:  # this call's decisions go to this function's debug log
+            with debugging(self._debug_log):
+                return self._call_resolved(args, kwargs, cacheable, descriptor)
+        return self._call_resolved(args, kwargs, cacheable, descriptor)
+
+    def _call_resolved(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool, descriptor: Optional[Any],
+    ) -> Any:
         if (elsewhere := self._devices.elsewhere(args)) is not None:  # arrays on another device
             return (elsewhere(*args, **kwargs) if descriptor is None
                     else elsewhere.call_with_descriptor(descriptor, *args, **kwargs))
         registry = self.registry
         debug = self.config.debug
         if debug:
-            self._check_arguments_fresh(args)
+            check_arguments_fresh(args, self.__name__)
         with self._family_lock:
             # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
             plan, captured = self._resolve(args, kwargs, descriptor=descriptor, traffic=True)
@@ -275,13 +293,6 @@ class GraphedFunction(FastFunction):
             return self.registry.replay_failed(plan.entry, err, name=self.__name__)
         return Eager(FallbackReason.ALIASED_WRITE, str(err))
 
-    def _check_arguments_fresh(self, args: tuple[Any, ...]) -> None:
-        """Debug mode: an argument that is a view output rewritten since it was returned is an error."""
-        for i, arg in enumerate(args):
-            reason = stale_reason(arg)
-            if reason is not None:
-                raise StaleOutputError(f"argument {i} of {self.__name__}(): {reason}")
-
     # -- public helpers ----------------------------------------------------------------------------
 
     def warmup(self, *example_args: Any, sizes: Optional[Sequence[int]] = None, progress: bool = True) -> int:
@@ -293,9 +304,18 @@ class GraphedFunction(FastFunction):
         one repeated). A size below 1 or above the largest capture
         size is an error naming it.
         """
+        return self.capture_ahead(_UNBOUND, example_args, sizes, progress)
+
+    def capture_ahead(self, instance: Any, example_args: tuple[Any, ...], sizes: Optional[Sequence[int]],
+                      progress: bool) -> int:
+        """``warmup``; for a method's ``instance`` (``_UNBOUND``: none), argument 0 of every call."""
+        if instance is not _UNBOUND:
+            example_args = (instance, *example_args) if example_args else ()
         if (elsewhere := self._devices.elsewhere(example_args)) is not None:
             return elsewhere.warmup(*example_args, sizes=sizes, progress=progress)
         template_args, template_kwargs = example_call(self.__name__, example_args, self._template, self.batch_argnums)
+        if instance is not _UNBOUND and not example_args:  # the last call's arguments, this instance's
+            template_args = (instance, *template_args[1:])
         largest = self.config.largest_capture_size
         chosen = (sorted(self.config.cudagraph_capture_sizes, reverse=True) if sizes is None
                   else self._rules.warmup_sizes(sizes, largest))
@@ -354,14 +374,6 @@ class GraphedFunction(FastFunction):
 
     def __repr__(self) -> str:
         return f"<cupygraph.jit {self.__name__} mode={self.config.mode.name} graphs={self.registry.num_graphs()}>"
-
-
-def _publish(function: weakref.ref[GraphedFunction], replayer: Any) -> None:
-    """Make ``replayer`` (or None) the compiled replay the function tries first (weakly: the plans
-    must not keep their function alive)."""
-    f = function()
-    if f is not None:
-        f._replayer = replayer
 
 
 @takes_options_of(JitOptions, GraphedFunction)

@@ -7,18 +7,30 @@ locks (the JAX ``cache_miss`` / fast path split).
 
 from __future__ import annotations
 
-import logging
 import operator
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from ..cache.entry import CUDAGraphEntry
 from ..cache.key import keyable
-
-logger = logging.getLogger("cupygraph")
+from ..logs import logger
 
 PLANS_LIMIT = 4096
 """Plans kept per function; the cache starts over beyond (whatever callers pass, memory is bounded)."""
+
+
+def publisher(function: Any) -> Callable[[Any], None]:
+    """What makes a replayer (or None) the compiled replay ``function`` tries first (``FastFunction``),
+    holding the function weakly: its plans must not keep it alive."""
+    ref = weakref.ref(function)
+
+    def publish(replayer: Any) -> None:
+        f = ref()
+        if f is not None:
+            f._replayer = replayer
+
+    return publish
 
 
 class Plan:

@@ -8,7 +8,6 @@ True), which would otherwise capture a graph on every call with no hit and no wo
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,9 +16,8 @@ from ..cache.key import ConstArg, GraphKey
 from ..cache.stats import CUDAGraphStats
 from ..diagnostics.explain import never_equal_statics
 from ..errors import InputMismatchError
+from ..logs import logger
 from ..reasons import RecaptureReason
-
-logger = logging.getLogger("cupygraph")
 
 UNREPLAYED_TWINS = 2
 """Graphs held for the same batch, differing only in a static value and never replayed since their

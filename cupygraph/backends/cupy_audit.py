@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import logging
 import os
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
+from ..logs import logger
 from ..pytree import flatten
 from .audit import AuditReport, NodeRefs, Region, classify
 from .cupy_fft import cached_plan_work_areas, is_cufft_kernel, plan_work_areas
 from .foreign import Watch, describe_array, find_arrays, warn_foreign
 from .holding import held_regions
 from .library_kernels import library_of
-
-logger = logging.getLogger("cupygraph")
 
 _CU_LAUNCH_PARAM_END, _CU_LAUNCH_PARAM_BUFFER_POINTER, _CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
 _MAX_DEPTH = 8  # nested child graphs / conditional bodies
@@ -375,8 +373,8 @@ def _audit(backend: Any, recording: Any, graphs: Sequence[int], fn: Any, args: S
     watches: dict[str, Watch] = {}
     if not report.foreign():
         return report, watches
-    # Something foreign: name it where the function's closure or globals lead to it.
-    for found in find_arrays(fn, lambda v: isinstance(v, cupy.ndarray)):
+    # Something foreign: name it where the function's closure, globals or static arguments lead to it.
+    for found in find_arrays(fn, lambda v: isinstance(v, cupy.ndarray), args=args):
         if id(found.array) in arguments:
             continue
         label = f"{found.name} ({describe_array(found.array)})"

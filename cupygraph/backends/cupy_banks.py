@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import cupy
 
+from ..logs import logger
 from .cupy_audit import _driver, _ok
 from .cupy_rebind import executable_of
-
-logger = logging.getLogger("cupygraph")
 
 MAX_BANKS = 2
 """Two cover a caller that holds one result while the next is made; more would only spend memory."""

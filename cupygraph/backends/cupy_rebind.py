@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import logging
 import struct
 from collections import Counter
 from collections.abc import Sequence
@@ -25,11 +24,10 @@ from typing import Any, Optional
 
 import cupy
 
+from ..logs import logger
 from ..pytree import flatten
 from .binding import BufferFacts, CopyReason
 from .cupy_audit import GraphWalker, _driver, _ok, aligned_offsets
-
-logger = logging.getLogger("cupygraph")
 
 ALIGNMENT = 256
 """What a caller's address must be aligned to (CuPy's pool hands out 512-byte aligned blocks, and a

@@ -201,7 +201,7 @@ class HostBackend(Backend):
                 sample = HostSample()  # the last run's: the first may pay for one-time setup
                 warmed = fn(*args, **kwargs)
                 sample.stop()
-            reached = find_arrays(fn, _is_numpy)
+            reached = find_arrays(fn, _is_numpy, args=args)
             touched = [leaf for value in (*args, *kwargs.values()) for leaf in flatten(value, _is_numpy)[0]
                        if _is_numpy(leaf)] + [found.array for found in reached]
             # A CUDA stream capture executes nothing: what the capture run writes into the arrays it can

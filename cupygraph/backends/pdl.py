@@ -20,12 +20,12 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Optional
 
 from ..kernels.pdl import known_module
+from ..logs import logger
 from .cupy_audit import _driver, _ok
 from .pdl_plan import Edge, EdgePlan, GraphDescription, Node, PdlSummary, plan_edges
 
 __all__ = ["apply_pdl"]
 
-logger = logging.getLogger("cupygraph")
 
 _MIN_ARCH = 90  # griddepcontrol needs sm_90 (Hopper)
 

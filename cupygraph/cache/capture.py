@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import logging
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,14 +22,13 @@ from ..backends.uploads import upload_policy
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError
+from ..logs import logger
 from ..pytree import flatten
 from ..reasons import FallbackReason
 from .entry import CUDAGraphEntry
 from .key import GraphKey
 from .padding import InputArena, pad_rows
 from .writes import FirstReplayWrites, changed
-
-logger = logging.getLogger("cupygraph")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -220,7 +220,7 @@ class CUDAGraphEntry:
         for buf, src in zip(self.whole_inputs, whole):
             copy(buf, src, stream)
         arena = self._arena
-        state = (id(self), rows)
+        state: Optional[tuple[int, int]] = (id(self), rows)
         if arena.state != state:
             if rows < self.padded:
                 for buf in self.static_inputs:

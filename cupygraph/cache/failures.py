@@ -8,18 +8,16 @@ again on every call. ``run_eagerly`` is the one way a front door falls back.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any, Optional
 
 from ..errors import CaptureError
 from ..frames import location_in_traceback, raised_through
+from ..logs import logger
 from ..reasons import FallbackReason, reason_of_capture_failure
 from .key import GraphKey
 from .padding import padding_text
 from .stats import CUDAGraphStats
-
-logger = logging.getLogger("cupygraph")
 
 REFUSED = "refused"
 """The graph cannot hold an op of the function (a ``CaptureError``)."""

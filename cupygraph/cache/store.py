@@ -8,7 +8,6 @@ failed, or capture now), and captures through ``capture_or_fail``."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import weakref
 from collections import Counter, OrderedDict
@@ -20,6 +19,7 @@ from ..backends.base import Backend, ReplayMismatch
 from ..config.model import CUDAGraphConfig
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError, CupyGraphError
+from ..logs import logger
 from ..reasons import EvictionReason, FallbackReason
 from .capture import CaptureRequest, record
 from .entry import CUDAGraphEntry, use_tick
@@ -30,8 +30,6 @@ from .instrument import Instruments
 from .key import GraphKey, Signature
 from .memory import StaticArenas, total_bytes
 from .stats import CUDAGraphStats
-
-logger = logging.getLogger("cupygraph")
 
 
 class CaptureNow:

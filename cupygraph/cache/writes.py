@@ -14,13 +14,11 @@ seen by comparing bytes, at capture or here.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
+from ..logs import logger
 from .entry import CUDAGraphEntry, _WriteBack
-
-logger = logging.getLogger("cupygraph")
 
 
 def same_bytes(xp: Any, a: Any, b: Any) -> bool:

@@ -7,7 +7,6 @@ The config's parts live beside it and import nothing above them: ``modes.py``, `
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, Optional, Union, get_args
 
@@ -37,7 +36,6 @@ __all__ = [
     "field_path", "format_validation_error", "parse_byte_size",
 ]
 
-logger = logging.getLogger("cupygraph")
 
 
 class CUDAGraphConfig(BaseModel):

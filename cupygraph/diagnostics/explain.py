@@ -1,7 +1,8 @@
 """Why a call captured, re-captured or ran eagerly, in words (like ``jax_explain_cache_misses``).
 
 Logging goes to the ``cupygraph`` logger. ``CUPYGRAPH_LOG=debug`` (or ``info``, ``warning``) sets
-its level and attaches a stderr handler; a config with ``debug=True`` does the same at debug level.
+its level and attaches a stderr handler, for every function; a config with ``debug=True`` writes that
+function's decisions to stderr, and no other function's (``logs.py``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from collections.abc import Iterable
 from typing import Any, Optional
 
 from ..cache.key import GraphKey, Signature, StaticArg, keyable
+from ..logs import logger
 
-logger = logging.getLogger("cupygraph")
 _configured = False
 
 
@@ -37,11 +38,11 @@ def configure_logging(level: Optional[str] = None) -> None:
             warnings.warn(f"{message}; logging is left as it is", stacklevel=2)
             return
         raise ValueError(message)
-    logger.setLevel(numeric)
+    logger.logger.setLevel(numeric)
     if not _configured:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("cupygraph %(levelname)s: %(message)s"))
-        logger.addHandler(handler)
+        logger.logger.addHandler(handler)
         _configured = True
 
 
@@ -90,7 +91,7 @@ def _never_equal(was: Any, now: Any) -> bool:
         key = keyable(now)
         if not key == key:
             return True
-        return (type(now).__eq__ is object.__eq__ and not callable(now) and hasattr(now, "__dict__")
+        return (getattr(type(now), "__eq__") is object.__eq__ and not callable(now)  # noqa: B009 (mypy) and hasattr(now, "__dict__")
                 and bool(vars(was) == vars(now)))
     except Exception:  # a comparison that fails (arrays inside) says nothing either way
         return False

@@ -9,13 +9,12 @@ from collections.abc import Iterator
 from typing import Any, Optional
 
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
+from ..logs import logger
 from ..reasons import FallbackReason
 from .decision import RUNTIME_GRAPH_MODES, Decision, DispatchKeys, decide, padded_descriptor
 from .descriptor import BatchDescriptor
 from .policy import DefaultDispatchPolicy, DispatchPolicy
 from .stats import DispatchStats
-
-logger = logging.getLogger("cupygraph")
 
 _ABOVE_LARGEST = (FallbackReason.ABOVE_LARGEST, FallbackReason.SEQ_LEN_ABOVE_LARGEST)
 
