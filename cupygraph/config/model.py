@@ -164,7 +164,8 @@ class CUDAGraphConfig(BaseModel):
     )
     gc_freeze: bool = Field(True, description="Freeze Python's garbage collector during capture.")
     debug: bool = Field(
-        False, description="Check inputs, pointers and stale output views on every call; log every decision."
+        False, description="Check inputs, pointers and stale output views on every call; write every decision "
+        "of this function (and no other's) to stderr, leaving the process's logging as it is."
     )
     min_tokens_for_graph: StrictInt = Field(
         1, ge=1,
