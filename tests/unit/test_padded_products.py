@@ -110,4 +110,5 @@ def test_the_promise_holds_whatever_kernels_and_threads_openblas_uses(threads):
             env["OPENBLAS_CORETYPE"] = core
         result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
                                  *selected], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-        assert result.returncode == 0, f"OPENBLAS_CORETYPE={core} OPENBLAS_NUM_THREADS={threads}:\n{result.stdout[-3000:]}"
+        setup = f"OPENBLAS_CORETYPE={core} OPENBLAS_NUM_THREADS={threads}"
+        assert result.returncode == 0, f"{setup}:\n{result.stdout[-3000:]}"
