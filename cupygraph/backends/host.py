@@ -126,6 +126,7 @@ class HostRecording(Recording):
                 f"outputs, {len(self._leaves)} at capture); a graphed function must return the same structure "
                 "every call"
             )
+        scalars = self.scalar_outputs
         for i, (static, new) in enumerate(zip(self._leaves, fresh)):
             if not _is_numpy(static):
                 if not _same_value(static, new):
@@ -136,10 +137,10 @@ class HostRecording(Recording):
                 continue
             if new is static:
                 continue
-            if isinstance(new, np.generic) is not (i in self.scalar_outputs):
+            if (type(new) is not np.ndarray or scalars) and isinstance(new, np.generic) is not (i in scalars):
                 raise ReplayMismatch(
                     f"output {i} is a {'NumPy scalar' if isinstance(new, np.generic) else type(new).__name__} on "
-                    f"replay but was {'a NumPy scalar' if i in self.scalar_outputs else 'an array'} at capture; "
+                    f"replay but was {'a NumPy scalar' if i in scalars else 'an array'} at capture; "
                     "a graphed function must return the same types every call"
                 )
             new = np.asarray(new)
