@@ -54,8 +54,8 @@ class GraphedFunction(FastFunction):
          failed), or capture now.
       3. A key is captured by warming the function up and recording it onto static buffers.
       4. Arrays of exactly the captured layout are read where they are (``input_binding="auto"``:
-         the graph is re-pointed); others are copied into static buffers (padding rewritten only
-         when the real size changed); constants are read by address; replay on the caller's stream.
+         the graph is re-pointed); others are copied into static buffers (padding, ``pad_value`` or
+         the last real row, rewritten when it changed); constants are read by address; replay.
       5. Outputs whose leading axis is the padded size are cut back to the real batch (declare
          ``out_batched`` — a bool or the outputs' structure of bools — when an unbatched output
          happens to have that length).
@@ -63,9 +63,11 @@ class GraphedFunction(FastFunction):
     Contract: under ``output_mode="copy"`` (default) the caller owns the returned arrays. Under
     ``"view"`` they are views into static buffers, valid until the next call of this function.
     Constants are read by address: a new array of the same shape, dtype and strides is bound to the
-    graph (``"auto"``), any other is a new key and a re-capture. Non-array arguments are static (keyed), so
-    hashable. Outputs are arrays in tuples, lists, dicts, namedtuples and dataclasses (None is
-    kept); other Python values in them must depend only on shapes and static arguments.
+    graph (``"auto"``), any other is a new key and a re-capture. Non-array arguments are static
+    (keyed), so hashable; on a method, ``self`` is argument 0 (``api/methods.py``). Outputs are
+    arrays in tuples, lists, dicts, namedtuples and dataclasses (None is kept), a NumPy scalar where
+    the function returns one; other Python values in them must depend only on shapes and static
+    arguments.
 
     Failures are remembered per key by the graph cache, until ``clear()`` (or a new ``jit`` with
     another config):
