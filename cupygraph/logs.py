@@ -59,6 +59,7 @@ class LibraryLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
         return _debugged.get() is not None or self.logger.isEnabledFor(level)
 
     def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("stacklevel", 2)  # records name the module that logged, not this one
         if self.logger.isEnabledFor(level):
             self.logger.log(level, msg, *args, **kwargs)
             return
