@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import yaml
 
+from .cli_files import check_output_file
 from .cli_plan_sizes import add_plan_sizes_command, plan_sizes_usage_problem
 from .config.defaults import graphs_disabled_by_env
 from .config.files import load_config
@@ -51,6 +52,8 @@ def _mode_properties(mode: CUDAGraphMode) -> dict[str, Any]:
 
 def resolved_view(config: CUDAGraphConfig, source: Optional[str] = None) -> dict[str, Any]:
     """The config as written plus what cupygraph derives from it (what ``show`` prints)."""
+    from .dispatch.decision import capture_ladders
+
     sizes = list(config.cudagraph_capture_sizes)
     return {
         "source": source or "<defaults>",
@@ -59,6 +62,8 @@ def resolved_view(config: CUDAGraphConfig, source: Optional[str] = None) -> dict
             "cudagraph_capture_sizes": sizes,
             "num_capture_sizes": len(sizes),
             "largest_capture_size": config.largest_capture_size,
+            # Each runtime mode's graphs on their own sizes (uniform-decode FULL graphs: rounded up).
+            "capture_sizes_by_mode": {mode.name: list(ladder) for mode, ladder in capture_ladders(config).items()},
             "mode": _mode_properties(config.mode),
             "disabled_by_env": graphs_disabled_by_env(),
         },
@@ -82,9 +87,6 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         except ConfigError as err:
             invalid += 1
             print(str(err), file=sys.stderr)
-        except OSError as err:
-            invalid += 1
-            print(f"{name}: cannot read: {err.strerror or err}", file=sys.stderr)
         else:
             print(f"ok {name}")
     if invalid:
@@ -142,8 +144,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_dot(args: argparse.Namespace) -> int:
-    from .diagnostics.inspect import render_dot, to_dot
+    from .diagnostics.inspect import DOT_SUFFIXES, render_dot, to_dot
 
+    if args.output is not None:
+        check_output_file(args.output, DOT_SUFFIXES)  # before the workload runs, not after
     graphed = _run_script_or_demo(args)[0]
     dot = to_dot(graphed, args.size)
     if args.output is None:
@@ -151,7 +155,7 @@ def _cmd_dot(args: argparse.Namespace) -> int:
         return EXIT_OK
     try:
         path = render_dot(dot, args.output)
-    except RuntimeError as err:
+    except (RuntimeError, ValueError) as err:
         print(f"cupygraph dot: {err}", file=sys.stderr)
         return EXIT_INVALID
     print(f"wrote {path}")
@@ -327,5 +331,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_INVALID
     except OSError as err:
-        print(f"cupygraph {args.command}: {err}", file=sys.stderr)
+        # The file and the system's reason, without the errno ("[Errno 13] ...").
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"cupygraph {args.command}: {where}{err.strerror or err}", file=sys.stderr)
         return EXIT_INVALID

@@ -12,10 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
-from .config.files import load_config
+from .cli_files import check_output_file
+from .config.files import SUFFIXES, load_config, read_text_file
 from .config.model import CUDAGraphConfig
 from .errors import ConfigError, CupyGraphError
 from .script import run_script
+
+MAX_HISTOGRAM_BYTES = 64 << 20
+"""A histogram holds a count per batch size: even every size up to 2**20 fits well below this."""
 
 
 def plan_sizes_usage_problem(args: argparse.Namespace) -> Optional[str]:
@@ -29,21 +33,19 @@ def plan_sizes_usage_problem(args: argparse.Namespace) -> Optional[str]:
 def _traffic_of(args: argparse.Namespace) -> Any:
     """The histogram of batch sizes: a JSON file's, or the jitted functions' of a script run."""
     from .cache.histogram import SizeHistogram
+    from .diagnostics.plan_sizes import histogram_of
 
     if args.histogram is not None:
+        text = read_text_file(Path(args.histogram), "histogram file", limit=MAX_HISTOGRAM_BYTES)
         try:
-            data = json.loads(Path(args.histogram).read_text(encoding="utf-8"))
+            data = json.loads(text)
         except json.JSONDecodeError as err:
-            raise CupyGraphError(f"{args.histogram}: not JSON: {err}") from err
-        if isinstance(data, dict) and isinstance(data.get("batch_sizes"), dict):
-            data = data["batch_sizes"]
-        if not isinstance(data, dict):
-            raise CupyGraphError(f"{args.histogram}: expected a mapping of batch size to calls (or one under "
-                                 f"'batch_sizes'), got {type(data).__name__}")
-        try:
-            return SizeHistogram(data)
-        except ValueError as err:
-            raise CupyGraphError(f"{args.histogram}: {err}") from err
+            raise CupyGraphError(f"{args.histogram}:{err.lineno}: not JSON: {err.msg}; the histogram is a JSON "
+                                 "mapping of batch size to calls") from None
+        try:  # the API's check of traffic, naming the file
+            return histogram_of(data, where=str(args.histogram))
+        except (TypeError, ValueError) as err:
+            raise CupyGraphError(str(err)) from None
     total = SizeHistogram()
     for graphed in run_script(args.script, args.script_args):
         total = total + graphed.stats().batch_sizes
@@ -54,6 +56,8 @@ def _cmd_plan_sizes(args: argparse.Namespace) -> int:
     from .config.files import save_config
     from .diagnostics.plan_sizes import plan_capture_sizes
 
+    if args.output is not None:
+        check_output_file(args.output, SUFFIXES)  # before the traffic is read or the script runs
     config = load_config(args.config) if args.config is not None else CUDAGraphConfig()
     current = config.cudagraph_capture_sizes
     if not current:
@@ -64,7 +68,7 @@ def _cmd_plan_sizes(args: argparse.Namespace) -> int:
         plan = plan_capture_sizes(_traffic_of(args), current=current, max_graphs=args.max_graphs,
                                   memory_limit=args.memory_limit, bytes_per_graph=args.bytes_per_graph,
                                   largest=args.largest)
-    except ValueError as err:
+    except (TypeError, ValueError) as err:
         raise CupyGraphError(str(err)) from err
     print(plan.report())
     if args.output is not None:

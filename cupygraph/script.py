@@ -39,12 +39,20 @@ def _script_traceback(err: BaseException, path: str) -> str:
     return "".join(shown.format())
 
 
+def _raised_inside(err: BaseException, path: str) -> bool:
+    """Whether the script ran: a frame of its own is on ``err``'s traceback."""
+    script = os.path.abspath(path)
+    return any(os.path.abspath(frame.filename) == script for frame in traceback.extract_tb(err.__traceback__))
+
+
 def run_script(path: str, argv: Sequence[str] = ()) -> list[GraphedFunction]:
     """Run ``path`` as ``__main__``; return the ``cupygraph.jit`` functions it created, in order.
 
     The script sees ``sys.argv == [path, *argv]`` and its own directory first on ``sys.path``, as
     under ``python path ARGS``; both are put back afterwards. ``sys.exit(0)`` is a normal end.
     """
+    if os.path.isdir(path):
+        raise CupyGraphError(f"--script {path}: is a directory; give the path of a Python script (a .py file)")
     if not os.path.isfile(path):
         raise CupyGraphError(f"--script {path}: no such file")
     functions: list[GraphedFunction] = []
@@ -60,6 +68,13 @@ def run_script(path: str, argv: Sequence[str] = ()) -> list[GraphedFunction]:
             # argparse has already printed its usage error; sys.exit("text") prints the text on exit.
             status, details = (code, "") if isinstance(code, int) else (1, f"{code}\n")
             raise ScriptError(f"--script {path} exited with status {status}", status, details) from None
+    except SyntaxError as err:
+        if not _raised_inside(err, path):  # the file itself does not compile: not a script's error
+            line = f" (line {err.lineno})" if err.lineno else ""
+            raise ScriptError(f"--script {path} is not valid Python: {err.msg}{line}; fix it or give a Python "
+                              f"script", details="".join(traceback.format_exception_only(err))) from None
+        raise ScriptError(f"--script {path} raised SyntaxError (its traceback is above)",
+                          details=_script_traceback(err, path)) from err
     except Exception as err:
         raise ScriptError(f"--script {path} raised {type(err).__name__} (its traceback is above)",
                           details=_script_traceback(err, path)) from err

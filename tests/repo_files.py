@@ -7,6 +7,9 @@ a test sees the file as a user running it would.
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import subprocess
 from pathlib import Path
 from types import ModuleType
 
@@ -30,3 +33,22 @@ def load_example(name: str) -> ModuleType:
 def load_tool(name: str) -> ModuleType:
     """``tools/<name>.py`` as a fresh module."""
     return load_file(ROOT / "tools" / f"{name}.py", f"tool_{name}")
+
+
+def make_environment() -> dict[str, str]:
+    """The environment for a ``make`` the tests run, without what an outer ``make`` passes down.
+
+    Under ``make test PYTEST_ARGS=...`` the outer make hands its command-line variables to every
+    child through ``MAKEFLAGS`` and the environment, so a child ``make -n test`` would print the
+    replayed seed as part of the commands. The child must see the Makefile as a fresh shell does.
+    """
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    from_environment = set(re.findall(r"^(\w+)\s*\?=", makefile, re.M))  # `?=`: an env var sets them
+    passed_down = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "GNUMAKEFLAGS"}
+    return {k: v for k, v in os.environ.items() if k not in passed_down | from_environment}
+
+
+def run_make(*args: str) -> subprocess.CompletedProcess[str]:
+    """``make -C ROOT ARGS`` in ``make_environment()``, output captured."""
+    return subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), *args],
+                          capture_output=True, text=True, env=make_environment())

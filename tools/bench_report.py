@@ -7,6 +7,9 @@ the JSON a GPU run wrote:
 
     python3 tools/bench_report.py bench.json [--control-flow control_flow.json]
                                   [--markdown benchmarks/RESULTS.md] [--plots benchmarks] [--label TEXT]
+                                  [--run 'ID|STARTED|CARD|COMMAND|GAVE' ...] [--remark TEXT ...]
+
+The page opens with a table of runs (the JSON's, then each ``--run``); every table names its run.
 """
 
 from __future__ import annotations
@@ -185,7 +188,7 @@ def merge(payloads: list[dict]) -> dict:
         for field in ("quick", "block", "rounds"):
             if other.get("settings", {}).get(field) != first.get("settings", {}).get(field):
                 raise ValueError(f"cannot merge runs with different settings.{field}")
-    merged = dict(first, results=[r for p in payloads for r in p["results"]],
+    merged = dict(first, results=[r for p in payloads for r in p["results"]], runs=[_run_of(p) for p in payloads],
                   commands=[p["command"] for p in payloads], complete=all(p.get("complete", True) for p in payloads),
                   capture=next((p["capture"] for p in payloads if p.get("capture")), None),
                   notes={k: v for p in payloads for k, v in p.get("notes", {}).items()},
@@ -193,14 +196,63 @@ def merge(payloads: list[dict]) -> dict:
     return merged
 
 
+def _run_of(payload: dict) -> dict:
+    """What one tools/bench.py process ran: its command, start and workloads."""
+    return {"command": payload["command"], "date": payload["environment"].get("date"),
+            "workloads": ordered(r["workload"] for r in payload["results"])
+            + (["capture"] if payload.get("capture") is not None else [])}
+
+
+def parse_run(text: str) -> dict:
+    """A ``--run`` row, ``ID|started (UTC)|card|command|what it gave``, for a run with no JSON given here."""
+    parts = [part.strip() for part in text.split("|")]
+    if len(parts) != 5 or not parts[0]:
+        raise ValueError(f"--run needs 5 fields, ID|started (UTC)|card|command|what it gave; got {text!r}")
+    return dict(zip(("id", "date", "card", "command", "gave"), parts))
+
+
+def runs_table(payload: dict, control_flow: Optional[dict] = None, extra: Iterable[dict] = ()) -> list[dict]:
+    """One row per run whose figures are on the page: the bench processes (R1, R2, ...), the control-flow
+    run, then ``extra`` (``--run``) in the order given. Each row: id, date, card, command, gave."""
+    env = payload["environment"]
+    card = f"one {env.get('card')} (device {env.get('pinned_device', 0)} of {env.get('gpus_on_host', '?')} on the host)"
+    rows = [dict(id=f"R{i}", date=run["date"], card=card, command=f"`{run['command']}`",
+                 gave=", ".join(run["workloads"]), workloads=run["workloads"])
+            for i, run in enumerate(payload.get("runs") or [_run_of(payload)], 1)]
+    if control_flow:
+        meta = control_flow.get("meta", {})
+        rows.append(dict(id=f"R{len(rows) + 1}", date=meta.get("date"), card=str(meta.get("device")),
+                         command=f"`{meta.get('command', 'python3 tools/bench_control_flow.py')}`",
+                         gave="control flow (CG to tolerance)", workloads=["control flow"]))
+    rows += [dict(run, workloads=[]) for run in extra]
+    ids = [r["id"] for r in rows]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"two runs have the same id: {ids}")
+    return rows
+
+
 def page(payload: dict, control_flow: Optional[dict] = None, label: str = "", plots: Iterable[str] = (),
-         remarks: Iterable[str] = ()) -> str:
-    """The results page (benchmarks/RESULTS.md) from one run's JSON, and optionally control_flow.json."""
+         remarks: Iterable[str] = (), runs: Iterable[dict] = ()) -> str:
+    """The results page (benchmarks/RESULTS.md) from one run's JSON, and optionally control_flow.json.
+
+    A table of runs opens the page (``runs``: rows for runs whose JSON is not given here); every
+    section and table then names the run it comes from.
+    """
     env, rows, notes = payload["environment"], payload["results"], payload.get("notes", {})
     settings = payload.get("settings", {})
     kind = label or ("quick run" if settings.get("quick") else "full run")
+    table = runs_table(payload, control_flow, runs)
+    bench_runs = [r for r in table if r["workloads"] and r["workloads"] != ["control flow"]]
+    run_of = {w: r for r in bench_runs for w in r["workloads"]}
+    run_caption = lambda run: f"*Run {run['id']}: {run['card']}, {run['date']}.*"
+    cf_run = next((r for r in table if r["workloads"] == ["control flow"]), None)
+    bench_ids = ", ".join(r["id"] for r in bench_runs)
     out = ["# Benchmark results", "",
-           f"Every figure on this page comes from one {kind} of "
+           "Each section and table below names the run that gave it.", "",
+           "## Runs", "", "| run | started (UTC) | card | command | gave |", "| --- | --- | --- | --- | --- |",
+           *[f"| {r['id']} | {str(r['date']).removesuffix(' UTC')} | {r['card']} | {r['command']} | {r['gave']} |"
+             for r in table], "",
+           f"{bench_ids}: one {kind} of "
            + " then ".join(f"`{c}`" for c in payload.get("commands", [payload["command"]]))
            + (" (one process each)" if len(payload.get("commands", [])) > 1 else "")
            + f" on **one {env.get('card')}** "
@@ -211,44 +263,44 @@ def page(payload: dict, control_flow: Optional[dict] = None, label: str = "", pl
            + (f", leaving out: {', '.join(settings['skip'])}" if settings.get("skip") else "") + "."
            + ("" if payload.get("complete", True) else " **The run did not finish: only the workloads below ran.**"),
            ""]
-    if control_flow:
-        meta = control_flow.get("meta", {})
-        # Card and date only: whether it ran in the same device session is the remarks' to say.
-        out += [f"Control flow: `{meta.get('command', 'python3 tools/bench_control_flow.py')}` on "
-                f"{meta.get('device')}, {meta.get('date')}.", ""]
-    out += [f"- {r}" for r in remarks] + ([""] if remarks else [])
+    remarks = list(remarks)
+    if remarks:
+        out += ["## Notes on the runs", "", *[f"- {r}" for r in remarks], ""]
     out += ["## Method", "", METHOD, "", "## Headline", ""]
     for workload, sentences in headline(rows).items():
-        out += [f"### {workload}", "", *[f"- {s}" for s in sentences]]
+        out += [f"### {workload}", ""] + ([run_caption(run_of[workload]), ""] if workload in run_of else [])
+        out += [f"- {s}" for s in sentences]
         why = payload.get("why", {}).get(workload)
         out += [f"- Why: {why}" if why else "", ""]
     wins = peer_wins(rows)
     if wins:
-        out += ["## Where the peers win", "", *[f"- {w}" for w in wins], "",
+        out += ["## Where the peers win", "", f"*Runs {bench_ids}.*", "", *[f"- {w}" for w in wins], "",
                 "torch.compile and XLA fuse the elementwise chains that our RawKernels keep as separate launches, "
                 "so they do less GPU work per call; the rows 'torch.cuda.CUDAGraph, same RawKernels' and "
                 "'cupygraph jit, fused' separate graph management from kernel count.", ""]
-    out += ["## Targets", "", "| issue | target | measured (latency medians, this run) | status |",
-            "| --- | --- | --- | --- |"]
+    out += ["## Targets", "", f"*Runs {bench_ids}" + (f"; the #6 rows: run {cf_run['id']}" if cf_run else "") + ".*",
+            "", "| issue | target | measured (latency medians, this run) | status |", "| --- | --- | --- | --- |"]
     for t in targets(rows, payload.get("capture"), control_flow):
         out.append(f"| {t.issue} | {t.text} | {t.measured} | {t.status} |")
     out.append("")
     plots = list(plots)
     if plots:
-        out += ["## Plots", "", *[f"![{Path(p).stem}]({p})" for p in plots], ""]
+        out += ["## Plots", "", f"*Runs {bench_ids}.*", "", *[f"![{Path(p).stem}]({p})" for p in plots], ""]
     out += ["## Full tables", "", header(env), ""]
     for workload in ordered(r["workload"] for r in rows):
-        out += [f"### {workload}", "", workload_table([r for r in rows if r["workload"] == workload]), ""]
+        out += [f"### {workload}", ""] + ([run_caption(run_of[workload]), ""] if workload in run_of else [])
+        out += [workload_table([r for r in rows if r["workload"] == workload]), ""]
         out += [f"- {note}" for note in notes.get(workload, [])] + [""]
     for workload in notes:
         if not any(r["workload"] == workload for r in rows) and workload != "capture":
             out += [f"### {workload}", ""] + [f"- {note}" for note in notes[workload]] + [""]
     if payload.get("capture") is not None:
-        out += ["### capture", "", capture_table(payload["capture"]), ""]
+        out += ["### capture", ""] + ([run_caption(run_of["capture"]), ""] if "capture" in run_of else [])
+        out += [capture_table(payload["capture"]), ""]
         out += [f"- {n}" for n in notes.get("capture", [])] + [""]
     if control_flow:
-        out += ["### control flow: CG to tolerance (`tools/bench_control_flow.py`)", "",
-                _control_flow_table(control_flow), ""]
+        out += ["### control flow: CG to tolerance (`tools/bench_control_flow.py`)", ""]
+        out += ([run_caption(cf_run), ""] if cf_run else []) + [_control_flow_table(control_flow), ""]
     return "\n".join(out)
 
 
@@ -316,11 +368,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--markdown", type=Path, help="write the results page here (default: print it)")
     parser.add_argument("--plots", type=Path, metavar="DIR", help="write one PNG per workload here (matplotlib)")
     parser.add_argument("--label", default="", help="what run this was, e.g. 'quick run' (default from the JSON)")
-    parser.add_argument("--remark", action="append", default=[], help="a line for the page's preamble (repeatable)")
+    parser.add_argument("--remark", action="append", default=[], help="a note on the runs (repeatable)")
+    parser.add_argument("--run", action="append", default=[], metavar="ID|STARTED|CARD|COMMAND|GAVE",
+                        help="a row of the table of runs for a run whose JSON is not given here (repeatable)")
     args = parser.parse_args(argv)
     try:
         payload = merge([json.loads(path.read_text()) for path in args.json])
         control_flow = json.loads(args.control_flow.read_text()) if args.control_flow else None
+        runs = [parse_run(text) for text in args.run]
     except (OSError, ValueError, KeyError) as err:
         parser.error(f"cannot read the results: {err}")
     plots: list[str] = []
@@ -333,7 +388,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             base = args.markdown.parent if args.markdown else Path.cwd()
             plots = [str(p.resolve().relative_to(base.resolve())) if p.resolve().is_relative_to(base.resolve())
                      else str(p) for p in written]
-    text = page(payload, control_flow, args.label, plots, args.remark)
+    try:
+        text = page(payload, control_flow, args.label, plots, args.remark, runs)
+    except ValueError as err:
+        parser.error(str(err))
     if args.markdown:
         args.markdown.write_text(text)
     else:

@@ -7,6 +7,11 @@
     python3 tools/reliability.py --markdown      # the table as Markdown, for RELIABILITY.md
     python3 tools/reliability.py --out r.json    # keep every figure line and the table as JSON
 
+The header names what a table needs to be quoted honestly: the device, the machine (CPU cores,
+architecture, Python and NumPy), the commit (and whether the tree had changes), the start in UTC,
+the command and pytest's totals. Counts change with the suite (hypothesis examples, the bad-config
+corpus), so a table holds for the commit it names.
+
 Each test appends its figures (cases tried, memory drift) as JSON lines to the file named by
 ``CUPYGRAPH_RELIABILITY_OUT``; failures come from pytest's JUnit XML. The table has one row per
 category: cases tried, failed tests, and the largest memory drift seen (family pool, CuPy's
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -84,6 +90,45 @@ def read_junit(path: Path) -> dict[str, dict[str, int]]:
         else:
             counts[category]["passed"] += 1
     return counts
+
+
+def read_totals(path: Path) -> dict[str, int]:
+    """pytest's totals over every test case of the run: passed, failed (failures and errors), skipped."""
+    totals = {"passed": 0, "failed": 0, "skipped": 0}
+    if not path.exists():
+        return totals
+    for case in ET.parse(path).getroot().iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            totals["failed"] += 1
+        elif case.find("skipped") is not None:
+            totals["skipped"] += 1
+        else:
+            totals["passed"] += 1
+    return totals
+
+
+def machine() -> str:
+    """The host the run used: CPU cores and architecture, Python and NumPy (no host name)."""
+    try:
+        import numpy
+
+        numpy_version = numpy.__version__
+    except ImportError:
+        numpy_version = "none"
+    return (f"{os.cpu_count()} CPU cores ({platform.machine()}, {platform.system()}), Python "
+            f"{platform.python_version()}, NumPy {numpy_version}")
+
+
+def commit() -> str:
+    """The checked-out commit, and whether the work tree differs from it."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return ""
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + (" with uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def _worst(values: list[int]) -> int:
@@ -167,7 +212,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("pytest_args", nargs="*", help="more arguments for pytest (after --)")
     args = parser.parse_args(argv)
 
-    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    python = Path(sys.executable)
+    python_shown = str(python.relative_to(ROOT)) if python.is_relative_to(ROOT) else "python3"
+    shown = " ".join([python_shown, "tools/reliability.py", *(argv if argv is not None else sys.argv[1:])])
     with tempfile.TemporaryDirectory() as tmp:
         figures_path = args.figures or Path(tmp) / "figures.jsonl"
         junit_path = Path(tmp) / "junit.xml"
@@ -185,14 +233,18 @@ def main(argv: Optional[list[str]] = None) -> int:
             status = subprocess.call(command, cwd=ROOT, env=env)
         figures = read_figures(figures_path)
         junit = read_junit(junit_path)
+        totals = read_totals(junit_path)
     rows = table(figures, junit, None if args.host else "cupy")
     print()
-    print(f"cupygraph reliability, {device_name()}, {started}{', --soak' if args.soak else ''}")
+    print(f"cupygraph reliability: {device_name()}; {machine()}; commit {commit()}; started {started}; `{shown}`")
+    if args.figures is None:
+        print(f"pytest: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
     print(render(rows, args.markdown))
     if not rows:
         print("(no figures: were the GPU tests skipped? run with -rs to see why)")
     if args.out:
-        args.out.write_text(json.dumps({"device": device_name(), "started": started, "soak": args.soak,
+        args.out.write_text(json.dumps({"device": device_name(), "machine": machine(), "commit": commit(),
+                                        "command": shown, "started": started, "soak": args.soak,
                                         "table": rows, "figures": figures}, indent=2, default=str), encoding="utf-8")
         print(f"wrote {args.out}")
     return status

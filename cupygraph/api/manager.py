@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numbers
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
+
+import numpy as np
 
 from ..cache.key import Namespace
 from ..cache.registry import CUDAGraphEntry, CUDAGraphRegistry, filled_inputs
@@ -104,7 +107,8 @@ class CUDAGraphManager:
 
         The graph is the one ``execute_or_capture`` with the same function and batch replays.
         ``input_shapes`` gives each input's shape for the real batch (leading axis = batch) or a
-        ``(shape, dtype)`` pair; without ``inputs`` the inputs are filled with ``pad_value``.
+        ``(shape, dtype)`` pair (a shape alone: float32); without ``inputs`` the inputs are filled with
+        ``pad_value``, with ``inputs`` each must agree with its entry. A malformed entry raises naming it.
         ``output_shapes``, when given, are checked against the outputs for the real batch.
         """
         decision = self.decide(batch_size, seq_len)
@@ -113,8 +117,12 @@ class CUDAGraphManager:
                 f"batch_size={batch_size}, seq_len={seq_len} runs eagerly under mode {self.config.mode.name} "
                 f"({decision.explain()}); nothing to capture"
             )
+        specs = _input_specs(input_shapes, batch_size)
         if inputs is None:
-            inputs = filled_inputs(self.registry.backend.xp, input_shapes, self.config.pad_value)
+            shapes = [shape if dtype is None else (shape, dtype) for shape, dtype in specs]
+            inputs = filled_inputs(self.registry.backend.xp, shapes, self.config.pad_value)
+        else:
+            _match_specs(inputs, specs)
         inputs = self._check_inputs(batch_size, inputs)
         graphed = self._graphed(capture_fn, len(inputs))
         with self.registry.family_lock:
@@ -182,9 +190,7 @@ class CUDAGraphManager:
         """
         inputs = tuple(inputs)
         if input_shapes is not None:
-            for i, (array, shape) in enumerate(zip(inputs, input_shapes)):
-                if tuple(array.shape) != tuple(shape):
-                    raise InputMismatchError(f"input {i} has shape {tuple(array.shape)}, expected {tuple(shape)}")
+            _match_specs(inputs, _input_specs(input_shapes, batch_size))
         inputs = self._check_inputs(batch_size, inputs)
         if not self.is_enabled():  # CUPYGRAPH_DISABLE set since the manager was made
             self._stats.record_fallback(FallbackReason.MODE_NONE)
@@ -232,6 +238,56 @@ class CUDAGraphManager:
             self._captured.clear()
             for _, graphed in self._functions.values():
                 graphed.clear()
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def _is_dim(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and int(value) >= 0
+
+
+def _input_specs(input_shapes: Any, batch_size: int) -> list[tuple[tuple[int, ...], Optional[np.dtype[Any]]]]:
+    """``input_shapes`` as ``(shape, dtype or None)`` per input; a malformed entry raises naming it.
+
+    An entry is a shape (non-negative ints, the batch first) or a ``(shape, dtype)`` pair.
+    """
+    if not _is_sequence(input_shapes):
+        raise TypeError(f"input_shapes must be a list with one shape (or (shape, dtype) pair) per input, "
+                        f"got {type(input_shapes).__name__}")
+    specs = []
+    for i, entry in enumerate(input_shapes):
+        shape, dtype = entry, None
+        if _is_sequence(entry) and len(entry) == 2 and _is_sequence(entry[0]):
+            shape, dtype = entry
+        if not _is_sequence(shape) or not all(_is_dim(d) for d in shape):
+            raise TypeError(f"input_shapes[{i}] must be a shape (a tuple of non-negative ints, the batch first) or a "
+                            f"(shape, dtype) pair such as (({batch_size}, 16), 'float32'), got {entry!r}")
+        shape = tuple(int(d) for d in shape)
+        if shape[:1] != (batch_size,):
+            raise ValueError(f"input_shapes[{i}] is {shape}, whose leading axis is not batch_size={batch_size}; "
+                             f"inputs are batched along axis 0")
+        if dtype is not None:
+            try:
+                dtype = np.dtype(dtype)
+            except TypeError:
+                raise TypeError(f"input_shapes[{i}]: {dtype!r} is not a dtype; give one such as 'float32'") from None
+        specs.append((shape, dtype))
+    return specs
+
+
+def _match_specs(inputs: Sequence[Any], specs: list[tuple[tuple[int, ...], Optional[np.dtype[Any]]]]) -> None:
+    """Inputs given together with ``input_shapes`` must agree with them, entry by entry."""
+    if len(inputs) != len(specs):
+        raise InputMismatchError(f"input_shapes has {len(specs)} entries for {len(inputs)} inputs; give one per input")
+    for i, (array, (shape, dtype)) in enumerate(zip(inputs, specs)):
+        if tuple(getattr(array, "shape", ())) != shape:
+            raise InputMismatchError(f"input {i} has shape {tuple(getattr(array, 'shape', ()))}, expected {shape} "
+                                     f"(input_shapes[{i}])")
+        if dtype is not None and getattr(array, "dtype", None) != dtype:
+            raise InputMismatchError(f"input {i} has dtype {getattr(array, 'dtype', None)}, expected {dtype} "
+                                     f"(input_shapes[{i}])")
 
 
 def _shapes(result: Any) -> list[tuple[int, ...]]:

@@ -17,7 +17,7 @@ from ..errors import CaptureError
 from ..pytree import flatten, unflatten
 from .base import Backend, Recording
 from .capturing import stream_is_capturing
-from .cupy_audit import audit_capture
+from .cupy_audit import audit_capture, audit_enabled
 from .cupy_failures import describe_capture_failure
 from .cupy_fft import isolated_plan_cache
 from .cupy_pieces import MEMCPY_D2D, EagerStep, PiecewiseRecorder
@@ -25,6 +25,7 @@ from .cupy_pool import DeviceBlocks, fill_free_blocks
 from .cupy_rebind import analyze_safely, make_extent_recorder
 from .cupy_timing import EventSample
 from .cupy_uploads import intercepted_uploads
+from .driver.reading import RecordingGraphs
 from .graph_bodies import collecting_bodies
 from .holding import collecting_held
 from .pdl import apply_pdl
@@ -84,6 +85,8 @@ class CupyRecording(Recording):
         self.watches = ()
         self.bindings: Any = None
         """What ``cupy_rebind.analyze`` found: which buffers the executable may be re-pointed away from."""
+        self.graphs: Optional[RecordingGraphs] = None
+        """The capture's one reading of its graphs (``driver/reading.py``), which topology reads too."""
         # Per instance: a single graph launches directly, without the loop over steps.
         self.launch = steps[0].launch if len(steps) == 1 else self._launch_steps  # type: ignore[method-assign]
 
@@ -106,6 +109,12 @@ class CupyRecording(Recording):
     def graph(self) -> Any:
         return self.steps[0] if self.steps else None
 
+    def snapshot_of(self, graph: int) -> Any:
+        """The capture's snapshot of the graph step ``graph`` (read now where the capture read none)."""
+        if self.graphs is None or graph not in self.graphs.tops:
+            self.graphs = RecordingGraphs(self.steps, (), needed=True)
+        return self.graphs.top(graph)
+
     @property
     def num_pieces(self) -> int:
         return sum(1 for step in self.steps if not isinstance(step, EagerStep))
@@ -115,6 +124,7 @@ class CupyRecording(Recording):
         self.outputs = None
         self.held = []  # after the graphs: a plan is destroyed once nothing can launch its kernels
         self.bindings = None
+        self.graphs = None
         self.watches = ()
         self.launch = self._launch_steps  # type: ignore[method-assign]  # undo __init__'s per-instance launch
 
@@ -233,10 +243,13 @@ class CupyBackend(Backend):
                     extents: list[tuple[int, int]] = []
                     with cupy.cuda.using_allocator(make_extent_recorder(self.pool.malloc, extents)):
                         steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
-                    pdl_summary = apply_pdl(steps, bodies, pdl, self.device_id, getattr(fn, "__name__", "graph"))
+                    # The graphs are read once; PDL, zero-copy and the audit all use this reading.
+                    snapshots = RecordingGraphs(steps, bodies, needed=pdl == "auto" or bind or audit_enabled())
+                    pdl_summary = apply_pdl(steps, snapshots.tops, snapshots.bodies, pdl, self.device_id,
+                                            getattr(fn, "__name__", "graph"))
                 # After PDL (which may re-instantiate a step): the analysis reads the final executables.
-                bindings = analyze_safely(steps, args, flatten(outputs, self.is_array)[0], extents, held,
-                                          self.device_id) if bind else None
+                bindings = analyze_safely(steps, snapshots.tops, args, flatten(outputs, self.is_array)[0], extents,
+                                          held, self.device_id) if bind else None
                 for step in steps:
                     if not isinstance(step, EagerStep):
                         step.upload(stream)  # so the first replay costs what the others do
@@ -247,8 +260,8 @@ class CupyBackend(Backend):
                 recording.pdl = pdl_summary
                 recording.baked_uploads = tuple(uploads.baked)  # host uploads as constants (cupy_uploads)
                 recording.bindings = bindings
-                graphs = [step.graph for step in steps if not isinstance(step, EagerStep)]
-                audit_capture(self, recording, graphs + [int(body) for body in bodies], fn, args, kwargs)
+                recording.graphs = snapshots
+                audit_capture(self, recording, snapshots.all, fn, args, kwargs)
                 return recording
             finally:
                 # The caller's next work waits for the capture stream's, whether the capture worked or

@@ -21,8 +21,8 @@ from typing import Any, Optional
 import cupy
 
 from ..logs import logger
-from .cupy_audit import _driver, _ok
 from .cupy_rebind import executable_of
+from .driver import bindings, ok
 
 MAX_BANKS = 2
 """Two cover a caller that holds one result while the next is made; more would only spend memory."""
@@ -51,7 +51,7 @@ class Bank:
         """Destroy the executables this bank instantiated (the first bank's belong to CuPy's graphs).
         A launch still running finishes first: the driver frees an executable in flight on completion."""
         owned, self._owned = self._owned, []
-        drv = _driver() if owned else None
+        drv = bindings() if owned else None
         if drv is None:
             return
         for handle in owned:
@@ -98,7 +98,7 @@ def _launch_all(steps: Sequence[Any]) -> None:
 def another_bank(steps: Sequence[Any], current: list[int]) -> Optional[Bank]:
     """A new instantiation of every graph step (eager steps shared), uploaded on the current stream;
     None when the driver refuses one (the caller then keeps a single bank)."""
-    drv = _driver()
+    drv = bindings()
     if drv is None:
         return None
     made: list[int] = []
@@ -111,7 +111,7 @@ def another_bank(steps: Sequence[Any], current: list[int]) -> Optional[Bank]:
             if handles is None:
                 launched.append(step)
                 continue
-            got = _ok(drv.cuGraphInstantiate(drv.CUgraph(handles[0]), 0))
+            got = ok(drv.cuGraphInstantiate(drv.CUgraph(handles[0]), 0))
             if got is None:
                 raise RuntimeError("cuGraphInstantiate refused a second executable")
             made.append(int(got[0]))

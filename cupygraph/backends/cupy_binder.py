@@ -20,7 +20,8 @@ from ..logs import logger
 from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label, prepare_counts
 from .cupy_banks import MAX_BANKS, Bank, another_bank, first_bank
 from .cupy_fast import references, replayer
-from .cupy_rebind import ALIGNMENT, CupyBindings, KernelNode, set_params_function
+from .cupy_rebind import ALIGNMENT, CupyBindings, KernelNode
+from .driver import set_params_function
 
 RECYCLE_BYTES = 1 << 20
 """Outputs up to this size are taken again from the last two calls' outputs once the caller let go of

@@ -41,7 +41,7 @@ import cupy
 
 from .compiled import COMPILED, MAX_ARGUMENTS, Replayer
 from .compiled import references as _compiled_references
-from .cupy_rebind import graph_launch_address
+from .driver import graph_launch_address
 
 __all__ = ["COMPILED", "graph_launch_address", "references", "replayer"]
 

@@ -1,8 +1,8 @@
 """Zero-copy on the GPU: re-point a captured graph's kernel nodes at the caller's arrays.
 
-After capture (``analyze``), every node of the graph is read with cuda-bindings: kernel
-parameters through ``cuFuncGetParamInfo`` (as the address audit reads them), memcpy and memset
-addresses exactly. A static input buffer, or an output the capture allocated, may be rebound
+After capture (``analyze``), every node of the capture's snapshot (``driver/snapshot.py``) is
+looked at: kernel parameters at their ``cuFuncGetParamInfo`` layout (as the address audit reads
+them), memcpy and memset addresses exactly. A static input buffer, or an output the capture allocated, may be rebound
 when every pointer into its allocation lies inside its bytes and belongs to a kernel node
 (``binding`` states the rules). Each such node gets, once, a private copy of its parameter block
 and a ``CUDA_KERNEL_NODE_PARAMS`` that points at it; a call only rewrites the pointer words and
@@ -16,7 +16,6 @@ The caller holds the family lock around ``CupyBinder.bind`` and the launch that 
 from __future__ import annotations
 
 import ctypes
-import functools
 import struct
 from collections import Counter
 from collections.abc import Sequence
@@ -27,7 +26,8 @@ import cupy
 from ..logs import logger
 from ..pytree import flatten
 from .binding import BufferFacts, CopyReason
-from .cupy_audit import GraphWalker, _driver, _ok, aligned_offsets
+from .driver import set_params_function
+from .driver.snapshot import GraphSnapshot, Kernel, aligned_offsets
 
 ALIGNMENT = 256
 """What a caller's address must be aligned to (CuPy's pool hands out 512-byte aligned blocks, and a
@@ -52,51 +52,15 @@ class _KernelNodeParams(ctypes.Structure):
     ]
 
 
-@functools.cache
-def _libcuda() -> Optional[ctypes.PyDLL]:
-    """The driver library, for the two entry points the replay path calls without cuda-bindings."""
-    try:
-        return ctypes.PyDLL("libcuda.so.1")
-    except OSError:
-        return None
-
-
-@functools.cache
-def graph_launch_address() -> int:
-    """Where ``cuGraphLaunch`` is (0 where it is not found): the compiled replay (``cupy_fast``)
-    launches a bank's one executable with it, as ``Graph.launch`` does through the runtime, without
-    the Python call around it."""
-    fn = getattr(_libcuda(), "cuGraphLaunch", None)
-    return (ctypes.cast(fn, ctypes.c_void_p).value or 0) if fn is not None else 0
-
-
-@functools.cache
-def set_params_function() -> Any:
-    """``cuGraphExecKernelNodeSetParams`` from libcuda, called without releasing the GIL (cheaper)."""
-    lib = _libcuda()
-    if lib is None:
-        return None
-    for name in ("cuGraphExecKernelNodeSetParams_v2", "cuGraphExecKernelNodeSetParams"):
-        fn = getattr(lib, name, None)
-        if fn is not None:
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-            fn.restype = ctypes.c_int
-            return fn
-    return None
-
-
 class KernelNode:
     """A kernel node of an executable with its own copy of its parameters, ready to be set again."""
 
     __slots__ = ("_keep", "block", "executable", "handle", "ref")
 
-    def __init__(self, executable: int, handle: int, p: Any, layout: Sequence[tuple[int, int]]):
-        total = max((offset + size for offset, size in layout), default=0)
-        self.block = ctypes.create_string_buffer(max(total, 8))
+    def __init__(self, executable: int, handle: int, kernel: Kernel):
+        layout, p = kernel.layout or (), kernel.params
+        self.block = ctypes.create_string_buffer(kernel.data, max(len(kernel.data), 8))
         base = ctypes.addressof(self.block)
-        sources: Any = (ctypes.c_void_p * len(layout)).from_address(int(p.kernelParams)) if layout else []
-        for (offset, size), source in zip(layout, sources):
-            ctypes.memmove(base + offset, source, size)
         pointers = (ctypes.c_void_p * max(len(layout), 1))(*[base + offset for offset, _ in layout])
         params = _KernelNodeParams(
             int(p.func) or None, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ,
@@ -122,72 +86,44 @@ class _Scan:
         self.problem: Optional[CopyReason] = None
 
 
-def _scan(graph: int, executable: int) -> _Scan:
-    drv = _driver()
+_HARMLESS = frozenset({"empty", "wait_event", "event_record", "mem_alloc", "mem_free"})
+"""Node kinds that touch no buffer a call could re-point."""
+
+
+def _scan(snapshot: GraphSnapshot, executable: int) -> _Scan:
+    """The pointer-like words of one top graph's nodes; nested graphs make it unsupported (their
+    nodes belong to no executable a call could set)."""
     scan = _Scan()
-    if drv is None or set_params_function() is None:
+    if set_params_function() is None:
         scan.problem = CopyReason.NO_DRIVER
         return scan
-    got = _ok(drv.cuGraphGetNodes(drv.CUgraph(graph), 0))
-    count = int(got[-1]) if got else 0
-    got = _ok(drv.cuGraphGetNodes(drv.CUgraph(graph), count)) if got and count else got
-    if got is None:
+    if snapshot.problem is not None:
         scan.problem = CopyReason.UNSUPPORTED_NODE
         return scan
-    types = drv.CUgraphNodeType
-    harmless = {getattr(types, name, None) for name in (
-        "CU_GRAPH_NODE_TYPE_EMPTY", "CU_GRAPH_NODE_TYPE_WAIT_EVENT", "CU_GRAPH_NODE_TYPE_EVENT_RECORD",
-        "CU_GRAPH_NODE_TYPE_MEM_ALLOC", "CU_GRAPH_NODE_TYPE_MEM_FREE")} - {None}
-    walker = GraphWalker()
-    for node in list(got[0])[:count] if count else []:
-        kind = _ok(drv.cuGraphNodeGetType(node))
-        kind = kind[0] if kind else None
-        if kind == types.CU_GRAPH_NODE_TYPE_KERNEL:
-            if not _kernel_words(drv, walker, scan, executable, node):
-                scan.problem = CopyReason.UNSUPPORTED_NODE
-                return scan
-        elif kind == types.CU_GRAPH_NODE_TYPE_MEMCPY:
-            p = _ok(drv.cuGraphMemcpyNodeGetParams(node))
-            if p is None:
-                scan.problem = CopyReason.UNSUPPORTED_NODE
-                return scan
-            p = p[0]
-            for device, x, y, pitch in ((p.srcDevice, p.srcXInBytes, p.srcY, p.srcPitch),
-                                        (p.dstDevice, p.dstXInBytes, p.dstY, p.dstPitch)):
-                scan.words.append((int(device) + int(x) + int(y) * int(pitch), None, 0, "memcpy"))
-        elif kind == types.CU_GRAPH_NODE_TYPE_MEMSET:
-            p = _ok(drv.cuGraphMemsetNodeGetParams(node))
-            if p is None:
-                scan.problem = CopyReason.UNSUPPORTED_NODE
-                return scan
-            scan.words.append((int(p[0].dst), None, 0, "memset"))
-        elif kind not in harmless:  # child graphs, conditional bodies, host callbacks, ...
+    for node in snapshot.nodes:
+        if node.kind == "kernel" and node.kernel is not None and node.kernel.problem is None:
+            _kernel_words(scan, executable, node.handle, node.kernel)
+        elif node.kind == "memcpy" and node.copy is not None:
+            scan.words.append((node.copy.src, None, 0, "memcpy"))
+            scan.words.append((node.copy.dst, None, 0, "memcpy"))
+        elif node.kind == "memset" and node.fill is not None:
+            scan.words.append((node.fill.dst, None, 0, "memset"))
+        elif node.kind not in _HARMLESS or node.problem is not None:  # child graphs, conditionals, host callbacks
             scan.problem = CopyReason.UNSUPPORTED_NODE
             return scan
     return scan
 
 
-def _kernel_words(drv: Any, walker: GraphWalker, scan: _Scan, executable: int, node: Any) -> bool:
-    got = _ok(drv.cuGraphKernelNodeGetParams(node))
-    if got is None:
-        return False
-    p = got[0]
-    if not int(p.kernelParams):
-        if not int(p.extra):
-            return True  # a kernel without parameters
-        buffer = GraphWalker._extra_buffer(int(p.extra))
-        if buffer is None:
-            return False
-        for i in range(0, len(buffer) - 7, 8):
-            scan.words.append((struct.unpack_from("<Q", buffer, i)[0], None, 0, "kernel (extra)"))
-        return True
-    ident = int(p.func) or int(getattr(p, "kern", 0) or 0)
-    layout = walker.param_layout(p, ident)
-    if layout is None:
-        return False
-    made = KernelNode(executable, int(node), p, layout)
-    data = ctypes.string_at(ctypes.addressof(made.block), len(made.block))
-    for offset, size in layout:
+def _kernel_words(scan: _Scan, executable: int, handle: Any, kernel: Kernel) -> None:
+    if kernel.extra is not None:
+        for word in kernel.words():
+            scan.words.append((word, None, 0, "kernel (extra)"))
+        return
+    if not kernel.layout:
+        return  # a kernel without parameters
+    made = KernelNode(executable, int(handle), kernel)
+    data = kernel.data
+    for offset, size in kernel.layout:
         # Every aligned word, not the audit's reading of CuPy's structs (``cupy_audit.pointer_offsets``):
         # a user's struct can look like a CIndexer and still hold pointers. A word missed here would
         # leave a node on the static buffer while the call binds the caller's array; a garbage word
@@ -197,7 +133,6 @@ def _kernel_words(drv: Any, walker: GraphWalker, scan: _Scan, executable: int, n
             word = struct.unpack_from("<Q", data, at)[0]
             if word >= _SMALLEST_ADDRESS:
                 scan.words.append((word, made, at, "kernel"))
-    return True
 
 
 class _Region:
@@ -263,10 +198,11 @@ def _overlaps(region: _Region, others: Sequence[_Region]) -> bool:
     return any(o.lo < region.ahi and region.alo < o.hi for o in others)
 
 
-def analyze(steps: Sequence[Any], args: Sequence[Any], leaves: Sequence[Any], extents: Sequence[tuple[int, int]],
-            held: Sequence[Any], device_id: int) -> Optional[CupyBindings]:
+def analyze(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot], args: Sequence[Any], leaves: Sequence[Any],
+            extents: Sequence[tuple[int, int]], held: Sequence[Any], device_id: int) -> Optional[CupyBindings]:
     """The rebinding facts of a finished capture (its steps final, before they are uploaded).
 
+    ``snapshots``: the capture's snapshot of each graph step, by graph handle.
     ``args``: the arrays the function was called with (static buffers and constants); ``leaves``:
     its output leaves, before they are detached from their pool blocks; ``extents``: (address,
     bytes) of every allocation made while recording. In PIECEWISE every piece is read; a buffer an
@@ -285,7 +221,10 @@ def analyze(steps: Sequence[Any], args: Sequence[Any], leaves: Sequence[Any], ex
         for step in steps:
             handles = executable_of(step)
             if handles is not None:
-                part = _scan(*handles)
+                snapshot = snapshots.get(handles[0])
+                part = _scan(snapshot, handles[1]) if snapshot is not None else _Scan()
+                if snapshot is None:
+                    part.problem = CopyReason.NO_DRIVER
                 scan.words.extend(part.words)
                 scan.problem = scan.problem or part.problem
     eager = eager or []
@@ -321,14 +260,14 @@ def analyze(steps: Sequence[Any], args: Sequence[Any], leaves: Sequence[Any], ex
     return CupyBindings(inputs, outputs, steps, device_id)
 
 
-def analyze_safely(steps: Sequence[Any], args: Sequence[Any], leaves: Sequence[Any],
-                   extents: Sequence[tuple[int, int]], held: Sequence[Any],
+def analyze_safely(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot], args: Sequence[Any],
+                   leaves: Sequence[Any], extents: Sequence[tuple[int, int]], held: Sequence[Any],
                    device_id: int) -> Optional[CupyBindings]:
     """``analyze``, or None (every argument copied) when it fails: it must never cost the capture."""
     if not steps:
         return None
     try:
-        return analyze(steps, args, leaves, extents, held, device_id)
+        return analyze(steps, snapshots, args, leaves, extents, held, device_id)
     except Exception as err:
         logger.debug("cupygraph: no zero-copy binding for this graph: %s: %s", type(err).__name__, err)
         return None

@@ -2,8 +2,9 @@
 
 CuPy's ``end_capture()`` instantiates at once but keeps the graph it captured (``Graph.graph``).
 After the capture (``CupyBackend.capture`` calls ``apply_pdl`` right after recording), every
-graph of the recording and every conditional body is described with cuda-bindings (node kinds,
-kernels' functions, edges), ``pdl_plan.plan_edges`` picks the edges to convert, they are replaced
+graph of the recording and every conditional body is described from the capture's snapshot
+(``driver/snapshot.py``: node kinds, kernels' functions, edges), ``pdl_plan.plan_edges`` picks the
+edges to convert, they are replaced
 with programmatic edges (type 1 from port 1), and each graph is instantiated again. The new
 graph's place in the recording's steps is taken by a small wrapper (``PdlGraph``) that launches
 the new executable and keeps CuPy's ``Graph`` for its un-instantiated graph and DOT output.
@@ -21,7 +22,9 @@ from typing import Any, Optional
 
 from ..kernels.pdl import known_module
 from ..logs import logger
-from .cupy_audit import _driver, _ok
+from .driver import bindings, ok
+from .driver.snapshot import GraphSnapshot
+from .driver.snapshot import Node as SnapshotNode
 from .pdl_plan import Edge, EdgePlan, GraphDescription, Node, PdlSummary, plan_edges
 
 __all__ = ["apply_pdl"]
@@ -31,8 +34,10 @@ _MIN_ARCH = 90  # griddepcontrol needs sm_90 (Hopper)
 
 
 
-def apply_pdl(steps: list[Any], bodies: Sequence[Any], setting: str, device_id: int, label: str) -> PdlSummary:
-    """Make the kernel->kernel edges of ``steps``' graphs (and ``bodies``) programmatic where safe.
+def apply_pdl(steps: list[Any], tops: dict[int, GraphSnapshot], bodies: Sequence[GraphSnapshot], setting: str,
+              device_id: int, label: str) -> PdlSummary:
+    """Make the kernel->kernel edges of ``steps``' graphs (and their conditional ``bodies``) programmatic
+    where safe. ``tops``: the capture's snapshot of each graph step, by graph handle.
 
     ``steps`` holds CuPy ``Graph`` objects (and eager steps, left alone); a graph whose edges were
     rewritten is replaced in the list by a ``PdlGraph`` with the same methods.
@@ -44,7 +49,7 @@ def apply_pdl(steps: list[Any], bodies: Sequence[Any], setting: str, device_id: 
         return summary
     if not graphs:
         return summary
-    drv = _driver()
+    drv = bindings()
     if drv is None or not hasattr(drv, "CUgraphEdgeData"):
         summary.off_reason = "cuda-bindings with graph edge data (CUDA 12.3+) is not installed"
         _log(label, summary)
@@ -53,7 +58,7 @@ def apply_pdl(steps: list[Any], bodies: Sequence[Any], setting: str, device_id: 
         if _compute_capability(device_id) < _MIN_ARCH:
             summary.off_reason = "the GPU has no programmatic dependent launch (needs sm_90 or newer)"
         else:
-            _Rewriter(drv, device_id, summary).run(steps, graphs, bodies)
+            _Rewriter(drv, device_id, summary).run(steps, graphs, tops, bodies)
     except Exception as err:  # never cost the capture: keep CuPy's executables
         summary = PdlSummary(off_reason=f"rewrite failed ({type(err).__name__}: {err})")
     _log(label, summary)
@@ -84,15 +89,18 @@ class _Rewriter:
         self._verdicts: dict[int, Node] = {}
         self._handles: dict[Hashable, Any] = {}
 
-    def run(self, steps: list[Any], graphs: list[Any], bodies: Sequence[Any]) -> None:
-        tops = [int(g.graph) for g in graphs]
-        body_handles = [int(b) for b in bodies]
-        described = {h: self.describe(h) for h in tops + body_handles}
+    def run(self, steps: list[Any], graphs: list[Any], tops: dict[int, GraphSnapshot],
+            bodies: Sequence[GraphSnapshot]) -> None:
+        top_handles = [int(g.graph) for g in graphs]
+        snapshots = [tops[h] for h in top_handles if h in tops] + list(bodies)
+        if len(snapshots) < len(top_handles) + len(bodies):
+            raise RuntimeError("a graph of the recording was not read")
+        described = {snapshot.handle: self.describe(snapshot) for snapshot in snapshots}
         # Widest plan first; narrower ones if the driver refuses to instantiate it.
         tiers = [
             {h: plan_edges(d) for h, d in described.items()},
-            {h: plan_edges(d) for h, d in described.items() if h in tops},
-            {h: plan_edges(d, sole_dependency_only=True) for h, d in described.items() if h in tops},
+            {h: plan_edges(d) for h, d in described.items() if h in top_handles},
+            {h: plan_edges(d, sole_dependency_only=True) for h, d in described.items() if h in top_handles},
         ]
         refused = False
         tried: list[dict[int, EdgePlan]] = []
@@ -115,58 +123,35 @@ class _Rewriter:
 
     # -- reading -----------------------------------------------------------------------------------
 
-    def describe(self, graph: int) -> GraphDescription:
-        drv = self.drv
-        handle = drv.CUgraph(graph)
-        got = _ok(drv.cuGraphGetNodes(handle, 0))
-        count = int(got[-1]) if got else 0
+    def describe(self, snapshot: GraphSnapshot) -> GraphDescription:
+        if snapshot.problem is not None or snapshot.edges_problem is not None:
+            raise RuntimeError(snapshot.problem or snapshot.edges_problem)
         nodes: dict[Hashable, Node] = {}
-        if count:
-            got = _ok(drv.cuGraphGetNodes(handle, count))
-            for node in list(got[0])[:count] if got else []:
-                self._handles[int(node)] = node
-                nodes[int(node)] = self._node(node)
-        edges: list[Edge] = []
-        got = _ok(drv.cuGraphGetEdges(handle, 0))
-        count = int(got[-1]) if got else 0
-        if count:
-            got = _ok(drv.cuGraphGetEdges(handle, count))
-            if got is None:
-                raise RuntimeError("cuGraphGetEdges failed")
-            sources, targets, data = list(got[0])[:count], list(got[1])[:count], list(got[2])[:count]
-            for src, dst, datum in zip(sources, targets, data):
-                plain = int(datum.type) == 0 and int(datum.from_port) == 0 and int(datum.to_port) == 0
-                edges.append(Edge(int(src), int(dst), plain))
-        return GraphDescription(nodes, tuple(edges))
+        for node in snapshot.nodes:
+            self._handles[node.key] = node.handle
+            nodes[node.key] = self._node(node)
+        edges = tuple(Edge(e.src, e.dst, e.plain) for e in snapshot.edges)
+        return GraphDescription(nodes, edges)
 
-    def _node(self, node: Any) -> Node:
-        drv = self.drv
-        got = _ok(drv.cuGraphNodeGetType(node))
-        if got is None:
-            return Node("unknown")
-        kind = got[0]
-        if kind != drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL:
-            return Node(str(kind.name).removeprefix("CU_GRAPH_NODE_TYPE_").lower())
-        got = _ok(drv.cuGraphKernelNodeGetParams(node))
-        if got is None:
+    def _node(self, node: SnapshotNode) -> Node:
+        if node.kind != "kernel":
+            return Node(node.kind)
+        kernel = node.kernel
+        if kernel is None:
             return Node("kernel", reason="its launch parameters could not be read")
-        func = int(got[0].func)
-        if not func:
+        if not kernel.func:
             return Node("kernel", reason="a library kernel (CUkernel), not compiled through cupygraph")
-        if func not in self._verdicts:
-            self._verdicts[func] = self._kernel(got[0].func)
-        return self._verdicts[func]
+        if kernel.func not in self._verdicts:
+            self._verdicts[kernel.func] = self._kernel(kernel.params.func, kernel.name)
+        return self._verdicts[kernel.func]
 
-    def _kernel(self, func: Any) -> Node:
+    def _kernel(self, func: Any, name: str) -> Node:
         drv = self.drv
-        got = _ok(drv.cuFuncGetName(func))
-        raw = got[0] if got else b""
-        name = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
-        got = _ok(drv.cuFuncGetAttribute(drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PTX_VERSION, func))
+        got = ok(drv.cuFuncGetAttribute(drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PTX_VERSION, func))
         arch = int(got[0]) if got else 0
         if arch < _MIN_ARCH:
             return Node("kernel", name, reason=f"compiled for compute_{arch}, before griddepcontrol (sm_90)")
-        got = _ok(drv.cuFuncGetModule(func))
+        got = ok(drv.cuFuncGetModule(func))
         known = known_module(int(got[0]), self.device_id) if got else None
         if known is None:
             return Node("kernel", name, reason="not compiled through cupygraph.pdl_kernel/pdl_module, so its "
@@ -190,11 +175,11 @@ class _Rewriter:
         old, new = (plain, programmatic) if to_programmatic else (programmatic, plain)
         handle = drv.CUgraph(graph)
         n = len(edges)
-        if _ok(drv.cuGraphRemoveDependencies(handle, sources, targets, [old] * n, n)) is None:
+        if ok(drv.cuGraphRemoveDependencies(handle, sources, targets, [old] * n, n)) is None:
             return False
-        if _ok(drv.cuGraphAddDependencies(handle, sources, targets, [new] * n, n)) is None:
+        if ok(drv.cuGraphAddDependencies(handle, sources, targets, [new] * n, n)) is None:
             # put the removed edges back as they were
-            _ok(drv.cuGraphAddDependencies(handle, sources, targets, [old] * n, n))
+            ok(drv.cuGraphAddDependencies(handle, sources, targets, [old] * n, n))
             return False
         return True
 
@@ -203,20 +188,20 @@ class _Rewriter:
         drv = self.drv
         done: list[int] = []
         execs: list[Any] = []
-        ok = True
+        fine = True
         for graph, plan in plans.items():
             if not self._edit(graph, plan.convert, True):
-                ok = False
+                fine = False
                 break
             done.append(graph)
-        if ok:
+        if fine:
             for g in graphs:
-                got = _ok(drv.cuGraphInstantiate(drv.CUgraph(int(g.graph)), 0))
+                got = ok(drv.cuGraphInstantiate(drv.CUgraph(int(g.graph)), 0))
                 if got is None:
-                    ok = False
+                    fine = False
                     break
                 execs.append(got[0])
-        if ok:
+        if fine:
             return execs
         for e in execs:
             drv.cuGraphExecDestroy(e)

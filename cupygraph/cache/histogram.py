@@ -71,11 +71,13 @@ class SizeHistogram:
 
 
 def _positive(value: Any, what: str, zero: bool = False) -> int:
+    if isinstance(value, bool) or type(value).__name__ == "bool_":  # True is no count of calls
+        raise ValueError(f"{what} must be a whole number, got {value!r}")
     try:
         number = int(value)
         if number != value and str(number) != str(value).strip():
             raise ValueError
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:
         raise ValueError(f"{what} must be a whole number, got {value!r}") from err
     if number < (0 if zero else 1):
         raise ValueError(f"{what} must be {'0 or more' if zero else 'at least 1'}, got {number}")

@@ -15,7 +15,7 @@ from typing import Any, Optional
 from ..cache.registry import CUDAGraphRegistry, RegisteredGraph
 from ..cache.stats import CUDAGraphStats
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
-from ..dispatch.descriptor import BatchDescriptor
+from ..dispatch.descriptor import BatchDescriptor, check_descriptor
 from ..dispatch.dispatcher import Dispatcher
 from ..dispatch.policy import DispatchPolicy
 
@@ -52,6 +52,7 @@ class CudagraphDispatcher(Dispatcher):
     def register_graph(self, key: BatchDescriptor, graph: Any, input_ptrs: Sequence[int] = ()) -> None:
         """Record that a FULL graph for ``key`` exists (its key becomes dispatchable); the graph
         itself is held by the registry, the one graph cache."""
+        check_descriptor(key, "key")
         with self._lock:
             if key not in self.cudagraph_keys[CUDAGraphMode.FULL]:
                 self._registered_only.add(key)
@@ -88,16 +89,19 @@ class CudagraphDispatcher(Dispatcher):
         entry.launch()
 
     def has_graph(self, key: BatchDescriptor) -> bool:
+        check_descriptor(key, "key")
         with self._lock:
             return self._registered(key) is not None or self._registry_entry(key) is not None
 
     def get_graph(self, key: BatchDescriptor) -> Any:
         """The registered graph object for ``key``, else its registry entry, else None."""
+        check_descriptor(key, "key")
         with self._lock:
             registered = self._registered(key)
             return registered.graph if registered is not None else self._registry_entry(key)
 
     def get_input_ptrs(self, key: BatchDescriptor) -> Optional[tuple[int, ...]]:
+        check_descriptor(key, "key")
         with self._lock:
             registered = self._registered(key)
             return None if registered is None else registered.input_ptrs

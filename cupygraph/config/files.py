@@ -183,17 +183,22 @@ def _yaml_line_finder(root: Optional[yaml.Node]) -> Callable[[tuple[Any, ...]], 
     return line_of
 
 
-def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise ConfigError(f"{path}: config file not found")
-    if not path.is_file():
-        raise ConfigError(f"{path}: not a regular file")
-    size = path.stat().st_size
-    if size > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            f"{path}: file is {size} bytes; config files are limited to {MAX_CONFIG_BYTES} bytes"
-        )
-    data = path.read_bytes()
+def read_text_file(path: Path, kind: str = "config file", limit: int = MAX_CONFIG_BYTES) -> str:
+    """The UTF-8 text of the user's file ``path`` (a ``kind`` such as "config file", at most ``limit``
+    bytes); every problem (missing, a directory, unreadable, binary) a ``ConfigError`` naming it."""
+    try:
+        if not path.exists():
+            raise ConfigError(f"{path}: {kind} not found")
+        if path.is_dir():
+            raise ConfigError(f"{path}: is a directory, not a regular file; give the path of the {kind}")
+        if not path.is_file():
+            raise ConfigError(f"{path}: not a regular file; give the path of the {kind}")
+        size = path.stat().st_size
+        if size > limit:
+            raise ConfigError(f"{path}: file is {size} bytes; {kind}s are limited to {limit} bytes")
+        data = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the {kind}: {err.strerror or err}") from None
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
         raise ConfigError(
             f"{path}: the file is UTF-16 or UTF-32 (it starts with a byte order mark); save it as UTF-8"
@@ -203,7 +208,7 @@ def _read_text(path: Path) -> str:
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         raise ConfigError(
-            f"{path}:{line}: not valid UTF-8 text (byte {err.start}); save the file as UTF-8"
+            f"{path}:{line}: not valid UTF-8 text (byte {err.start}); a {kind} is text: save the file as UTF-8"
         ) from None
 
 
@@ -282,7 +287,7 @@ def _first_content_line(text: str) -> int:
 def load_config(path: PathLike) -> CUDAGraphConfig:
     """Load and validate a config file; any problem raises ``ConfigError`` naming file, field, line."""
     path = Path(path)
-    text = _read_text(path)
+    text = read_text_file(path)
     if not text.strip():
         raise ConfigError(f"{path}: config file is empty; write at least one field, e.g. 'mode: FULL'")
     data, line_of = _parse(path, text)

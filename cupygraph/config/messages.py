@@ -8,6 +8,7 @@ from typing import Any, Optional
 from pydantic import ValidationError
 
 from .modes import short_repr
+from .values import MAX_INT
 
 
 def field_path(loc: tuple[Any, ...]) -> str:
@@ -37,6 +38,8 @@ def format_validation_error(
         message = problem.get("msg", "invalid value")
         if message.startswith("Value error, "):
             message = message[len("Value error, "):]
+        if problem.get("type") == "less_than_equal" and problem.get("ctx", {}).get("le") == MAX_INT:
+            message += ", the largest a 32-bit CUDA or cuBLAS dimension holds"
         if problem.get("type") == "extra_forbidden":
             message = f"unknown field; valid fields: {', '.join(fields)}"
         where = source or "config"

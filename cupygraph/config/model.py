@@ -7,7 +7,7 @@ The config's parts live beside it and import nothing above them: ``modes.py``, `
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Optional, Union, get_args
 
 from pydantic import (
@@ -24,12 +24,13 @@ from pydantic import (
 
 from ..errors import ConfigError
 from . import rules
+from .batch_decision import installed as _installed
 from .messages import field_path, format_validation_error
 from .modes import CUDAGraphMode
 from .rules import MAX_DEFAULT_CAPTURE_SIZE, MAX_LIST_LENGTH, MAX_WARMUPS
-from .sizes import pad_to_capture_size, resolve_capture_sizes
+from .sizes import check_positive_int, pad_to_capture_size, resolve_capture_sizes
 from .uploads import HOST_UPLOADS, HostUploads
-from .values import PositiveInt, as_number, choice, integral_to_int, parse_byte_size
+from .values import MAX_INT, PositiveInt, as_bool, as_number, choice, integral_to_int, parse_byte_size
 
 __all__ = [
     "MAX_DEFAULT_CAPTURE_SIZE", "MAX_LIST_LENGTH", "MAX_WARMUPS", "CUDAGraphConfig", "CUDAGraphMode",
@@ -64,32 +65,34 @@ class CUDAGraphConfig(BaseModel):
         None,
         description="Batch sizes (tokens) to capture graphs for; a batch is padded to the smallest one that "
         "fits. Unset: vLLM's [1, 2, 4] + 8..248 step 8 + 256..max_capture_size step 16. Given sizes are "
-        "de-duplicated and sorted; at most 4096. When uniform_decode_query_len is above 1 and uniform-"
-        "decode batches use FULL graphs (modes FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE), every size is "
-        "rounded up to a multiple of it within max_capture_size, for mixed batches too (vLLM's rule for "
-        "speculative decoding): with 3, sizes 8 and 16 become 9 and 18.",
+        "de-duplicated and sorted; at most 4096. Each mode keeps its own sizes, as vLLM does under "
+        "speculative decoding: mixed batches and PIECEWISE graphs use these as given; the FULL graphs of "
+        "uniform-decode batches (modes FULL_DECODE_ONLY, FULL_AND_PIECEWISE) sit on them rounded up to "
+        "multiples of uniform_decode_query_len, up to the largest size and max_num_reqs requests. With [1, 2, "
+        "4, 8, 16, 24] and 3: decode graphs at 3, 6, 9, 18, 24, so 12 decode tokens pad to 18 and a mixed "
+        "batch of 12 to 16.",
     )
     max_capture_size: Optional[StrictInt] = Field(
-        None, ge=0,
+        None, ge=0, le=MAX_INT,
         description="Largest batch size captured; larger batches run eagerly and count as fallbacks. "
         "Unset: the largest of capture_sizes when those are given, else min(2 x max_num_reqs x "
         "uniform_decode_query_len, 512), or 512 without max_num_reqs (vLLM's default). Given together "
         "with capture_sizes, it must equal their largest. At most 65536 without capture_sizes; 0 only "
         "under mode NONE. Unlike vLLM, which lowers this field to the largest size it captures, the "
-        "value is kept as given or derived: where the default sizes skip it (300: 288) or rounding to "
-        "the query length lowers the largest size, largest_capture_size tells which batches replay.",
+        "value is kept as given or derived: where the default sizes skip it (300: 288), "
+        "largest_capture_size tells which batches replay.",
     )
     max_num_reqs: Optional[StrictInt] = Field(
-        None, ge=1,
+        None, ge=1, le=MAX_INT,
         description="Most requests in a batch (vLLM's max_num_seqs). FULL graphs for uniform-decode batches "
         "stop at max_num_reqs x uniform_decode_query_len tokens; it also sets the default max_capture_size.",
     )
     uniform_decode_query_len: StrictInt = Field(
-        1, ge=1,
+        1, ge=1, le=MAX_INT,
         description="Tokens per request in a uniform-decode batch: 1, or 1 + the speculative tokens "
-        "(num_tokens == num_reqs x this). Above 1, capture sizes are rounded to multiples of it (see "
-        "capture_sizes), so uniform-decode batches pad to whole requests and replay FULL graphs up to "
-        "max_num_reqs requests.",
+        "(num_tokens == num_reqs x this). Above 1, the FULL uniform-decode graphs sit on the capture sizes "
+        "rounded up to multiples of it (see capture_sizes), so uniform-decode batches pad to whole requests "
+        "and replay FULL graphs up to max_num_reqs requests; the capture sizes themselves are not changed.",
     )
     seq_len_buckets: Optional[tuple[PositiveInt, ...]] = Field(
         None,
@@ -102,7 +105,7 @@ class CUDAGraphConfig(BaseModel):
         description=f"Eager runs before each capture (compilation, plan caches, pools); at most {MAX_WARMUPS}.",
     )
     max_cached_graphs: Optional[StrictInt] = Field(
-        None, ge=1, description="Most graphs held at once per function; None means unbounded."
+        None, ge=1, le=MAX_INT, description="Most graphs held at once per function; None means unbounded."
     )
     memory_budget: Annotated[
         Optional[int],
@@ -119,12 +122,13 @@ class CUDAGraphConfig(BaseModel):
         "(replay_timing_every or time_replays) and capture times.",
     )
     min_replays_to_keep: StrictInt = Field(
-        0, ge=0,
+        0, ge=0, le=MAX_INT,
         description="Graphs with at least this many replays are evicted only when no colder graph is left "
         "(0: no protection).",
     )
     capture_after: StrictInt = Field(
-        1, ge=1, description="Capture a key once it has been seen this many times; until then it runs eagerly."
+        1, ge=1, le=MAX_INT,
+        description="Capture a key once it has been seen this many times; until then it runs eagerly.",
     )
     pad_value: Union[int, float] = Field(0, description="Value written into the padding rows of static inputs.")
     pad_mode: Literal["constant", "edge"] = Field(
@@ -168,12 +172,12 @@ class CUDAGraphConfig(BaseModel):
         "of this function (and no other's) to stderr, leaving the process's logging as it is."
     )
     min_tokens_for_graph: StrictInt = Field(
-        1, ge=1,
+        1, ge=1, le=MAX_INT,
         description="Batches smaller than this run eagerly. Compared with the real batch size, before "
         "padding: with 4, a batch of 3 runs eagerly even where it would pad to a graph of 4 or more.",
     )
     max_tokens_for_graph: Optional[StrictInt] = Field(
-        None, ge=1,
+        None, ge=1, le=MAX_INT,
         description="Batches larger than this run eagerly (None: up to the largest capture size). Compared "
         "with the real batch size, before padding: with 12, a batch of 10 replays the graph it pads to "
         "(16, say), a batch of 13 runs eagerly.",
@@ -183,7 +187,7 @@ class CUDAGraphConfig(BaseModel):
     )
     # -- measurement and profiling (issue 17) --
     replay_timing_every: StrictInt = Field(
-        0, ge=0, description="Time every Nth replay of each graph on the device (CUDA events, read without "
+        0, ge=0, le=MAX_INT, description="Time every Nth replay of each graph on the device (CUDA events, read without "
         "waiting) for eviction=benefit and describe(); 0: off, and replays carry no timing code.")
     nvtx: bool = Field(False, description="NVTX ranges around capture, replay, fallback and graph breaks, named by "
                        "function and key, for Nsight Systems (needs the nvtx package; CUPYGRAPH_NVTX=1 also turns "
@@ -228,6 +232,9 @@ class CUDAGraphConfig(BaseModel):
         "min_replays_to_keep", "capture_after", "min_tokens_for_graph", "max_tokens_for_graph",
         "replay_timing_every", mode="before",
     )(integral_to_int)
+    _switches = field_validator("time_replays", "gc_freeze", "debug", "prefer_piecewise", "nvtx",
+                                mode="before")(as_bool)
+
     @field_validator("eviction", "output_mode", "on_capture_error", "input_binding", "capture_mode", "backend", "pdl",
                      "host_uploads", "pad_mode", mode="before")
     @classmethod
@@ -261,7 +268,7 @@ class CUDAGraphConfig(BaseModel):
     # Rules across fields are checked on the later field, so a file's error names that field and
     # its line.
     _check_max_capture_size = field_validator("max_capture_size", mode="after")(rules.check_max_capture_size)
-    _check_rounding = field_validator("uniform_decode_query_len", mode="after")(rules.check_rounding)
+    _check_decode_graphs = field_validator("uniform_decode_query_len", mode="after")(rules.check_decode_graphs)
     _check_min_tokens = field_validator("min_tokens_for_graph", mode="after")(rules.check_min_tokens)
     _check_max_tokens = field_validator("max_tokens_for_graph", mode="after")(rules.check_max_tokens)
 
@@ -271,8 +278,7 @@ class CUDAGraphConfig(BaseModel):
             # An explicit null means "derive it", as if left out: replace() derives it again.
             self.model_fields_set.discard("max_capture_size")
         largest, sizes = resolve_capture_sizes(
-            self.capture_sizes, self.max_capture_size, self.max_num_reqs, self.uniform_decode_query_len,
-            round_to_query_len=self.mode.decode_mode() is CUDAGraphMode.FULL,
+            self.capture_sizes, self.max_capture_size, self.max_num_reqs, self.uniform_decode_query_len
         )
         # The one field a config derives: it reads as the resolved value (to_dict round-trips).
         object.__setattr__(self, "max_capture_size", largest)
@@ -301,27 +307,44 @@ class CUDAGraphConfig(BaseModel):
 
     @property
     def cudagraph_capture_sizes(self) -> tuple[int, ...]:
-        """The resolved, sorted batch sizes graphs are captured for (empty under mode NONE)."""
+        """The resolved, sorted capture sizes (empty under mode NONE): ``capture_sizes`` as given, or
+        the defaults. Mixed batches and PIECEWISE graphs pad to them; FULL uniform-decode graphs
+        sit on them rounded up to multiples of ``uniform_decode_query_len`` (see ``capture_sizes``;
+        ``cupygraph.dispatch.decision.capture_ladders(config)`` lists each mode's)."""
         return self._sizes
 
     @property
     def largest_capture_size(self) -> Optional[int]:
+        """The largest capture size: no graph of any mode is larger (None under mode NONE)."""
         return self._sizes[-1] if self._sizes else None
 
-    def get_padded_batch_size(self, batch_size: int) -> Optional[int]:
-        """The smallest capture size >= ``batch_size``, or None above the largest.
+    def get_padded_batch_size(
+        self, batch_size: int, *, num_reqs: Optional[int] = None, uniform_decode: bool = False,
+    ) -> Optional[int]:
+        """The size a batch of ``batch_size`` real rows pads to when it is graphed: the smallest
+        capture size >= it, or None above the largest.
 
-        The size a batch pads to when it is graphed; whether it is (mode, token limits, buckets)
-        is ``should_use_cudagraph``'s answer.
+        A uniform-decode batch (``uniform_decode=True``: ``num_reqs`` requests of
+        ``uniform_decode_query_len`` tokens) may replay a FULL graph of its own ladder instead (the
+        capture sizes rounded up to multiples of the query length): then its size is the one the
+        decision picks, as ``should_use_cudagraph`` asks it. Whether a batch is graphed at all
+        (mode, token limits, buckets) is ``should_use_cudagraph``'s answer.
         """
-        return pad_to_capture_size(batch_size, self._sizes)
+        size = check_positive_int(batch_size, "batch_size")
+        if not isinstance(uniform_decode, bool):
+            raise TypeError(f"uniform_decode must be a bool, got {type(uniform_decode).__name__} {uniform_decode!r}")
+        if not uniform_decode:
+            return pad_to_capture_size(size, self._sizes)
+        _, padded_batch_size = _installed()
+        return padded_batch_size(self, size, num_reqs=num_reqs, uniform_decode=True)
 
     def get_padded_seq_len(self, seq_len: Optional[int]) -> Optional[int]:
         """``seq_len`` padded to its bucket; unchanged without buckets (and then not part of any
         graph key); None when above the largest bucket."""
-        if seq_len is None or self.seq_len_buckets is None:
-            return seq_len
-        return pad_to_capture_size(seq_len, self.seq_len_buckets)
+        if seq_len is None:
+            return None
+        seq_len = check_positive_int(seq_len, "seq_len")
+        return seq_len if self.seq_len_buckets is None else pad_to_capture_size(seq_len, self.seq_len_buckets)
 
     def should_use_cudagraph(
         self, batch_size: int, seq_len: Optional[int] = None, *,
@@ -333,9 +356,8 @@ class CUDAGraphConfig(BaseModel):
         dispatcher made from it decides): the mode, capture sizes, seq_len buckets and the token
         limits, which bound the real batch size. An empty batch (0) runs eagerly.
         """
-        if _BATCH_DECISION is None:
-            raise RuntimeError("cupygraph.dispatch.decision is not imported; import cupygraph first")
-        decision = _BATCH_DECISION(self, batch_size, seq_len, num_reqs=num_reqs, uniform_decode=uniform_decode)
+        decide_batch_size, _ = _installed()
+        decision = decide_batch_size(self, batch_size, seq_len, num_reqs=num_reqs, uniform_decode=uniform_decode)
         return bool(decision.graphed)
 
     # -- conversions -----------------------------------------------------------------------------
@@ -361,14 +383,3 @@ class CUDAGraphConfig(BaseModel):
     def disabled(cls) -> CUDAGraphConfig:
         """A config under which every front door runs eagerly."""
         return cls(mode=CUDAGraphMode.NONE)
-
-
-_BATCH_DECISION: Optional[Callable[..., Any]] = None
-"""``dispatch.decision.decide_batch_size``: the one decision lives above the config (it reads the
-config) and installs itself here when imported, so this module imports nothing above it."""
-
-
-def install_batch_decision(decide_batch_size: Callable[..., Any]) -> None:
-    """Called once by ``cupygraph.dispatch.decision``: the function ``should_use_cudagraph`` asks."""
-    global _BATCH_DECISION
-    _BATCH_DECISION = decide_batch_size

@@ -54,6 +54,11 @@ class CUDAGraphMode(enum.Enum):
     def has_piecewise_cudagraphs(self) -> bool:
         return self.has_mode(CUDAGraphMode.PIECEWISE)
 
+    def has_uniform_decode_graphs(self) -> bool:
+        """True when uniform-decode batches get FULL graphs of their own (FULL_DECODE_ONLY,
+        FULL_AND_PIECEWISE), on their own ladder of sizes (vLLM's separate decode routine)."""
+        return self.separate_routine() and self.decode_mode() is CUDAGraphMode.FULL
+
     def has_graphs(self) -> bool:
         """True unless this mode never replays a graph."""
         return self is not CUDAGraphMode.NONE

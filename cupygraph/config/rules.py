@@ -2,17 +2,17 @@
 
 Each rule runs on the later of the fields it relates (``info.data`` holds the earlier ones, when
 they were valid), so a config file's error names that field and its line. The sizes a config
-captures come from ``sizes.resolve_capture_sizes``, the one rule the config itself applies.
+lists come from ``sizes.resolve_capture_sizes``, the one rule the config itself applies.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 from pydantic import ValidationInfo
 
 from .modes import CUDAGraphMode
-from .sizes import default_capture_sizes, resolve_capture_sizes
+from .sizes import decode_ladder_problem, default_capture_sizes, resolve_capture_sizes
 from .values import as_size_list
 
 MAX_WARMUPS = 1000
@@ -62,18 +62,24 @@ def check_max_capture_size(value: Optional[int], info: ValidationInfo) -> Option
     return value
 
 
-def check_rounding(value: int, info: ValidationInfo) -> int:
-    """``uniform_decode_query_len``: rounding sizes to multiples of it must leave a size to capture."""
-    resolved = _resolve(info.data, value)
-    if isinstance(resolved, str):
-        raise ValueError(f"uniform_decode_query_len={value}: {resolved}; lower it or raise max_capture_size")
+def check_decode_graphs(value: int, info: ValidationInfo) -> int:
+    """``uniform_decode_query_len``: a mode with FULL uniform-decode graphs of their own
+    (FULL_DECODE_ONLY, FULL_AND_PIECEWISE) must be left at least one such graph once the capture
+    sizes are rounded up to multiples of it."""
+    sizes = _resolve(info.data, value)
+    mode = info.data.get("mode")
+    if not sizes or not isinstance(mode, CUDAGraphMode) or not mode.has_uniform_decode_graphs():
+        return value
+    problem = decode_ladder_problem(sizes, value, info.data["max_num_reqs"])
+    if problem is not None:
+        raise ValueError(f"uniform_decode_query_len={value}: {problem}")
     return value
 
 
 def check_min_tokens(value: int, info: ValidationInfo) -> int:
     """``min_tokens_for_graph`` above the largest capture size would leave no batch a graph."""
     resolved = _resolve(info.data, info.data.get("uniform_decode_query_len"))
-    if isinstance(resolved, tuple) and resolved and value > resolved[-1]:
+    if resolved and value > resolved[-1]:
         raise ValueError(
             f"min_tokens_for_graph={value} is above the largest capture size {resolved[-1]}: no batch would "
             f"replay a graph; lower it (or set mode: NONE to run eagerly)"
@@ -88,19 +94,13 @@ def check_max_tokens(value: Optional[int], info: ValidationInfo) -> Optional[int
     return value
 
 
-def _resolve(data: dict[str, Any], query_len: Any) -> Union[tuple[int, ...], str, None]:
-    """The sizes a config being validated would capture (``data``: the fields validated so far);
-    None when an earlier field failed or under mode NONE, a message when rounding leaves no size."""
+def _resolve(data: dict[str, Any], query_len: Any) -> Optional[tuple[int, ...]]:
+    """The sizes a config being validated would list (``data``: the fields validated so far); None
+    when an earlier field failed or under mode NONE."""
     needed = ("mode", "capture_sizes", "max_capture_size", "max_num_reqs")
     if query_len is None or any(name not in data for name in needed) or data["mode"] is CUDAGraphMode.NONE:
         return None
-    try:
-        _, sizes = resolve_capture_sizes(
-            data["capture_sizes"], data["max_capture_size"], data["max_num_reqs"], query_len,
-            round_to_query_len=data["mode"].decode_mode() is CUDAGraphMode.FULL,
-        )
-    except ValueError as err:
-        return str(err)
+    _, sizes = resolve_capture_sizes(data["capture_sizes"], data["max_capture_size"], data["max_num_reqs"], query_len)
     return tuple(sizes)
 
 

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import bisect
 import numbers
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
+
+from .modes import short_repr
 
 
 def check_positive_int(value: Any, name: str) -> int:
     """``value`` as a Python int if it is a positive integer (NumPy integers too, bools never);
     else raise naming ``name``."""
+    if type(value) is int and value > 0:  # the common case, without the slower ABC checks below
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be a positive integer, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{name} must be a positive integer, got {type(value).__name__} {short_repr(value)}")
     if value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value}")
     return int(value)
@@ -42,38 +46,38 @@ def default_max_capture_size(max_num_reqs: Optional[int], uniform_decode_query_l
     return min(2 * max_num_reqs * uniform_decode_query_len, DEFAULT_MAX_CAPTURE_SIZE)
 
 
-def round_up_to_multiples(sizes: Iterable[int], multiple: int, limit: int) -> list[int]:
-    """vLLM's rule for speculative decoding: each size rounded up to a multiple of ``multiple``,
-    keeping those within ``limit`` (sorted, de-duplicated).
-
-    If every rounded size passes ``limit`` but ``multiple`` itself fits, that one size is kept;
-    if not even that fits, ``ValueError`` says so.
-    """
-    rounded = sorted({-(-s // multiple) * multiple for s in sizes})
-    kept = [s for s in rounded if s <= limit]
-    if not kept and multiple <= limit:
-        kept = [multiple]
-    if not kept:
-        raise ValueError(
-            f"no capture size is left after rounding up to multiples of {multiple}: even {multiple} is above "
-            f"the largest capture size {limit}"
-        )
-    return kept
-
-
 def decode_capture_sizes(
     sizes: Sequence[int], uniform_decode_query_len: int, max_num_reqs: Optional[int]
 ) -> tuple[int, ...]:
-    """The sizes of FULL uniform-decode graphs: ``sizes`` rounded up to multiples of the query
-    length within the largest size, from one request up to ``max_num_reqs`` requests."""
+    """The ladder of FULL uniform-decode graphs (vLLM's per-mode candidates under speculative
+    decoding): each capture size rounded up to a multiple of the query length, kept when it is
+    within the largest capture size and ``max_num_reqs`` requests (sorted, de-duplicated).
+
+    Only the decode graphs sit on these sizes; mixed batches and PIECEWISE graphs keep ``sizes``
+    as given. With [1, 2, 4, 8, 16, 24], query length 3 and 8 requests: 3, 6, 9, 18, 24. Empty
+    when no rounded size fits (``decode_ladder_problem`` says why).
+    """
     q = uniform_decode_query_len
     if not sizes:
         return ()
-    try:
-        rounded = round_up_to_multiples(sizes, q, sizes[-1]) if q > 1 else list(sizes)
-    except ValueError:  # not even one request fits the largest size
-        return ()
-    return tuple(s for s in rounded if max_num_reqs is None or s <= q * max_num_reqs)
+    # vLLM's two caps: the largest capture size, and max_num_reqs whole requests.
+    limit = sizes[-1] if max_num_reqs is None else min(sizes[-1], q * max_num_reqs)
+    return tuple(sorted({r for r in (-(-s // q) * q for s in sizes) if r <= limit}))
+
+
+def decode_ladder_problem(
+    sizes: Sequence[int], uniform_decode_query_len: int, max_num_reqs: Optional[int]
+) -> Optional[str]:
+    """Why ``decode_capture_sizes`` is empty for non-empty ``sizes`` (no FULL decode graph would be
+    made), or None when it is not."""
+    q = uniform_decode_query_len
+    if not sizes or decode_capture_sizes(sizes, q, max_num_reqs):
+        return None
+    caps, raise_ = f"the largest capture size {sizes[-1]}", "max_capture_size"
+    if max_num_reqs is not None and q * max_num_reqs < sizes[-1]:
+        caps, raise_ = f"{caps} and max_num_reqs x {q} = {q * max_num_reqs}", "max_capture_size or max_num_reqs"
+    return (f"no uniform-decode FULL graph fits: the capture sizes rounded up to multiples of {q} are all above "
+            f"{caps}; lower the query length or raise {raise_}")
 
 
 def resolve_capture_sizes(
@@ -81,15 +85,14 @@ def resolve_capture_sizes(
     max_capture_size: Optional[int],
     max_num_reqs: Optional[int] = None,
     uniform_decode_query_len: int = 1,
-    round_to_query_len: bool = False,
 ) -> tuple[int, list[int]]:
-    """The one rule for which sizes are captured: ``(max_capture_size, sizes)``.
+    """The one rule for which sizes a config lists: ``(max_capture_size, sizes)``.
 
     ``max_capture_size`` unset: the largest of ``capture_sizes`` when given, else
-    ``default_max_capture_size``. ``capture_sizes`` unset: the default sizes up to it. With
-    ``round_to_query_len`` and a query length above 1, sizes are rounded up to multiples of it
-    within ``max_capture_size`` (so every uniform-decode batch has a graph). Inputs are taken as
-    validated (sorted sizes, consistent maximum); the config checks them first.
+    ``default_max_capture_size``. ``capture_sizes`` unset: the default sizes up to it. The sizes
+    are never rounded to the query length: each runtime mode builds its own ladder from them
+    (``decode_capture_sizes`` for FULL uniform-decode graphs). Inputs are taken as validated
+    (sorted sizes, consistent maximum); the config checks them first.
     """
     if max_capture_size is None:
         if capture_sizes is not None:
@@ -100,8 +103,6 @@ def resolve_capture_sizes(
         sizes = list(capture_sizes)
     else:
         sizes = default_capture_sizes(max_capture_size) if max_capture_size else []
-    if round_to_query_len and uniform_decode_query_len > 1 and sizes:
-        sizes = round_up_to_multiples(sizes, uniform_decode_query_len, max_capture_size)
     return max_capture_size, sizes
 
 
@@ -125,6 +126,10 @@ def outside_token_limits(num_tokens: int, min_tokens: int, max_tokens: Optional[
 
 
 def normalise_sizes(sizes: Iterable[Any], name: str = "capture_sizes") -> list[int]:
-    """De-duplicate and sort, rejecting anything that is not a positive int (naming its index)."""
+    """De-duplicate and sort, rejecting anything that is not a list of positive ints (naming
+    ``name`` and the index)."""
+    if isinstance(sizes, (str, bytes, numbers.Number, Mapping)) or not isinstance(sizes, Iterable) \
+            or getattr(sizes, "ndim", 1) == 0:
+        raise TypeError(f"{name} must be a list of positive integers, got {type(sizes).__name__} {short_repr(sizes)}")
     checked = [check_positive_int(s, f"{name}[{i}]") for i, s in enumerate(sizes)]
     return sorted(set(checked))

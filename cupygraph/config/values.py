@@ -3,8 +3,9 @@
 Each is a pydantic before-validator (or used by one): it returns a plain Python value or raises
 ``ValueError`` with a message that says what is allowed; the config adds the field and the file.
 NumPy integers count as integers (``capture_sizes=np.arange(1, 5)``); bools never do, and
-neither do floats or strings that merely look like integers (``2.0``, ``"8"``): in a config they
-are mistakes, not values to coerce.
+neither do floats or strings that merely look like integers (``2.0``, ``1e20``, ``"8"``): in a
+config they are mistakes, not values to coerce. Likewise a switch is ``true`` or ``false`` (a NumPy
+bool too), never ``"true"``, ``"yes"`` or ``1``. Every integer has an upper bound (``MAX_INT``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ from pydantic import Field, StrictInt
 
 from .modes import short_repr
 
+MAX_INT = 2**31 - 1
+"""Largest size or count a config field holds. CUDA grid dimensions and cuBLAS/cuSOLVER matrix
+dimensions are 32-bit ints, so no kernel could take a larger batch; a larger count is a typo."""
+
+MAX_BYTES = 2**63 - 1
+"""Largest memory budget: byte counts are 64-bit everywhere they are compared."""
+
 
 def integral_to_int(value: Any) -> Any:
     """A NumPy (or other ``numbers.Integral``) integer as a Python int; anything else unchanged,
@@ -32,7 +40,20 @@ def integral_to_int(value: Any) -> Any:
 # Strict: a YAML "8" or a bool is a mistake in a size, not something to coerce. NumPy integers are
 # made Python ints by a before-validator on the field (``integral_to_int``), not in this type, so the
 # JSON schema keeps its "minimum".
-PositiveInt = Annotated[StrictInt, Field(ge=1)]
+PositiveInt = Annotated[StrictInt, Field(ge=1, le=MAX_INT)]
+
+
+def is_bool(value: Any) -> bool:
+    """A Python or NumPy bool (``numpy.bool_``, named ``numpy.bool`` since NumPy 2)."""
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
+
+
+def as_bool(value: Any) -> bool:
+    """A switch: a Python or NumPy bool as a Python bool; anything else (``"true"``, ``1``) is refused."""
+    if is_bool(value):
+        return bool(value)
+    raise ValueError("expected true or false (a bool, unquoted in a config file)")
 
 
 def as_size_list(value: Any) -> Any:
@@ -84,12 +105,12 @@ def parse_byte_size(value: Any) -> Optional[int]:
     """
     if value is None:
         return None
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if is_bool(value):
         raise ValueError("expected a byte size such as 2GiB or an integer number of bytes, not a bool")
     if isinstance(value, numbers.Integral):
         if value <= 0:
             raise ValueError(f"a byte size must be positive, got {value}")
-        return int(value)
+        return _within_bytes(int(value), value)
     if isinstance(value, str):
         match = _BYTE_SIZE.match(value)
         unit = match.group(2).lower() if match else ""
@@ -101,12 +122,18 @@ def parse_byte_size(value: Any) -> Optional[int]:
                     f"whole number; write whole bytes (or a size in a larger unit, such as 1.5GiB)"
                 )
             if exact > 0:
-                return int(exact)
+                return _within_bytes(int(exact), value)
         raise ValueError(
             f"cannot read {short_repr(value)} as a byte size; write a positive number with one of the units "
             f"{_UNIT_NAMES} (for example 2GiB or 512MB), or an integer number of bytes"
         )
     raise ValueError(f"expected a byte size such as 2GiB or an integer number of bytes, got {type(value).__name__}")
+
+
+def _within_bytes(size: int, written: Any) -> int:
+    if size > MAX_BYTES:
+        raise ValueError(f"{short_repr(written)} is more than {MAX_BYTES} bytes, the most a byte size may be")
+    return size
 
 
 def pad_value_problem(pad_value: Any, dtype: Any) -> Optional[str]:

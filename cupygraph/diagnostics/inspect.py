@@ -89,11 +89,18 @@ def to_dot(graphed: GraphedFunction, size: Optional[int] = None) -> str:
     return entry.recording.to_dot()
 
 
+DOT_SUFFIXES = (".dot", ".gv", ".svg", ".png", ".pdf")
+"""What ``render_dot`` writes: DOT text (.dot, .gv) or a picture Graphviz renders (.svg, .png, .pdf)."""
+
+
 def render_dot(dot: str, out: Union[str, Path]) -> Path:
-    """Write ``dot`` to ``out``: ``.dot`` as text, ``.svg``/``.png``/``.pdf`` through Graphviz."""
+    """Write ``dot`` to ``out``: ``.dot``/``.gv`` as text, ``.svg``/``.png``/``.pdf`` through Graphviz."""
     out = Path(out)
     fmt = out.suffix.lower().lstrip(".")
-    if fmt in ("dot", "gv", ""):
+    if out.suffix.lower() not in DOT_SUFFIXES:
+        # Checked before Graphviz is looked for: a typo must not read as a missing install.
+        raise ValueError(f"{out}: unknown extension {out.suffix or '(none)'!r}; use one of {', '.join(DOT_SUFFIXES)}")
+    if fmt in ("dot", "gv"):
         out.write_text(dot, encoding="utf-8")
         return out
     exe = shutil.which("dot")
@@ -106,4 +113,3 @@ def render_dot(dot: str, out: Union[str, Path]) -> Path:
     if result.returncode != 0:
         raise RuntimeError(f"Graphviz failed to render {out.name}: {result.stderr.decode(errors='replace').strip()}")
     return out
-

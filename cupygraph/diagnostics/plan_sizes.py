@@ -15,13 +15,15 @@ last size) finds it in O(max_graphs x candidates^2), with numpy over the inner m
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
 import numpy as np
 
 from ..cache.histogram import SizeHistogram
-from ..config.sizes import pad_to_capture_size
+from ..config.modes import short_repr
+from ..config.sizes import check_positive_int, normalise_sizes, pad_to_capture_size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,23 +75,54 @@ class SizePlan:
 HistogramLike = Union[SizeHistogram, Mapping[Any, Any], Iterable[tuple[int, int]]]
 
 
-def histogram_of(source: Any) -> SizeHistogram:
-    """A ``SizeHistogram`` from one, a mapping size -> calls, (size, calls) pairs, or a jitted function."""
+TRAFFIC_FORMS = ("a mapping of batch size to calls (or one under 'batch_sizes'), "
+                 "(size, calls) pairs, a SizeHistogram or a jitted function")
+
+
+def histogram_of(source: Any, where: str = "traffic") -> SizeHistogram:
+    """A ``SizeHistogram`` from one, a jitted function (its traffic), a mapping size -> calls (or one
+    under ``'batch_sizes'``) or (size, calls) pairs.
+
+    The one check of traffic, for the API and ``cupygraph plan-sizes`` (whose JSON file is the
+    mapping): anything else is a TypeError, a bad size or count a ValueError, each starting with
+    ``where`` (the argument, or the file).
+    """
     if isinstance(source, SizeHistogram):
         return source
     if callable(getattr(source, "stats", None)):
         found: SizeHistogram = source.stats().batch_sizes
         return found
-    return SizeHistogram(source)
+    if isinstance(source, Mapping) and isinstance(source.get("batch_sizes"), Mapping):
+        source = source["batch_sizes"]
+    if isinstance(source, Mapping):
+        pairs: Any = source
+    elif isinstance(source, Iterable) and not isinstance(source, (str, bytes)):
+        pairs = list(source)
+        odd = [item for item in pairs if not _is_pair(item)]
+        if odd:
+            counted = (" (a list of batch sizes becomes one with collections.Counter(sizes))"
+                       if all(isinstance(item, numbers.Integral) for item in odd) else "")
+            raise TypeError(f"{where}: expected {TRAFFIC_FORMS}; got a {type(source).__name__} holding "
+                            f"{short_repr(odd[0], 40)}{counted}")
+    else:
+        raise TypeError(f"{where}: expected {TRAFFIC_FORMS}; got {type(source).__name__} {short_repr(source, 40)}")
+    try:
+        return SizeHistogram(pairs)
+    except (ValueError, OverflowError) as err:  # OverflowError: a count such as 1e400 (infinity)
+        raise ValueError(f"{where}: {err}; sizes and counts are whole numbers") from None
+
+
+def _is_pair(item: Any) -> bool:
+    return isinstance(item, Sequence) and not isinstance(item, (str, bytes)) and len(item) == 2
 
 
 def expected_waste(histogram: HistogramLike, sizes: Sequence[int]) -> Waste:
     """The padding ``sizes`` waste on ``histogram`` (exact integers)."""
-    chosen = tuple(sorted(set(int(s) for s in sizes)))
+    chosen = tuple(normalise_sizes(sizes, "sizes"))
     if not chosen:
         raise ValueError("sizes: give at least one capture size")
     padded = graphed = computed = eager = 0
-    for n, calls in histogram_of(histogram).items():
+    for n, calls in histogram_of(histogram, "histogram").items():
         to = pad_to_capture_size(n, chosen)
         if to is None:
             eager += calls
@@ -102,6 +135,10 @@ def expected_waste(histogram: HistogramLike, sizes: Sequence[int]) -> Waste:
 
 def graphs_allowed(max_graphs: Optional[int], memory_limit: Optional[int], bytes_per_graph: Optional[int]) -> int:
     """The limit on the number of sizes: ``max_graphs``, or what ``memory_limit`` pays for."""
+    for value, name in ((max_graphs, "max_graphs (--max-graphs)"), (memory_limit, "memory_limit (--memory-limit)"),
+                        (bytes_per_graph, "bytes_per_graph (--bytes-per-graph)")):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+            raise TypeError(f"{name} must be a positive integer, got {type(value).__name__} {short_repr(value)}")
     if memory_limit is not None:
         if not bytes_per_graph or bytes_per_graph <= 0:
             raise ValueError("memory_limit (--memory-limit) needs bytes_per_graph (--bytes-per-graph): the bytes one "
@@ -124,21 +161,31 @@ def plan_capture_sizes(
     memory_limit: Optional[int] = None, bytes_per_graph: Optional[int] = None, largest: Optional[int] = None,
 ) -> SizePlan:
     """The capture sizes that minimise expected padding on ``traffic`` under the limit, compared with
-    ``current``. ``largest`` (default: the current largest size) stays the largest size."""
+    ``current``. ``largest`` (default: the current largest size) stays the largest size.
+
+    ``traffic`` is what ``histogram_of`` reads; each argument is checked here, as the command
+    checks it, and a wrong one is an error naming it.
+    """
     histogram = histogram_of(traffic)
+    sizes_now = normalise_sizes(current, "current")
+    if not sizes_now:
+        raise ValueError("current: give the capture sizes in use (the config's)")
+    top = check_positive_int(largest, "largest (--largest)") if largest is not None else sizes_now[-1]
     if histogram.total() == 0:
         raise ValueError("the traffic holds no calls: run the workload first (or give a histogram with counts)")
-    if not current:
-        raise ValueError("current: give the capture sizes in use (the config's)")
-    top = int(largest if largest is not None else max(current))
     limit = graphs_allowed(max_graphs, memory_limit, bytes_per_graph)
     sizes = optimal_sizes([(n, c) for n, c in histogram.items() if n <= top], top, limit)
-    return SizePlan(expected_waste(histogram, current), expected_waste(histogram, sizes), histogram.total())
+    return SizePlan(expected_waste(histogram, sizes_now), expected_waste(histogram, sizes), histogram.total())
 
 
 def optimal_sizes(points: Sequence[tuple[int, int]], largest: int, limit: int) -> list[int]:
     """At most ``limit`` sizes ending with ``largest`` that minimise sum(calls x (padded - n)) over
     ``points`` (size, calls), all at most ``largest``."""
+    check_positive_int(largest, "largest")
+    check_positive_int(limit, "limit")
+    points = list(points)
+    if not all(_is_pair(point) for point in points):
+        raise TypeError(f"points must be (size, calls) pairs, got {short_repr(points, 60)}")
     weights = {n: c for n, c in points if c > 0}
     candidates = sorted(set(weights) | {largest})
     if limit >= len(candidates):

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Optional
 
 from ..config.model import CUDAGraphMode
-from .descriptor import BatchDescriptor
+from .descriptor import BatchDescriptor, check_descriptor
 
 _local = threading.local()
 
@@ -42,6 +42,8 @@ def cudagraph_context(
         raise ValueError(f"cudagraph_context needs a runtime mode (NONE, PIECEWISE or FULL), got {mode.name}")
     if mode is not CUDAGraphMode.NONE and descriptor is None:
         raise ValueError(f"cudagraph_context(mode={mode.name}) needs the batch descriptor to capture or replay")
+    if descriptor is not None:
+        check_descriptor(descriptor, "descriptor")
     context = ForwardContext(mode, descriptor)
     stack = getattr(_local, "stack", None)
     if stack is None:

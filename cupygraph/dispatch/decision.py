@@ -10,18 +10,23 @@ context a caller fills with a decision (``cudagraph_context(*decision)``).
 The rules, in the order ``decide`` applies them:
 
 1. Keys made for mode NONE: eager (``mode_none``). Keys not initialised: eager (``no_graph_mode``).
-2. Padding, with ``sizes.pad_to_capture_size`` (the one padding helper). A sequence length is
-   padded to its ``seq_len_buckets`` bucket (above the largest: eager); without buckets it is not
-   a key axis and is dropped from the descriptor. A uniform-decode batch whose size is a multiple
-   of the query length is padded to the smallest uniform-decode graph size (whole requests, and
-   the request count of the padded size); any other batch, and one above the decode sizes, to the
-   smallest capture size (above the largest: eager).
+2. Padding, with ``sizes.pad_to_capture_size`` (the one padding helper), on each mode's own
+   ladder (``DispatchKeys``: vLLM builds each mode's candidates independently). A sequence length
+   is padded to its ``seq_len_buckets`` bucket (above the largest: eager); without buckets it is
+   not a key axis and is dropped from the descriptor. Every batch is padded to the smallest
+   capture size, the mixed ladder (above the largest: eager). A uniform-decode batch whose size is
+   a multiple of the query length is also padded on the uniform-decode ladder (the capture sizes
+   rounded up to multiples of the query length, within the largest size and ``max_num_reqs``
+   requests), to whole requests and the request count of the padded size.
 3. Token limits, on the REAL batch size (before padding): a batch smaller than the policy's
    ``min_tokens_for_graph`` or larger than its ``max_tokens_for_graph`` runs eagerly.
-4. Keys (vLLM): the exact FULL key, the relaxed FULL key (no request count, not uniform), the
-   relaxed PIECEWISE key; cascade attention rules FULL out. No key: eager.
-5. The policy: ``should_use_graph(relaxed key, True)`` may veto, ``select_mode(relaxed key,
-   modes with a key)`` chooses; NONE or a mode without a key: eager (``policy_veto``).
+4. Keys (vLLM), each mode on its ladder: FULL takes the uniform-decode key, else the mixed padded
+   key exact, else relaxed (no request count, not uniform); PIECEWISE the relaxed mixed key, so a
+   mixed batch never pays for decode's rounding (12 tokens: PIECEWISE 16, not 18). Cascade
+   attention rules FULL out. No key: eager.
+5. The policy, asked with the relaxed padded key (the uniform-decode one where there is one):
+   ``should_use_graph(key, True)`` may veto, ``select_mode(key, modes with a key)`` chooses; NONE
+   or a mode without a key: eager (``policy_veto``).
 """
 
 from __future__ import annotations
@@ -32,11 +37,13 @@ import numbers
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from ..config.model import install_batch_decision
+import numpy as np
+
+from ..config.batch_decision import install_batch_decision
 from ..config.modes import CUDAGraphMode, short_repr
 from ..config.sizes import check_positive_int, decode_capture_sizes, outside_token_limits, pad_to_capture_size
 from ..reasons import FallbackReason
-from .descriptor import BatchDescriptor
+from .descriptor import BatchDescriptor, check_config, check_descriptor
 from .policy import DefaultDispatchPolicy, DispatchPolicy
 
 if TYPE_CHECKING:
@@ -100,7 +107,12 @@ class Decision:
 @dataclasses.dataclass
 class DispatchKeys:
     """The keys graphs may be captured and replayed under (vLLM's ``cudagraph_keys``, in ``by_mode``),
-    the mode and query length they were made for, and the uniform-decode graph sizes.
+    the mode and query length they were made for, and the ladder of sizes each kind of graph sits on.
+
+    ``mixed_sizes``: the config's capture sizes, as given; mixed batches pad to them, and the graphs
+    of the mixed mode (PIECEWISE, or FULL under mode FULL) sit on them. ``decode_sizes``: the FULL
+    uniform-decode graphs of separate-routine modes, on those sizes rounded up to multiples of the
+    query length (``sizes.decode_capture_sizes``); empty for other modes.
 
     Mutable: a ``CudagraphDispatcher`` adds keys to it under its lock; ``decide`` only reads it.
     """
@@ -110,6 +122,7 @@ class DispatchKeys:
     by_mode: dict[CUDAGraphMode, set[BatchDescriptor]] = dataclasses.field(
         default_factory=lambda: {PIECEWISE: set(), FULL: set()}
     )
+    mixed_sizes: tuple[int, ...] = ()
     decode_sizes: tuple[int, ...] = ()
     initialized: bool = False
 
@@ -117,33 +130,43 @@ class DispatchKeys:
         if runtime_mode not in RUNTIME_GRAPH_MODES:
             name = getattr(runtime_mode, "name", short_repr(runtime_mode))
             raise ValueError(f"cudagraph keys are added for PIECEWISE or FULL only, got runtime_mode={name}")
-        self.by_mode[runtime_mode].add(descriptor)
+        self.by_mode[runtime_mode].add(check_descriptor(descriptor, "batch_descriptor"))
+
+    def ladders(self) -> dict[CUDAGraphMode, tuple[int, ...]]:
+        """The sizes each runtime mode's graphs sit on, for the mode the keys were made for."""
+        ladders: dict[CUDAGraphMode, tuple[int, ...]] = {}
+        mixed = self.mode.mixed_mode()
+        if mixed in RUNTIME_GRAPH_MODES:
+            ladders[mixed] = self.mixed_sizes
+        if self.mode.has_uniform_decode_graphs():
+            ladders[FULL] = self.decode_sizes
+        return ladders
 
     def initialize(self, config: CUDAGraphConfig, mode: CUDAGraphMode, uniform_decode_query_len: int) -> None:
-        """Add the keys ``mode`` captures, for every capture size of ``config`` (and seq_len bucket).
+        """Build each mode's ladder and add its keys, for every size of it (and seq_len bucket).
 
         Mixed batches get ``BatchDescriptor(s)`` (and ``BatchDescriptor(s, seq_len=b)`` per bucket)
-        under the mixed mode. Separate-routine modes with a FULL decode mode also get uniform-decode
-        keys ``BatchDescriptor(s, s // q, uniform_decode=True)``, ``q = uniform_decode_query_len``,
-        for the capture sizes rounded up to multiples of ``q`` (vLLM's rule; the config already
-        rounds its sizes when its own query length is ``q``) up to ``q * max_num_reqs``, so
-        uniform-decode batches pad to whole requests and replay FULL.
+        under the mixed mode, for every capture size of ``config``. Separate-routine modes with a
+        FULL decode mode also get uniform-decode keys ``BatchDescriptor(s, s // q, uniform_decode=True)``,
+        ``q = uniform_decode_query_len``, on their own ladder: the capture sizes rounded up to
+        multiples of ``q`` within the largest capture size and ``q * max_num_reqs`` (vLLM's rule), so
+        uniform-decode batches pad to whole requests and replay FULL while mixed batches keep the
+        capture sizes as given.
         """
         mode = CUDAGraphMode.parse(mode)
-        q = uniform_decode_query_len
-        if isinstance(q, bool) or not isinstance(q, int) or q < 1:
-            raise ValueError(f"uniform_decode_query_len must be a positive integer, got {short_repr(q)}")
+        q = check_positive_int(uniform_decode_query_len, "uniform_decode_query_len")
         sizes = config.cudagraph_capture_sizes
         buckets = config.seq_len_buckets
         seq_axes: list[Optional[int]] = [None, *buckets] if buckets else [None]
         self.mode, self.uniform_decode_query_len = mode, q
+        self.mixed_sizes = tuple(sizes)
         mixed = mode.mixed_mode()
         if mixed in RUNTIME_GRAPH_MODES:
             for s in sizes:
                 for seq in seq_axes:
                     self.add(mixed, BatchDescriptor(s, seq_len=seq))
         self.decode_sizes = ()
-        if mode.separate_routine() and mode.decode_mode() is FULL:
+        if mode.has_uniform_decode_graphs():
             self.decode_sizes = decode_capture_sizes(sizes, q, config.max_num_reqs)
             for s in self.decode_sizes:
                 for seq in seq_axes:
@@ -151,8 +174,30 @@ class DispatchKeys:
         self.initialized = True
 
 
-def _pad(config: CUDAGraphConfig, batch: BatchDescriptor, keys: DispatchKeys) -> Union[BatchDescriptor, Decision]:
-    """``batch`` padded to its graph size and seq_len bucket, or the eager decision when it cannot be."""
+@dataclasses.dataclass(frozen=True)
+class _Padded:
+    """A batch padded on each ladder: ``mixed`` on the capture sizes (relaxed: the key of a general
+    graph), ``decode`` on the uniform-decode ladder (None unless the batch is uniform decode and
+    fits it)."""
+
+    batch: BatchDescriptor
+    mixed: BatchDescriptor
+    decode: Optional[BatchDescriptor]
+
+    def mixed_exact(self) -> BatchDescriptor:
+        """``mixed`` with the batch's request count and uniformity (vLLM's exact key)."""
+        if self.batch.num_reqs is None and not self.batch.uniform_decode:
+            return self.mixed
+        batch = self.batch
+        return BatchDescriptor(self.mixed.num_tokens, batch.num_reqs, batch.uniform_decode, self.mixed.seq_len)
+
+    def primary(self) -> BatchDescriptor:
+        """Not relaxed, the uniform-decode key where the batch has one, else the exact mixed key."""
+        return self.decode if self.decode is not None else self.mixed_exact()
+
+
+def _pad(config: CUDAGraphConfig, batch: BatchDescriptor, keys: DispatchKeys) -> Union[_Padded, Decision]:
+    """``batch`` padded on each ladder and to its seq_len bucket, or the eager decision when it cannot be."""
     seq_len = None
     buckets = config.seq_len_buckets
     if batch.seq_len is not None and buckets:
@@ -162,26 +207,30 @@ def _pad(config: CUDAGraphConfig, batch: BatchDescriptor, keys: DispatchKeys) ->
                 FallbackReason.SEQ_LEN_ABOVE_LARGEST,
                 f"sequence length {batch.seq_len} is above the largest seq_len bucket {buckets[-1]}",
             )
-    q = keys.uniform_decode_query_len
-    if batch.uniform_decode and batch.num_tokens % q == 0:
-        decode = pad_to_capture_size(batch.num_tokens, keys.decode_sizes)
-        if decode is not None:
-            return BatchDescriptor(decode, decode // q, True, seq_len)
-    padded = config.get_padded_batch_size(batch.num_tokens)
+    # The decode ladder never passes the largest capture size, so a batch above that is eager in every mode.
+    padded = pad_to_capture_size(batch.num_tokens, keys.mixed_sizes)
     if padded is None:
-        largest = config.largest_capture_size
-        if largest is None:
+        if not keys.mixed_sizes:
             return Decision.eager(FallbackReason.NO_GRAPH_MODE, "no capture sizes: nothing is captured")
         return Decision.eager(
-            FallbackReason.ABOVE_LARGEST, f"batch of {batch.num_tokens} is above the largest capture size {largest}"
+            FallbackReason.ABOVE_LARGEST,
+            f"batch of {batch.num_tokens} is above the largest capture size {keys.mixed_sizes[-1]}",
         )
-    return BatchDescriptor(padded, batch.num_reqs, batch.uniform_decode, seq_len)
+    decode = None
+    q = keys.uniform_decode_query_len
+    if batch.uniform_decode and batch.num_tokens % q == 0:
+        size = pad_to_capture_size(batch.num_tokens, keys.decode_sizes)
+        if size is not None:
+            decode = BatchDescriptor(size, size // q, True, seq_len)
+    return _Padded(batch, BatchDescriptor(padded, seq_len=seq_len), decode)
 
 
 def padded_descriptor(config: CUDAGraphConfig, batch: BatchDescriptor, keys: DispatchKeys) -> Optional[BatchDescriptor]:
-    """``batch`` padded as ``decide`` pads it (not relaxed), or None when it cannot be padded."""
+    """``batch`` padded as ``decide`` pads it for the policy (not relaxed): on the uniform-decode
+    ladder where it fits there, else on the capture sizes; None when it cannot be padded."""
+    _check_arguments(config, batch, keys)
     padded = _pad(config, batch, keys)
-    return padded if isinstance(padded, BatchDescriptor) else None
+    return padded.primary() if isinstance(padded, _Padded) else None
 
 
 def decide(
@@ -193,6 +242,12 @@ def decide(
 ) -> Decision:
     """Whether ``batch`` (real, unpadded) replays a graph, in which runtime mode, at which padded
     descriptor; see the module docstring for the rules and their order."""
+    _check_arguments(config, batch, keys)
+    if not isinstance(policy, DispatchPolicy):
+        raise TypeError(f"policy must be a DispatchPolicy, got {type(policy).__name__} {short_repr(policy)}")
+    if not isinstance(use_cascade_attn, (bool, np.bool_)):
+        raise TypeError(f"use_cascade_attn must be a bool, got {type(use_cascade_attn).__name__} "
+                        f"{short_repr(use_cascade_attn)}")
     if not keys.mode.has_graphs():
         return Decision.eager(FallbackReason.MODE_NONE)
     if not keys.initialized:
@@ -205,34 +260,45 @@ def decide(
     outside = outside_token_limits(batch.num_tokens, *policy.token_limits())
     if outside is not None:
         return Decision.eager(FallbackReason.OUTSIDE_TOKEN_LIMITS, outside)
-    relaxed = padded.relaxed()
+    mixed = padded.mixed
     full_keys, piecewise_keys = keys.by_mode[FULL], keys.by_mode[PIECEWISE]
     # dict order is preference order: FULL before PIECEWISE, as vLLM tries them.
     candidates: dict[CUDAGraphMode, BatchDescriptor] = {}
     if not use_cascade_attn:
-        if padded in full_keys:
-            candidates[FULL] = padded
-        elif relaxed in full_keys:
-            candidates[FULL] = relaxed
-    if relaxed in piecewise_keys:
-        candidates[PIECEWISE] = relaxed
+        if padded.decode is not None and padded.decode in full_keys:
+            candidates[FULL] = padded.decode
+        elif (exact := padded.mixed_exact()) in full_keys:
+            candidates[FULL] = exact
+        elif mixed in full_keys:
+            candidates[FULL] = mixed
+    if mixed in piecewise_keys:
+        candidates[PIECEWISE] = mixed
     if not candidates:
         cascade = " with cascade attention" if use_cascade_attn else ""
         return Decision.eager(
             FallbackReason.NO_GRAPH_MODE, f"no graph mode for {batch} under mode {keys.mode.name}{cascade}"
         )
     name = type(policy).__name__
-    if not policy.should_use_graph(relaxed, True):
-        return Decision.eager(FallbackReason.POLICY_VETO, f"{name} vetoed the graph for {relaxed}")
-    mode = policy.select_mode(relaxed, list(candidates))
+    key = mixed if padded.decode is None else padded.decode.relaxed()
+    if not policy.should_use_graph(key, True):
+        return Decision.eager(FallbackReason.POLICY_VETO, f"{name} vetoed the graph for {key}")
+    mode = policy.select_mode(key, list(candidates))
     chosen = candidates.get(mode) if isinstance(mode, CUDAGraphMode) else None
     if chosen is None:
         offered = ", ".join(m.name for m in candidates)
         return Decision.eager(
             FallbackReason.POLICY_VETO,
-            f"{name} chose {getattr(mode, 'name', short_repr(mode, 40))} for {relaxed} out of {offered}",
+            f"{name} chose {getattr(mode, 'name', short_repr(mode, 40))} for {key} out of {offered}",
         )
     return Decision(mode, chosen)
+
+
+def _check_arguments(config: Any, batch: Any, keys: Any) -> None:
+    check_config(config)
+    check_descriptor(batch, "batch")
+    if not isinstance(keys, DispatchKeys):
+        raise TypeError(f"keys must be DispatchKeys (a dispatcher's .keys), got {type(keys).__name__} "
+                        f"{short_repr(keys)}")
 
 
 @functools.lru_cache(maxsize=8)
@@ -247,8 +313,16 @@ def decide_for_config(config: CUDAGraphConfig, batch: BatchDescriptor, use_casca
     """``decide`` with the keys and the default policy ``config`` alone describes: what a dispatcher
     made from the config decides. The config's ``should_use_cudagraph`` and the registry's
     batch-size API answer with it."""
+    check_config(config)
     keys, policy = _config_rules(config)
     return decide(config, batch, keys, policy, use_cascade_attn)
+
+
+def capture_ladders(config: CUDAGraphConfig) -> dict[CUDAGraphMode, tuple[int, ...]]:
+    """The sizes each runtime mode's graphs sit on under ``config`` (``DispatchKeys.ladders``)."""
+    check_config(config)
+    keys, _ = _config_rules(config)
+    return keys.ladders()
 
 
 def decide_batch_size(
@@ -262,4 +336,19 @@ def decide_batch_size(
     return decide_for_config(config, BatchDescriptor(batch_size, num_reqs, uniform_decode, seq_len))
 
 
-install_batch_decision(decide_batch_size)  # CUDAGraphConfig.should_use_cudagraph asks it
+def padded_batch_size(
+    config: CUDAGraphConfig, batch_size: int, *, num_reqs: Optional[int] = None, uniform_decode: bool = False,
+) -> Optional[int]:
+    """The size a batch of ``batch_size`` real rows pads to: its graph's when the decision replays
+    one, else where it would pad (``padded_descriptor``); None above the largest capture size."""
+    check_positive_int(batch_size, "batch_size")
+    decision = decide_batch_size(config, batch_size, num_reqs=num_reqs, uniform_decode=uniform_decode)
+    if decision.descriptor is not None:
+        return decision.descriptor.num_tokens
+    keys, _ = _config_rules(config)
+    padded = padded_descriptor(config, BatchDescriptor(batch_size, num_reqs, uniform_decode), keys)
+    return None if padded is None else padded.num_tokens
+
+
+# CUDAGraphConfig.should_use_cudagraph and get_padded_batch_size ask these.
+install_batch_decision(decide_batch_size, padded_batch_size)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Optional
+from typing import Any, Optional
 
-from ..config.modes import CUDAGraphMode
+from ..config.model import CUDAGraphConfig
+from ..config.modes import CUDAGraphMode, short_repr
 from ..config.sizes import (
     DEFAULT_MAX_CAPTURE_SIZE,
     check_positive_int,
+    decode_capture_sizes,
     default_max_capture_size,
     normalise_sizes,
     resolve_capture_sizes,
@@ -44,12 +46,30 @@ class BatchDescriptor:
 
     def relaxed(self) -> BatchDescriptor:
         """The same batch without the request count and uniformity: the key a general graph serves."""
-        return dataclasses.replace(self, num_reqs=None, uniform_decode=False)
+        if self.num_reqs is None and not self.uniform_decode:
+            return self
+        return BatchDescriptor(self.num_tokens, seq_len=self.seq_len)
 
     @property
     def is_prefill(self) -> bool:
         return not self.uniform_decode
 
+
+
+def check_descriptor(value: Any, name: str) -> BatchDescriptor:
+    """``value`` if it is a ``BatchDescriptor``; else a TypeError naming ``name`` and what it takes."""
+    if not isinstance(value, BatchDescriptor):
+        hint = " (build one: BatchDescriptor(num_tokens) or create_dispatch_key(...))"
+        raise TypeError(f"{name} must be a BatchDescriptor{hint}, got {type(value).__name__} {short_repr(value)}")
+    return value
+
+
+def check_config(value: Any, name: str = "config") -> CUDAGraphConfig:
+    """``value`` if it is a ``CUDAGraphConfig``; else a TypeError naming ``name``."""
+    if not isinstance(value, CUDAGraphConfig):
+        raise TypeError(f"{name} must be a CUDAGraphConfig (CUDAGraphConfig.from_dict makes one from a dict), "
+                        f"got {type(value).__name__} {short_repr(value)}")
+    return value
 
 
 def create_dispatch_key(
@@ -59,11 +79,14 @@ def create_dispatch_key(
     is_prefill: bool = True,
 ) -> BatchDescriptor:
     """Factory for dispatch keys; a non-prefill batch is uniform decode."""
+    if not isinstance(is_prefill, bool):
+        raise TypeError(f"is_prefill must be a bool, got {type(is_prefill).__name__} {short_repr(is_prefill)}")
     return BatchDescriptor(num_tokens, num_reqs, uniform_decode=not is_prefill, seq_len=max_seq_len)
 
 
 def get_padded_key(key: BatchDescriptor, pad_to: int) -> BatchDescriptor:
     """``key`` with ``num_tokens`` padded to ``pad_to`` (which must not be smaller)."""
+    check_descriptor(key, "key")
     check_positive_int(pad_to, "pad_to")
     if pad_to < key.num_tokens:
         raise ValueError(f"pad_to={pad_to} is smaller than the key's num_tokens={key.num_tokens}")
@@ -81,10 +104,12 @@ def get_cudagraph_sizes(
 
     Given ``capture_sizes`` are kept up to ``max_num_tokens``. Unset, the defaults go up to
     min(2 x max_num_reqs x query length, 512) (512 without ``max_num_reqs``), and not past
-    ``max_num_tokens``: ``(None, 128, 2048, FULL_AND_PIECEWISE)`` stops at 256. With a query length
-    above 1 and FULL decode graphs, sizes are rounded up to multiples of it. Mode NONE captures
-    nothing; FULL_DECODE_ONLY graphs only serve decode batches, so its sizes also stop at
-    ``max_num_reqs`` x query length.
+    ``max_num_tokens``: ``(None, 128, 2048, FULL_AND_PIECEWISE)`` stops at 256. These are the
+    config's capture sizes, never rounded to the query length: mixed batches and PIECEWISE graphs
+    use them as they are, and the FULL uniform-decode graphs of FULL_AND_PIECEWISE sit on them
+    rounded up (``decode_capture_sizes``). Mode NONE captures nothing; FULL_DECODE_ONLY graphs
+    only serve uniform-decode batches, so its sizes are that ladder itself: rounded up to
+    multiples of the query length, up to ``max_num_reqs`` x query length.
     """
     mode = CUDAGraphMode.parse(mode)
     if not mode.has_graphs():
@@ -102,9 +127,7 @@ def get_cudagraph_sizes(
         sizes = [s for s in normalise_sizes(capture_sizes) if max_num_tokens is None or s <= max_num_tokens]
         if not sizes:
             return []
-    _, resolved = resolve_capture_sizes(
-        sizes, largest, max_num_reqs, q, round_to_query_len=mode.decode_mode() is CUDAGraphMode.FULL
-    )
-    if mode is CUDAGraphMode.FULL_DECODE_ONLY and max_num_reqs is not None:
-        resolved = [s for s in resolved if s <= max_num_reqs * q]
+    _, resolved = resolve_capture_sizes(sizes, largest, max_num_reqs, q)
+    if mode is CUDAGraphMode.FULL_DECODE_ONLY:
+        return list(decode_capture_sizes(resolved, q, max_num_reqs))
     return resolved

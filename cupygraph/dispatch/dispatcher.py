@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import numbers
 import threading
 from collections.abc import Iterator
 from typing import Any, Optional
 
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
+from ..config.modes import short_repr
 from ..logs import logger
 from ..reasons import FallbackReason
 from .decision import RUNTIME_GRAPH_MODES, Decision, DispatchKeys, decide, padded_descriptor
-from .descriptor import BatchDescriptor
+from .descriptor import BatchDescriptor, check_config, check_descriptor
 from .policy import DefaultDispatchPolicy, DispatchPolicy
 from .stats import DispatchStats
 
@@ -47,7 +49,10 @@ class Dispatcher:
         config: Optional[CUDAGraphConfig] = None,
         policy: Optional[DispatchPolicy] = None,
     ):
-        self.config = config if config is not None else CUDAGraphConfig()
+        self.config = CUDAGraphConfig() if config is None else check_config(config)
+        if policy is not None and not isinstance(policy, DispatchPolicy):
+            raise TypeError(f"policy must be a DispatchPolicy (DefaultDispatchPolicy, AdaptiveDispatchPolicy or a "
+                            f"subclass) or None, got {type(policy).__name__} {short_repr(policy)}")
         self.policy = policy if policy is not None else DefaultDispatchPolicy.from_config(self.config)
         self.keys = DispatchKeys(self.config.mode, self.config.uniform_decode_query_len)
         self.dispatch_stats = DispatchStats()
@@ -86,7 +91,9 @@ class Dispatcher:
 
     def policy_key(self, batch_descriptor: BatchDescriptor) -> Optional[BatchDescriptor]:
         """The padded, relaxed key policies see for this batch; None when it is above the largest."""
-        padded = padded_descriptor(self.config, batch_descriptor, self.keys)
+        check_descriptor(batch_descriptor, "batch_descriptor")
+        with self._lock:
+            padded = padded_descriptor(self.config, batch_descriptor, self.keys)
         return None if padded is None else padded.relaxed()
 
     def decide(self, batch_descriptor: BatchDescriptor, use_cascade_attn: bool = False, *,
@@ -95,6 +102,7 @@ class Dispatcher:
 
         Counted in ``dispatch_stats`` unless ``count`` is False (a query that runs nothing).
         """
+        check_descriptor(batch_descriptor, "batch_descriptor")
         with self._lock:
             decision = decide(self.config, batch_descriptor, self.keys, self.policy, use_cascade_attn)
             if count:
@@ -133,6 +141,7 @@ class Dispatcher:
 
     def record_latency(self, batch_descriptor: BatchDescriptor, mode: CUDAGraphMode, latency: float) -> None:
         """Forward a measured latency to the policy (if it learns) under the key it decides on."""
+        mode = CUDAGraphMode.parse(mode)
         record = getattr(self.policy, "record", None)
         key = self.policy_key(batch_descriptor)
         if record is not None and key is not None:
@@ -193,12 +202,16 @@ class CompositeDispatcher:
         self._lock = threading.Lock()
 
     def add_dispatcher(self, name: str, dispatcher: Any, priority: int = 0) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__} {short_repr(name)}")
+        if isinstance(priority, bool) or not isinstance(priority, numbers.Integral):
+            raise TypeError(f"priority must be an integer, got {type(priority).__name__} {short_repr(priority)}")
         if not callable(getattr(dispatcher, "dispatch", None)):
             raise TypeError(f"dispatcher {name!r} has no dispatch() method: {type(dispatcher).__name__}")
         with self._lock:
             if any(member[2] == name for member in self._members):
                 raise ValueError(f"a dispatcher named {name!r} is already added; remove it first")
-            self._members.append((-priority, self._added, name, dispatcher))
+            self._members.append((-int(priority), self._added, name, dispatcher))
             self._added += 1
             self._members.sort(key=lambda member: member[:2])
 
@@ -215,6 +228,7 @@ class CompositeDispatcher:
         return [member[2] for member in self._members]
 
     def dispatch(self, key: BatchDescriptor, use_cascade_attn: bool = False) -> CompositeDecision:
+        check_descriptor(key, "key")
         with self._lock:
             members = list(self._members)
         asked: list[str] = []

@@ -24,14 +24,23 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..config.modes import CUDAGraphMode
+from ..config.modes import CUDAGraphMode, short_repr
 from ..config.sizes import check_positive_int, outside_token_limits
-from .descriptor import BatchDescriptor
+from .descriptor import BatchDescriptor, check_config, check_descriptor
 
 if TYPE_CHECKING:
     from ..config.model import CUDAGraphConfig
 
 _GRAPH_MODES = (CUDAGraphMode.FULL, CUDAGraphMode.PIECEWISE)
+
+
+def runtime_modes(available_modes: Any) -> list[CUDAGraphMode]:
+    """``available_modes`` (a policy's ``select_mode`` argument) as a list of modes, each parsed
+    (names in any case); a single mode or a non-iterable is a TypeError naming the argument."""
+    if isinstance(available_modes, (str, bytes, CUDAGraphMode)) or not isinstance(available_modes, Iterable):
+        raise TypeError(f"available_modes must be a list of runtime modes (e.g. [CUDAGraphMode.FULL]), got "
+                        f"{type(available_modes).__name__} {short_repr(available_modes)}")
+    return [CUDAGraphMode.parse(mode) for mode in available_modes]
 
 
 class DispatchPolicy(ABC):
@@ -48,7 +57,7 @@ class DispatchPolicy(ABC):
 
     def within_limits(self, batch: BatchDescriptor) -> bool:
         """True when the real batch ``batch`` is within ``token_limits()``."""
-        return outside_token_limits(batch.num_tokens, *self.token_limits()) is None
+        return outside_token_limits(check_descriptor(batch, "batch").num_tokens, *self.token_limits()) is None
 
     @abstractmethod
     def should_use_graph(self, key: BatchDescriptor, graph_available: bool) -> bool:
@@ -83,13 +92,17 @@ class DefaultDispatchPolicy(DispatchPolicy):
                     f"max_tokens_for_graph={max_tokens_for_graph} is below "
                     f"min_tokens_for_graph={min_tokens_for_graph}"
                 )
+        if not isinstance(prefer_piecewise, bool):
+            raise TypeError(f"prefer_piecewise must be a bool, got {type(prefer_piecewise).__name__} "
+                            f"{short_repr(prefer_piecewise)}")
         self.min_tokens_for_graph = min_tokens_for_graph
         self.max_tokens_for_graph = max_tokens_for_graph
-        self.prefer_piecewise = bool(prefer_piecewise)
+        self.prefer_piecewise = prefer_piecewise
 
     @classmethod
     def from_config(cls, config: CUDAGraphConfig, **kwargs: Any) -> DefaultDispatchPolicy:
         """The policy the config's ``min/max_tokens_for_graph`` and ``prefer_piecewise`` describe."""
+        check_config(config)
         return cls(
             min_tokens_for_graph=config.min_tokens_for_graph,
             max_tokens_for_graph=config.max_tokens_for_graph,
@@ -101,10 +114,12 @@ class DefaultDispatchPolicy(DispatchPolicy):
         return self.min_tokens_for_graph, self.max_tokens_for_graph
 
     def should_use_graph(self, key: BatchDescriptor, graph_available: bool) -> bool:
+        check_descriptor(key, "key")
         return bool(graph_available)
 
     def select_mode(self, key: BatchDescriptor, available_modes: Iterable[CUDAGraphMode]) -> CUDAGraphMode:
-        available = set(available_modes)
+        check_descriptor(key, "key")
+        available = set(runtime_modes(available_modes))
         if self.prefer_piecewise and CUDAGraphMode.PIECEWISE in available:
             return CUDAGraphMode.PIECEWISE
         for mode in _GRAPH_MODES:
@@ -156,6 +171,7 @@ class AdaptiveDispatchPolicy(DefaultDispatchPolicy):
 
     def record(self, key: BatchDescriptor, mode: CUDAGraphMode, latency: float) -> None:
         """Add one measured latency (any unit, the same for all calls) of ``key`` run in ``mode``."""
+        check_descriptor(key, "key")
         mode = CUDAGraphMode.parse(mode)
         if not mode.valid_runtime_modes():
             raise ValueError(f"latencies are recorded per runtime mode (NONE, PIECEWISE, FULL), got {mode.name}")
@@ -168,11 +184,13 @@ class AdaptiveDispatchPolicy(DefaultDispatchPolicy):
 
     def median_latency(self, key: BatchDescriptor, mode: CUDAGraphMode) -> Optional[float]:
         """Median of the recorded latencies of ``key`` in ``mode``; None without samples."""
+        check_descriptor(key, "key")
         with self._lock:
             samples = self._history.get(key, {}).get(CUDAGraphMode.parse(mode))
             return statistics.median(samples) if samples else None
 
     def num_samples(self, key: BatchDescriptor, mode: CUDAGraphMode) -> int:
+        check_descriptor(key, "key")
         with self._lock:
             return len(self._history.get(key, {}).get(CUDAGraphMode.parse(mode), ()))
 
@@ -188,6 +206,7 @@ class AdaptiveDispatchPolicy(DefaultDispatchPolicy):
 
     def slower_than_eager(self, key: BatchDescriptor, mode: CUDAGraphMode) -> bool:
         """True once ``mode`` has been measured slower than eager for ``key``."""
+        check_descriptor(key, "key")
         with self._lock:
             return self._verdict(key, CUDAGraphMode.parse(mode)) is True
 
@@ -198,8 +217,10 @@ class AdaptiveDispatchPolicy(DefaultDispatchPolicy):
             return not all(self._verdict(key, mode) is True for mode in _GRAPH_MODES)
 
     def select_mode(self, key: BatchDescriptor, available_modes: Iterable[CUDAGraphMode]) -> CUDAGraphMode:
+        check_descriptor(key, "key")
+        available = runtime_modes(available_modes)
         with self._lock:
-            kept = [m for m in available_modes if m in _GRAPH_MODES and self._verdict(key, m) is not True]
+            kept = [m for m in available if m in _GRAPH_MODES and self._verdict(key, m) is not True]
         return super().select_mode(key, kept)
 
     def reset(self) -> None:

@@ -49,6 +49,8 @@ _STATUS = {
 }
 BINDINGS = ("auto", "nvmath", "ctypes")
 ENV = "CUPYGRAPH_CUBLAS_BINDING"
+# nvmath-python comes with the GPU extras (setup.cfg): an error for a missing one says how to get it.
+NVMATH_INSTALL = "pip install 'cupygraph[cuda13]' (or [cuda12]), or pip install nvmath-python"
 
 
 class CublasError(CupyGraphError, RuntimeError):
@@ -206,7 +208,7 @@ class NvmathCublas:
             cublas = importlib.import_module("nvmath.bindings.cublas")
         except Exception as err:
             raise BackendUnavailableError(
-                f"the nvmath cuBLAS binding needs nvmath-python (pip install nvmath-python): "
+                f"the nvmath cuBLAS binding needs nvmath-python ({NVMATH_INSTALL}): "
                 f"{type(err).__name__}: {err}") from err
         self._lib = cublas
         self._error: type[BaseException] = getattr(cublas, "cuBLASError", Exception)

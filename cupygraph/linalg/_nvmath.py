@@ -15,6 +15,7 @@ from ..backends.capturing import stream_is_capturing
 from ..backends.holding import hold, holding_active
 from ..errors import BackendUnavailableError, CaptureError
 from ..reasons import FallbackReason
+from ._binding import NVMATH_INSTALL
 from ._retire import destroy_retired, retire
 
 
@@ -34,7 +35,7 @@ class LazyBinding:
                     self._module = importlib.import_module(f"nvmath.bindings.{self.name}")
                 except Exception as err:
                     raise BackendUnavailableError(
-                        f"{self.needed_by} nvmath-python (pip install nvmath-python): {type(err).__name__}: {err}"
+                        f"{self.needed_by} nvmath-python ({NVMATH_INSTALL}): {type(err).__name__}: {err}"
                     ) from err
             return self._module
 

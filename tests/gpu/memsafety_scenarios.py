@@ -307,9 +307,10 @@ def scenario_dump() -> None:
     graphed = cg.jit(lambda x: cupy.fft.fft(x * 2, axis=1) + 1, config=FFT_ONLY)
     graphed(complex_random(rng))
     rec = recording(graphed)
-    walker = cupy_audit.GraphWalker(cupy_audit.library_of)
-    walker.walk(int(rec.graph.graph))
-    drv = walker.drv
+    from cupygraph.backends.driver import bindings
+
+    walker = cupy_audit.NodeAddresses(rec.graphs.all, cupy_audit.library_of)
+    drv = bindings()
     for node in walker.nodes:
         print("node", node.kind, node.name[:100], node.library, [hex(w) for w in node.words][:12])
     print("unaudited", walker.unaudited, "owned", walker.owned)
@@ -323,7 +324,7 @@ def scenario_dump() -> None:
             print("kernel func", int(p.func), "kern", int(p.kern), "params", hex(int(p.kernelParams)),
                   "extra", hex(int(p.extra)))
     print("held plans", len(rec.held), "audit at capture:", rec.audit is not None)
-    report, _ = cupy_audit._audit(graphed.backend, rec, [rec.graph.graph], graphed.__wrapped__, [], {})
+    report, _ = cupy_audit._audit(graphed.backend, rec, rec.graphs.all, graphed.__wrapped__, [], {})
     for ref in report.references:
         print("ref", ref.owner, ref.describe()[:200])
     from cupygraph.kernels import get_kernel
@@ -363,7 +364,7 @@ def scenario_dump() -> None:
     rec = recording(timed)
     start = time.perf_counter()
     for _ in range(5):
-        cupy_audit._audit(timed.backend, rec, [rec.graph.graph], chain, [x], {})
+        cupy_audit._audit(timed.backend, rec, rec.graphs.all, chain, [x], {})
     print(f"audit alone: {1e3 * (time.perf_counter() - start) / 5:.2f} ms per 101-node graph")
 
 

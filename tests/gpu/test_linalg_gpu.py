@@ -15,6 +15,8 @@ import threading
 
 import numpy as np
 import pytest
+from extras import needs_nvmath
+from replay_helpers import run_threads
 from repo_files import load_example
 
 import cupygraph as cg
@@ -80,8 +82,8 @@ def run_in_thread(fn, *args):
 
 @pytest.fixture(params=["ctypes", "nvmath"])
 def binding(request, monkeypatch):
-    if request.param == "nvmath" and importlib.util.find_spec("nvmath") is None:
-        pytest.skip("nvmath-python is not installed here")
+    if request.param == "nvmath":
+        needs_nvmath("the nvmath cuBLAS binding")
     monkeypatch.setenv("CUPYGRAPH_CUBLAS_BINDING", request.param)
     return request.param
 
@@ -302,11 +304,10 @@ def test_cupy_matmul_fallback_names_the_capturable_replacement():
 
 
 def test_binding_enums_match_nvmath():
-    if importlib.util.find_spec("nvmath") is None:
-        pytest.skip("nvmath-python is not installed here")
+    needs_nvmath("the nvmath cuBLAS binding")
     from cupygraph.linalg import _binding
 
-    cublas = importlib.import_module("nvmath.bindings.cublas")  # optional: not a declared dependency
+    cublas = importlib.import_module("nvmath.bindings.cublas")  # from the GPU extras
 
     assert (_binding.OP_N, _binding.OP_T) == (cublas.Operation.N, cublas.Operation.T)
     assert _binding.POINTER_MODE_DEVICE == cublas.PointerMode.DEVICE
@@ -326,6 +327,7 @@ def test_mlp_example_runs_as_full_graphs():
 def test_cusolver_and_cusparse_handles_of_an_ended_thread_are_destroyed():
     """A thread's cuSOLVER and cuSPARSE handles go once the thread ended and nothing holds them
     (they were kept for the process's life before); the library keeps working afterwards."""
+    needs_nvmath()
     import cupyx.scipy.sparse
 
     from cupygraph.linalg import _retire
@@ -336,15 +338,14 @@ def test_cusolver_and_cusparse_handles_of_an_ended_thread_are_destroyed():
     b = cupy.asarray(rng.standard_normal((8, 3)))
     sparse = cupyx.scipy.sparse.random(8, 8, density=0.3, format="csr", dtype=np.float64, random_state=1)
 
-    def work() -> None:
+    def work(_: int) -> None:
         cg.linalg.solve(a, b)
         cg.linalg.spmm(sparse, b)
         cupy.cuda.get_current_stream().synchronize()
 
     _retire.destroy_retired()
-    thread = threading.Thread(target=work)
-    thread.start()
-    thread.join()
+    errors = run_threads(work, 1)  # the thread's own failure, not a count of 0 handles below
+    assert not errors, errors
     gc.collect()
     assert _retire.pending() >= 2  # the thread's cuSOLVER and cuSPARSE handles, queued
     assert _retire.destroy_retired() >= 2 and _retire.pending() == 0

@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 import pytest
+from extras import needs_nvmath
 from repo_files import load_tool
 
 import cupygraph as cg
@@ -127,10 +128,13 @@ SOLVERS = {
     "spmm_dense_first": (lambda a, b: la.spmm(a, _csr_t()), lambda a, b: a @ _csr_t()),
     "einsum": (lambda a, b: la.einsum("ij,jk->ki", a, b), lambda a, b: cupy.einsum("ij,jk->ki", a, b)),
 }
+ON_CUBLAS = {"tensordot", "einsum"}  # the others call cuSOLVER or cuSPARSE, through nvmath-python
 
 
 @pytest.mark.parametrize("name", sorted(SOLVERS))
 def test_cusolver_calls_capture_and_replay_bit_identical_to_eager(name):
+    if name not in ON_CUBLAS:
+        needs_nvmath()
     ours, cupys = SOLVERS[name]
     with cupy.cuda.Device(0):
         f = cg.jit(ours, config=CONFIG)
@@ -181,6 +185,7 @@ def run_three_close(fn, f, make, rtol):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", sorted(SPECTRAL))
 def test_eigh_and_svd_capture_and_replay_as_eager(name, dtype):
+    needs_nvmath()
     # XsyevBatched (eigh) and gesvdjBatched (svd), up to 32x32, capture; replays equal eager calls bit for
     # bit, except eigh in float32 (equal to rounding: the probe saw its eager runs differ in the last bits).
     ours = SPECTRAL[name]
@@ -197,6 +202,7 @@ def test_eigh_and_svd_capture_and_replay_as_eager(name, dtype):
 
 @pytest.mark.parametrize(("name", "routine"), [("eigh", "dsyevd"), ("svd", "dgesvd")])
 def test_eigh_and_svd_of_larger_matrices_fall_back_cleanly_and_the_handle_stays_usable(name, routine):
+    needs_nvmath()
     # syevd/gesvd fail under capture (and broke the handle for the eager run after): refused before any call.
     ours = {"eigh": lambda a: la.eigh(a)[0], "svd": lambda a: la.svd(a)[1]}[name]
     cupys = {"eigh": lambda a: cupy.linalg.eigh(a)[0], "svd": lambda a: cupy.linalg.svd(a)[1]}[name]
@@ -215,6 +221,7 @@ def test_eigh_and_svd_of_larger_matrices_fall_back_cleanly_and_the_handle_stays_
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_dense_at_csr_captures_replays_bit_identical_and_matches_cupyx(dtype):
+    needs_nvmath()
     import cupyx.scipy.sparse
 
     s = cupyx.scipy.sparse.random(64, 48, density=0.2, format="csr", dtype=dtype, random_state=5)
@@ -258,6 +265,7 @@ def _tuple(v):
 
 
 def test_a_failed_factorisation_is_nan_and_info_after_the_replay():
+    needs_nvmath()
     def factor(a):
         return la.cholesky(a, return_info=True)
 
@@ -274,6 +282,7 @@ def test_a_failed_factorisation_is_nan_and_info_after_the_replay():
 
 
 def test_a_singular_solve_is_nan_and_info_after_the_replay():
+    needs_nvmath()
     def solved(a, b):
         return la.solve(a, b, return_info=True)
 
@@ -290,6 +299,7 @@ def test_a_singular_solve_is_nan_and_info_after_the_replay():
 
 
 def test_the_corpus():
+    needs_nvmath()
     corpus = load_tool("corpus")
     run = corpus.run_all()
     path = os.environ.get("CUPYGRAPH_CORPUS_JSON")

@@ -198,7 +198,8 @@ def test_every_target_row_on_the_page_ends_in_met_or_missed(tmp_path):
     payload = dict(environment=dict(card="fake"), command="python3 tools/bench.py --quick", results=rows,
                    settings=dict(quick=True, block=200, rounds=5), notes={}, capture=None)
     text = bench_report.page(payload)
-    table = text.split("## Targets")[1].split("\n\n")[1].splitlines()[2:]
+    section = text.split("## Targets")[1].split("\n## ")[0]
+    table = [line for line in section.splitlines() if line.startswith("| ")][2:]
     assert table and all(line.rstrip(" |").rsplit("| ", 1)[1] in ("met", "missed") for line in table)
     assert "torch.compile (reduce-overhead) | theirs ÷ ours" not in text  # the target text is not split
     assert "quick run" in text and "Blocks of 200 calls, 5 rounds" in text
@@ -405,6 +406,34 @@ def test_a_failing_case_keeps_the_rows_before_it_and_the_other_workloads_still_r
     assert any(n.startswith("case n=65536 failed and ended this workload") and "illegal memory access" in n
                for n in data["notes"]["chain"])
     assert {(r["workload"], r["size"]) for r in data["results"]} == {("chain", 1024), ("mlp", 1), ("mlp", 64)}
+
+
+def test_the_page_opens_with_its_runs_and_every_table_names_its_run():
+    # Issue 27: a reader must see at a glance which run and which card gave each table.
+    def payload(workload, command, date):
+        return dict(environment=dict(card="H100", driver="1", date=date, gpus_on_host=1),
+                    settings=dict(quick=False, block=200, rounds=7), results=[row(workload, 1, "bare", 10.0)],
+                    command=command, notes={}, capture=None, complete=True)
+
+    merged = bench_report.merge([payload("chain", "bench chain", "d1 UTC"), payload("piecewise", "bench pw", "d2 UTC")])
+    cf = {"meta": {"device": "H200", "date": "d0 UTC", "command": "cf"},
+          "results": [{"n": 64, "graph_while": {"median_ms": 1.0, "iterations": 3}, "graph_body": {"median_ms": 2.5}}]}
+    extra = [bench_report.parse_run("Z1|d3|2× H100|`zc`|hot path")]
+    text = bench_report.page(merged, cf, runs=extra)
+    runs = text.split("## Runs")[1].split("\n## ")[0]
+    assert "| R1 | d1 | one H100 (device 0 of 1 on the host) | `bench chain` | chain |" in runs
+    assert "| R2 | d2 | one H100 (device 0 of 1 on the host) | `bench pw` | piecewise |" in runs
+    assert "| R3 | d0 | H200 | `cf` | control flow (CG to tolerance) |" in runs
+    assert "| Z1 | d3 | 2× H100 | `zc` | hot path |" in runs
+    tables = text.split("## Full tables")[1]
+    for heading, run in (("### chain", "R1"), ("### piecewise", "R2"), ("### control flow", "R3")):
+        after = tables.split(heading)[1].split("\n", 1)[1].lstrip("\n").splitlines()[0]
+        assert after.startswith(f"*Run {run}: "), (heading, after)
+    assert "*Runs R1, R2; the #6 rows: run R3.*" in text
+    with pytest.raises(ValueError, match="5 fields"):
+        bench_report.parse_run("Z1|d3|card")
+    with pytest.raises(ValueError, match="same id"):
+        bench_report.page(merged, cf, runs=[bench_report.parse_run("R1|d|c|x|y")])
 
 
 def test_runs_merge_only_when_card_and_settings_match():

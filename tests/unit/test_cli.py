@@ -108,13 +108,25 @@ def test_show_json_of_defaults(capsys):
     assert len(view["resolved"]["cudagraph_capture_sizes"]) == 51
     assert view["resolved"]["largest_capture_size"] == 512
     assert view["resolved"]["mode"]["name"] == "FULL"
+    assert view["resolved"]["capture_sizes_by_mode"] == {"FULL": view["resolved"]["cudagraph_capture_sizes"]}
+
+
+def test_show_lists_each_modes_sizes_under_speculative_decoding(capsys, tmp_path):
+    """Issue 33: the uniform-decode FULL graphs sit on their own sizes; show says which."""
+    path = tmp_path / "spec.yaml"
+    path.write_text("mode: FULL_AND_PIECEWISE\ncapture_sizes: [1, 2, 4, 8, 16, 24]\nmax_num_reqs: 8\n"
+                    "uniform_decode_query_len: 3\n", encoding="utf-8")
+    code, out, _ = run(capsys, "show", "--json", str(path))
+    resolved = json.loads(out)["resolved"]
+    assert code == 0 and resolved["cudagraph_capture_sizes"] == [1, 2, 4, 8, 16, 24]
+    assert resolved["capture_sizes_by_mode"] == {"PIECEWISE": [1, 2, 4, 8, 16, 24], "FULL": [3, 6, 9, 18, 24]}
 
 
 def test_show_disabled_has_no_sizes(capsys):
     code, out, _ = run(capsys, "show", "--json", str(REPO / "configs" / "disabled.yaml"))
     view = json.loads(out)
     assert code == 0 and view["resolved"]["cudagraph_capture_sizes"] == []
-    assert view["resolved"]["largest_capture_size"] is None
+    assert view["resolved"]["largest_capture_size"] is None and view["resolved"]["capture_sizes_by_mode"] == {}
     assert view["resolved"]["mode"]["has_graphs"] is False
 
 

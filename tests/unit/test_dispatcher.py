@@ -54,9 +54,9 @@ def test_piecewise_mode_keys():
 
 def test_full_and_piecewise_keys_respect_q_len_and_max_num_reqs():
     d = make("FULL_AND_PIECEWISE", q=2, max_num_reqs=8)
-    # vLLM rounds every capture size up to a multiple of q: 1 becomes 2.
-    assert d.cudagraph_keys[PIECEWISE] == {BatchDescriptor(s) for s in (2, 4, 8, 16, 32)}
-    # 32 > q * max_num_reqs = 16.
+    # PIECEWISE keeps the capture sizes as given (issue 33)...
+    assert d.cudagraph_keys[PIECEWISE] == {BatchDescriptor(s) for s in SIZES}
+    # ...while decode graphs sit on them rounded up to multiples of q (1 becomes 2), and 32 > q * max_num_reqs = 16.
     assert d.cudagraph_keys[FULL] == {decode(s, q=2) for s in (2, 4, 8, 16)}
     assert BatchDescriptor(4, 2, uniform_decode=True) in d.cudagraph_keys[FULL]
 
@@ -275,8 +275,8 @@ def test_speculative_decode_batches_replay_full_graphs():
     assert d.dispatch(BatchDescriptor(12, 4, uniform_decode=True)) == (FULL, BatchDescriptor(18, 6, True))
     # An exact match is not over-padded.
     assert d.dispatch(BatchDescriptor(9, 3, uniform_decode=True)) == (FULL, BatchDescriptor(9, 3, True))
-    # Mixed batches pad to the same rounded sizes (vLLM's rule).
-    assert d.dispatch(BatchDescriptor(12, 2)) == (PIECEWISE, BatchDescriptor(18))
+    # Mixed batches keep the capture sizes as given (issue 33): 16, not the decode graph's 18.
+    assert d.dispatch(BatchDescriptor(12, 2)) == (PIECEWISE, BatchDescriptor(16))
 
 
 @pytest.mark.parametrize("mode", ["FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"])
@@ -284,27 +284,28 @@ def test_speculative_decode_batches_replay_full_graphs():
 def test_every_uniform_decode_batch_within_the_limits_is_full(mode, q):
     d = spec(mode, q, max_num_reqs=64)
     sizes = d.config.cudagraph_capture_sizes
-    decode_sizes = [s for s in sizes if s <= 64 * q]
-    assert all(s % q == 0 for s in sizes)
+    decode_sizes = sorted({-(-s // q) * q for s in sizes} & set(range(1, min(sizes[-1], 64 * q) + 1)))
+    assert d.keys.decode_sizes == tuple(decode_sizes) and all(s % q == 0 for s in decode_sizes)
     assert d.cudagraph_keys[FULL] == {BatchDescriptor(s, s // q, True) for s in decode_sizes}
     for reqs in range(1, 65):
         n = reqs * q
         mode_got, key = d.dispatch(BatchDescriptor(n, reqs, uniform_decode=True))
         padded = min(s for s in decode_sizes if s >= n)
         assert (mode_got, key) == (FULL, BatchDescriptor(padded, padded // q, True)), n
-        if n in sizes:
+        if n in decode_sizes:
             assert key.num_tokens == n  # exact matches are not over-padded
 
 
 def test_decode_batches_above_the_request_limit_are_not_full():
-    # Sizes up to min(2 x 4 x 3, 512) = 24, rounded: 3, 6, 9, 18, 24; decode graphs up to 4 x 3 = 12.
+    # Sizes up to min(2 x 4 x 3, 512) = 24: 1, 2, 4, 8, 16, 24; decode graphs on them rounded up to
+    # multiples of 3 and at most 4 x 3 = 12 tokens: 3, 6, 9.
     d = spec("FULL_AND_PIECEWISE", 3, max_num_reqs=4)
-    assert d.config.cudagraph_capture_sizes == (3, 6, 9, 18, 24)
+    assert d.config.cudagraph_capture_sizes == (1, 2, 4, 8, 16, 24) and d.keys.decode_sizes == (3, 6, 9)
     assert d.dispatch(BatchDescriptor(9, 3, True)) == (FULL, BatchDescriptor(9, 3, True))
     # 12 tokens would pad to 18 = 6 requests, more than max_num_reqs: no FULL key (as in vLLM,
-    # whose decode keys stop at max_num_seqs x query length too).
-    assert d.dispatch(BatchDescriptor(12, 4, True)) == (PIECEWISE, BatchDescriptor(18))
-    assert d.dispatch(BatchDescriptor(15, 5, True)) == (PIECEWISE, BatchDescriptor(18))
+    # whose decode keys stop at max_num_seqs x query length too); PIECEWISE on its own sizes.
+    assert d.dispatch(BatchDescriptor(12, 4, True)) == (PIECEWISE, BatchDescriptor(16))
+    assert d.dispatch(BatchDescriptor(15, 5, True)) == (PIECEWISE, BatchDescriptor(16))
     only = spec("FULL_DECODE_ONLY", 3, max_num_reqs=4)
     assert only.dispatch(BatchDescriptor(15, 5, True)) == (NONE, None)
 

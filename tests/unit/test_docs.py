@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from repo_files import load_tool
+from repo_files import load_tool, run_make
 
 import cupygraph as cg
 
@@ -37,11 +37,6 @@ def readme_section(title: str) -> str:
     return match.group(1)
 
 
-def make(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), *args],
-                          capture_output=True, text=True)
-
-
 def test_readme_config_reference_is_current():
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "config_reference.py"), "--check"],
                             capture_output=True, text=True)
@@ -58,7 +53,7 @@ def test_readme_opens_with_the_two_setup_commands():
 @needs_make
 def test_make_test_runs_the_commands_the_readme_lists():
     # `make -n` prints what `make test` would run; an empty STAMP skips the install step.
-    dry = make("-n", "test", "TEST_STAMP=")
+    dry = run_make("-n", "test", "TEST_STAMP=")
     assert dry.returncode == 0, dry.stderr
     ran = [line.split(" || ")[0].strip() for line in dry.stdout.splitlines() if line.startswith(".venv/bin/python")]
     block = re.search(r"```bash\n(.*?)```", readme_section("Running the tests"), re.S)
@@ -66,6 +61,16 @@ def test_make_test_runs_the_commands_the_readme_lists():
     documented = [line.strip() for line in block.group(1).splitlines() if line.strip()]
     assert ran == documented
     assert any(cmd.endswith("-m pytest -p randomly") for cmd in ran), "the suite must run in random order"
+
+
+@needs_make
+def test_the_readme_check_holds_under_the_documented_seed_replay(monkeypatch):
+    # Regression (issue 27): under `make test PYTEST_ARGS="--randomly-seed=N"` the outer make hands
+    # the seed down (MAKEFLAGS and the environment), and the dry run above printed it as a command.
+    monkeypatch.setenv("MAKEFLAGS", " -- PYTEST_ARGS=--randomly-seed=12345")
+    monkeypatch.setenv("MAKELEVEL", "1")
+    monkeypatch.setenv("PYTEST_ARGS", "--randomly-seed=12345")
+    test_make_test_runs_the_commands_the_readme_lists()
 
 
 def test_ci_runs_make_test_and_nothing_else():
@@ -77,7 +82,7 @@ def test_ci_runs_make_test_and_nothing_else():
 
 @needs_make
 def test_a_run_that_collects_no_tests_fails_loudly():
-    result = make("suite", "TEST_STAMP=", f"PY={sys.executable}",
+    result = run_make("suite", "TEST_STAMP=", f"PY={sys.executable}",
                   "PYTEST_ARGS=tests/unit/test_sizes.py -k no_test_has_this_name -p no:cacheprovider")
     assert result.returncode != 0
     assert "collected no tests" in result.stdout, result.stdout[-2000:]
@@ -139,3 +144,18 @@ def test_every_reliability_promise_names_tests_that_exist():
             assert re.search(rf"^def {cited[1]}\(", path.read_text(encoding="utf-8"), re.M), "::".join(cited)
     for name in re.findall(r"`(test_\w+)`", text):
         assert name in defined, f"RELIABILITY.md cites {name}, which no test file defines"
+
+
+def test_the_readme_states_the_control_flow_speedups_the_results_table_shows():
+    # Regression (issue 27): the README said 2.7–2.9× where RESULTS.md shows 2.44–2.92× over four grids.
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+    table = re.search(r"^### control flow: CG to tolerance.*?\n\n(\|.*?)(?:\n\n|\Z)", results, re.S | re.M)
+    assert table is not None, "RESULTS.md has no control-flow table"
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.group(1).splitlines()[2:]]
+    readme = " ".join(README.read_text(encoding="utf-8").split())  # wherever the lines break
+    for column in (-2, -1):  # (b) graphed body with a host check ÷ while, (c) jax.lax.while_loop ÷ while
+        ratios = [float(row[column].rstrip("×")) for row in rows]
+        stated = f"{min(ratios):.2f}–{max(ratios):.2f}×"
+        assert stated in readme, f"README.md must give the range RESULTS.md shows: {stated}"
+    per_grid = ", ".join(f"{row[-2]} at {row[0]}" for row in rows)
+    assert per_grid in readme, per_grid

@@ -1,6 +1,7 @@
-"""The GPU backend's graph walker, driven by a fake driver on the CPU (issue 19).
+"""The capture's one reading of a graph (``driver/snapshot.py``) and the audit's addresses from it,
+driven by a fake driver on the CPU (issue 19).
 
-The walker reads kernel parameters through ``kernelParams`` pointers with ctypes; here they point
+The reader copies kernel parameters through ``kernelParams`` pointers with ctypes; here they point
 at host buffers, so parameter layouts, 8-byte alignment, copies, memsets, child graphs,
 conditional bodies and unreadable nodes are all checked without a GPU.
 """
@@ -11,11 +12,12 @@ import ctypes
 import struct
 from types import SimpleNamespace
 
-import pytest
+from extras import need
 
-driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings (test extra) is needed")
+driver = need("cuda.bindings.driver", "cuda", what="the graph walker tests")
 
-from cupygraph.backends.cupy_audit import GraphWalker  # noqa: E402
+from cupygraph.backends.cupy_audit import NodeAddresses  # noqa: E402
+from cupygraph.backends.driver.snapshot import read_graphs  # noqa: E402
 
 OK, BAD = driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_INVALID_VALUE
 T = driver.CUgraphNodeType
@@ -90,10 +92,12 @@ def carray(ptr: int, n: int) -> bytes:
     return struct.pack("<6q", ptr, n, n, 1, 4, 4)
 
 
-def walker_over(graphs, nodes, layouts):
-    walker = GraphWalker(lambda name: "cuFFT" if name == "kernel2" else None)
-    walker.drv = FakeDriver(graphs, nodes, layouts)
-    return walker
+def read(graphs, nodes, layouts, tops=(100,), extra=(), driver_class=None):
+    """What the audit finds in the graphs ``tops`` (and ``extra`` bodies), read once through a fake driver."""
+    drv = (driver_class or FakeDriver)(graphs, nodes, layouts)
+    found = NodeAddresses(read_graphs(tops, extra, drv), lambda name: "cuFFT" if name == "kernel2" else None)
+    found.drv = drv
+    return found
 
 
 def cindexer(shape, index_words) -> bytes:
@@ -110,8 +114,7 @@ def test_kernel_parameters_are_read_at_their_offsets():
     params = KernelParams(blob, struct.pack("<i", 5), struct.pack("<Q", 0x7F00_0000_2000))
     misaligned = KernelParams(struct.pack("<i", 1), struct.pack("<4xQ", 0x7F00_0000_3000))  # 12 bytes at offset 4
     nodes = {1: kernel(1, params), 2: kernel(2, misaligned)}
-    walker = walker_over({100: [1, 2]}, nodes, {1: [(0, 48), (48, 4), (56, 8)], 2: [(0, 4), (4, 12)]})
-    walker.walk(100)
+    walker = read({100: [1, 2]}, nodes, {1: [(0, 48), (48, 4), (56, 8)], 2: [(0, 4), (4, 12)]})
     first, second = walker.nodes
     assert first.words == (7, 3, 0x7F00_0000_1000, 5, 0, 9, 0x7F00_0000_2000)  # every word of the struct
     assert first.name == "kernel1" and first.library is None
@@ -128,8 +131,7 @@ def test_of_cupys_structs_only_the_array_pointer_is_read():
                           struct.pack("<d", 2.5), struct.pack("<Q", 0x7F00_0000_1200),
                           cindexer((16, 4), (GARBAGE, GARBAGE + 8)))
     layout = [(0, 48), (48, 16), (64, 8), (72, 8), (80, 40)]
-    walker = walker_over({100: [1]}, {1: kernel(1, params)}, {1: layout})
-    walker.walk(100)
+    walker = read({100: [1]}, {1: kernel(1, params)}, {1: layout})
     (node,) = walker.nodes
     assert node.words == (0x7F00_0000_1000, 0x7F00_0000_1100, struct.unpack("<q", struct.pack("<d", 2.5))[0],
                           0x7F00_0000_1200)
@@ -139,8 +141,7 @@ def test_a_cindexers_uninitialised_words_are_no_foreign_memory():
     from cupygraph.backends.audit import Region, classify
 
     params = KernelParams(carray(0x7F00_0000_1000, 64), cindexer((8, 8), (GARBAGE, 3)))
-    walker = walker_over({100: [1]}, {1: kernel(1, params)}, {1: [(0, 48), (48, 40)]})
-    walker.walk(100)
+    walker = read({100: [1]}, {1: kernel(1, params)}, {1: [(0, 48), (48, 40)]})
     live = {GARBAGE: (GARBAGE, 4096)}  # the old address lies in some other live allocation
     report = classify(walker.nodes, [Region(0x7F00_0000_1000, 4096, "static", "argument 0")], live.get)
     assert report.foreign() == [] and report.owners() == {"static": 1}
@@ -149,8 +150,7 @@ def test_a_cindexers_uninitialised_words_are_no_foreign_memory():
 def test_a_library_kernel_is_read_whole_whatever_its_parameters_look_like():
     # A cuFFT kernel's struct that happens to look like a CIndexer still gives every word.
     params = KernelParams(cindexer((8, 8), (GARBAGE, 3)))
-    walker = walker_over({100: [2]}, {2: kernel(2, params)}, {2: [(0, 40)]})
-    walker.walk(100)
+    walker = read({100: [2]}, {2: kernel(2, params)}, {2: [(0, 40)]})
     assert walker.nodes[0].words == (64, 8, 8, GARBAGE, 3)
 
 
@@ -167,9 +167,8 @@ def test_copies_memsets_child_graphs_and_conditional_bodies_are_followed_once():
         6: kernel(3, body_kernel),
         7: (T.CU_GRAPH_NODE_TYPE_EMPTY, None),
     }
-    walker = walker_over({100: [1, 2, 3, 4, 5, 7], 200: [7], 300: [6]}, nodes, {3: [(0, 8)]})
-    walker.walk(100)
-    walker.walk(300)  # a body handed over by control_flow too: not walked twice
+    # Body 300 is handed over by control flow too: read once all the same.
+    walker = read({100: [1, 2, 3, 4, 5, 7], 200: [7], 300: [6]}, nodes, {3: [(0, 8)]}, extra=(300,))
     assert [(n.kind, n.words, n.exact) for n in walker.nodes] == [
         ("memcpy", (0x7F00_0000_0110,), True),  # the host side of the copy is not device memory
         ("memset", (0x7F00_0000_0200,), True),
@@ -182,9 +181,7 @@ def test_copies_memsets_child_graphs_and_conditional_bodies_are_followed_once():
 def test_an_unreadable_node_or_graph_is_reported_and_the_rest_still_walked():
     good = KernelParams(struct.pack("<Q", 0x7F00_0000_5000))
     nodes = {1: (T.CU_GRAPH_NODE_TYPE_KERNEL, None), 2: kernel(4, good)}  # node 1's params break the reader
-    walker = walker_over({100: [1, 2]}, nodes, {4: [(0, 8)]})
-    walker.walk(100)
-    walker.walk(999)  # a handle the driver does not know
+    walker = read({100: [1, 2]}, nodes, {4: [(0, 8)]}, extra=(999,))  # 999: a handle the driver does not know
     assert [n.words for n in walker.nodes] == [(0x7F00_0000_5000,)]
     assert len(walker.unaudited) == 2
     assert walker.unaudited[0].startswith("a node that could not be read (AttributeError")
@@ -196,9 +193,7 @@ def test_a_kernel_without_a_parameter_layout_is_unaudited():
         def cuFuncGetParamInfo(self, func, index):
             return (driver.CUresult.CUDA_ERROR_NOT_SUPPORTED, 0, 0)
 
-    walker = GraphWalker()
-    walker.drv = OldDriver({100: [1]}, {1: kernel(5, KernelParams(b"\0" * 8))}, {})
-    walker.walk(100)
+    walker = read({100: [1]}, {1: kernel(5, KernelParams(b"\0" * 8))}, {}, driver_class=OldDriver)
     assert walker.nodes == [] and walker.unaudited == ["kernel 'kernel5' (no parameter layout: needs CUDA 12.4+)"]
 
 

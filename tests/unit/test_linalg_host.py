@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 import pytest
+from extras import need
 from replay_helpers import eager_at_padded_size, gemm_bound
 from repo_files import load_example
 
@@ -388,7 +389,7 @@ def test_the_supported_dtypes_are_the_cublas_gemm_types():
 
 
 def test_pointer_table_kernel_compiles_for_sm90():
-    nvrtc = pytest.importorskip("cuda.bindings.nvrtc", reason="no NVRTC (cuda-bindings) here")
+    nvrtc = need("cuda.bindings.nvrtc", "cuda", what="the pointer-table kernel's compile check")
     from cupygraph.linalg._pointer_table import POINTER_TABLE_SOURCE
 
     source = POINTER_TABLE_SOURCE.encode()

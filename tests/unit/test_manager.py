@@ -213,3 +213,48 @@ def test_clear_keeps_stats():
     assert manager.registry.num_graphs() == 0
     assert np.array_equal(manager.execute_or_capture(3, None, np.negative, [x]), -x)
     assert manager.stats().captures == 2
+
+
+@pytest.mark.parametrize("input_shapes, words", [
+    ([(3, "a")], "input_shapes[0] must be a shape"),
+    ([(3, D), 3], "input_shapes[1] must be a shape"),
+    ([(3, -1)], "input_shapes[0] must be a shape"),
+    ([(3, 2.5)], "input_shapes[0] must be a shape"),
+    ([None], "input_shapes[0] must be a shape"),
+    ([((3, D), "no_such_dtype")], "input_shapes[0]: 'no_such_dtype' is not a dtype"),
+    ([(4, D)], "input_shapes[0] is (4, 4), whose leading axis is not batch_size=3"),
+    ("3,4", "input_shapes must be a list"),
+    (7, "input_shapes must be a list"),
+])
+def test_a_malformed_input_shapes_entry_is_named(input_shapes, words):
+    # Regression (issue 27): a raw NumPy error that named neither the argument nor the entry.
+    manager = make_manager()
+    with pytest.raises((TypeError, ValueError)) as info:
+        manager.capture_graph(3, None, lambda a: a + 1, input_shapes)
+    assert words in str(info.value)
+    assert manager.registry.num_graphs() == 0
+
+
+def test_input_shapes_take_a_shape_or_a_shape_dtype_pair():
+    manager = make_manager()
+    entry = manager.capture_graph(3, None, lambda a, b: a + b, [(np.int64(3), 2), ((3, 2), "float32")])
+    assert entry.key.descriptor.num_tokens == 4
+    x, y = np.ones((3, 2), dtype=np.float32), np.full((3, 2), 2, dtype=np.float32)  # a shape alone: float32
+    assert np.array_equal(manager.replay_graph(3, None, [x, y]), x + y)
+
+
+@pytest.mark.parametrize("input_shapes, inputs, words", [
+    ([(3, D)], [rand(3), rand(3)], "input_shapes has 1 entries for 2 inputs"),
+    ([(3, D + 1)], [rand(3)], "input 0 has shape (3, 4), expected (3, 5) (input_shapes[0])"),
+    ([((3, D), "float32")], [rand(3)], "input 0 has dtype float64, expected float32 (input_shapes[0])"),
+])
+def test_inputs_given_with_input_shapes_must_agree_with_them(input_shapes, inputs, words):
+    for call in ("capture_graph", "execute_or_capture"):
+        manager = make_manager()
+        fn = lambda *arrays: arrays[0] + 1
+        with pytest.raises(InputMismatchError) as info:
+            if call == "capture_graph":
+                manager.capture_graph(3, None, fn, input_shapes, inputs=inputs)
+            else:
+                manager.execute_or_capture(3, None, fn, inputs, input_shapes=input_shapes)
+        assert words in str(info.value), call

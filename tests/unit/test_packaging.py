@@ -6,20 +6,21 @@ import ast
 import configparser
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from repo_files import run_make
 
 ROOT = Path(__file__).resolve().parents[2]
 # Import name -> distribution name, where the two differ.
-DISTRIBUTION = {"yaml": "pyyaml", "tomli_w": "tomli-w", "cuda": "cuda-bindings"}
+DISTRIBUTION = {"yaml": "pyyaml", "tomli_w": "tomli-w", "cuda": "cuda-bindings", "nvmath": "nvmath-python"}
 # Imported only on a GPU machine (the GPU tests and benchmarks), each behind an importorskip or a
 # lazy import that says what is missing; `make` installs CuPy there.
 # dask and dask_cuda: only examples/dask_cuda_pipeline.py's main() imports them (a multi-GPU example).
-GPU_ONLY = {"cupy", "cupyx", "cupy_backends", "torch", "jax", "jaxlib", "dask", "dask_cuda"}
+# nvmath: the GPU extras' nvmath-python (tests/extras.py skips naming the extra without it).
+GPU_ONLY = {"cupy", "cupyx", "cupy_backends", "torch", "jax", "jaxlib", "dask", "dask_cuda", "nvmath"}
 
 needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed here")
 
@@ -65,8 +66,9 @@ def imported_modules(folder: str) -> Iterator[tuple[str, str]]:
                     yield alias.name.split(".")[0], where
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 yield node.module.split(".")[0], where
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                  and node.func.attr == "importorskip" and node.args
+            elif (isinstance(node, ast.Call) and node.args
+                  and (getattr(node.func, "attr", None) == "importorskip"  # pytest.importorskip("m")
+                       or getattr(node.func, "id", None) == "need")  # tests/extras.py's need("m", extra)
                   and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
                 yield node.args[0].value.split(".")[0], where
 
@@ -100,8 +102,7 @@ def test_every_module_the_package_imports_is_a_dependency():
 
 def dry_run(target: str, *variables: str) -> str:
     """What ``make TARGET`` would run from scratch (``-B``), without running it."""
-    dry = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "-n", "-B", target, *variables],
-                         capture_output=True, text=True)
+    dry = run_make("-n", "-B", target, *variables)
     assert dry.returncode == 0, dry.stderr
     return dry.stdout
 
@@ -180,3 +181,43 @@ def test_the_license_file_is_the_apache_2_0_text_setup_cfg_names():
     text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text  # the full text, not a stub
+
+
+def modules_imported_by_name(folder: str) -> Iterator[tuple[str, str]]:
+    """(top-level module, file:line) for every ``import_module("m...")`` / ``import_module(f"m...")``
+    under ``folder`` whose name is absolute: imports the plain import scan cannot see."""
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module" and node.args):
+                continue
+            first = node.args[0]
+            if isinstance(first, ast.JoinedStr) and first.values:
+                first = first.values[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str) and not first.value.startswith("."):
+                yield first.value.split(".")[0], f"{path.relative_to(ROOT)}:{node.lineno}"
+
+
+def test_what_the_gpu_path_imports_by_name_comes_with_every_gpu_extra():
+    # cupygraph.linalg's cuSOLVER and cuSPARSE routes import nvmath-python by name on first use: a user's
+    # `pip install cupygraph[cuda13]` (and `make test` on a GPU machine) must bring it (issue 27).
+    found = list(modules_imported_by_name("cupygraph"))
+    assert "nvmath" in {module for module, _ in found}, found
+    for extra in ("cuda12", "cuda13"):
+        available = declared(extra)
+        missing = [f"{module} ({where})" for module, where in found
+                   if not module.startswith("cupy") and DISTRIBUTION.get(module, module) not in available]
+        assert not missing, f"the {extra} extra lacks what the GPU path imports by name: {missing}"
+
+
+def test_the_readme_lists_each_extra_as_setup_cfg_declares_it():
+    # Regression (issue 27): the README's `test` extra lacked scipy, mpi4py and mpich.
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = re.search(r"^## Running the tests\n(.*?)(?=^## )", text, re.S | re.M)
+    assert section is not None
+    extras = setup_cfg()["options.extras_require"]
+    listed = {name: items for name, items in re.findall(r"`([\w-]+)`\s+\(([^)]*)\)", section.group(1))
+              if name in extras}
+    assert {"test", "lint", "cuda", "cuda12", "cuda13"} <= set(listed), listed
+    for name, items in listed.items():
+        documented = {item.strip().lower() for item in items.split(",")}
+        assert documented == requirement_names(extras[name]), f"README.md lists the {name} extra as {items!r}"

@@ -8,10 +8,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from extras import need
 
-driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings (test extra) is needed")
+driver = need("cuda.bindings.driver", "cuda", what="the PDL rewrite tests")
 
 from cupygraph.backends import pdl  # noqa: E402
+from cupygraph.backends.driver.reading import RecordingGraphs  # noqa: E402
 from cupygraph.kernels.ptx_scan import WaitVerdict  # noqa: E402
 
 OK, BAD = driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_INVALID_VALUE
@@ -91,8 +93,9 @@ class Known:
 def fake(monkeypatch):
     def install(graphs, kinds, accepts=lambda graph, edges: True, capability=90):
         drv = FakeDriver(graphs, kinds, accepts)
-        monkeypatch.setattr(pdl, "_driver", lambda: drv)
-        monkeypatch.setattr("cupygraph.backends.cupy_audit._driver", lambda: drv)
+        monkeypatch.setattr(pdl, "bindings", lambda: drv)
+        monkeypatch.setattr("cupygraph.backends.driver.reading.bindings", lambda: drv)
+        monkeypatch.setattr("cupygraph.backends.driver.snapshot.bindings", lambda: drv)
         monkeypatch.setattr(pdl, "_compute_capability", lambda device: capability)
         monkeypatch.setattr(pdl, "known_module", lambda handle, device: Known())
 
@@ -108,6 +111,12 @@ def step(handle):
     return SimpleNamespace(graph=handle, graphExec=1)
 
 
+def apply(steps, bodies, setting="auto"):
+    """``apply_pdl`` on the capture's one reading of the graphs, as ``CupyBackend.capture`` calls it."""
+    graphs = RecordingGraphs(steps, bodies, needed=True)
+    return pdl.apply_pdl(steps, graphs.tops, graphs.bodies, setting, 0, "f")
+
+
 # a -> b, a -> c, b -> d, c -> d; plus a copy node feeding a.
 DIAMOND = {1: [(9, 10), (10, 11), (10, 12), (11, 13), (12, 13)]}
 KINDS = {9: "memcpy", 10: "wait_a", 11: "wait_b", 12: "wait_c", 13: "wait_d", 20: "plain", 21: "wait_a"}
@@ -120,7 +129,7 @@ def programmatic(drv, graph):
 def test_every_kernel_edge_into_a_waiting_kernel_converts(fake):
     drv = fake(DIAMOND, KINDS)
     steps = [step(1)]
-    summary = pdl.apply_pdl(steps, [], "auto", 0, "f")
+    summary = apply(steps, [])
     assert programmatic(drv, 1) == [(10, 11), (10, 12), (11, 13), (12, 13)]
     assert (9, 10, 0) in drv.edges[1]
     assert summary.converted == 4 and summary.kept == {"producer_not_kernel": 1}
@@ -133,7 +142,7 @@ def test_a_driver_refusing_several_programmatic_dependencies_gets_the_narrow_pla
         return len(into) == len(set(into))
 
     drv = fake(DIAMOND, KINDS, one_programmatic_dependency)
-    summary = pdl.apply_pdl([step(1)], [], "auto", 0, "f")
+    summary = apply([step(1)], [])
     assert programmatic(drv, 1) == [(10, 11), (10, 12)]
     assert summary.converted == 2
     assert summary.kept == {"producer_not_kernel": 1, "consumer_has_other_dependencies": 2}
@@ -143,7 +152,7 @@ def test_a_driver_refusing_every_plan_leaves_the_graph_as_captured(fake):
     drv = fake(DIAMOND, KINDS, lambda graph, edges: all(t == 0 for _, _, t in edges))
     before = sorted(drv.edges[1])
     steps = [step(1)]
-    summary = pdl.apply_pdl(steps, [], "auto", 0, "f")
+    summary = apply(steps, [])
     assert sorted(drv.edges[1]) == before
     assert steps[0].graphExec == 1  # CuPy's executable stays
     assert summary.converted == 0 and "refused" in summary.off_reason
@@ -153,7 +162,7 @@ def test_a_driver_refusing_every_plan_leaves_the_graph_as_captured(fake):
 def test_bodies_the_driver_refuses_stay_plain_while_the_top_graph_converts(fake):
     graphs = {1: [(10, 11)], 2: [(20, 21), (21, 12)]}  # graph 2: a conditional body
     drv = fake(graphs, KINDS, lambda graph, edges: graph != 2 or all(t == 0 for _, _, t in edges))
-    summary = pdl.apply_pdl([step(1)], [2], "auto", 0, "f")
+    summary = apply([step(1)], [2])
     assert programmatic(drv, 1) == [(10, 11)]
     assert programmatic(drv, 2) == []
     assert summary.converted == 1
@@ -162,7 +171,7 @@ def test_bodies_the_driver_refuses_stay_plain_while_the_top_graph_converts(fake)
 
 def test_kernels_that_do_not_wait_are_named(fake):
     drv = fake({1: [(10, 20), (20, 21)]}, KINDS)
-    summary = pdl.apply_pdl([step(1)], [], "auto", 0, "f")
+    summary = apply([step(1)], [])
     assert programmatic(drv, 1) == [(20, 21)]
     assert summary.not_converted == {"plain": "no griddepcontrol.wait"}
 
@@ -171,7 +180,7 @@ def test_kernels_that_do_not_wait_are_named(fake):
 def test_off_or_before_sm90_nothing_is_touched(fake, setting, capability, reason):
     drv = fake(DIAMOND, KINDS, capability=capability)
     steps = [step(1)]
-    summary = pdl.apply_pdl(steps, [], setting, 0, "f")
+    summary = apply(steps, [], setting)
     assert programmatic(drv, 1) == [] and drv.instantiated == [] and steps[0].graphExec == 1
     assert reason in summary.off_reason
 
@@ -180,5 +189,5 @@ def test_eager_steps_are_left_alone(fake):
     fake(DIAMOND, KINDS)
     eager = object()
     steps = [eager]
-    summary = pdl.apply_pdl(steps, [], "auto", 0, "f")
+    summary = apply(steps, [])
     assert steps == [eager] and summary.converted == 0

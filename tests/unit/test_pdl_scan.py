@@ -7,11 +7,14 @@ macros vanish) and its PTX scanned exactly as the GPU backend scans a module it 
 from __future__ import annotations
 
 import pytest
+from extras import needs_nvrtc
 
 from cupygraph import with_pdl
 from cupygraph.kernels import SOURCES, kernel_source
 from cupygraph.kernels.pdl import compile_ptx
 from cupygraph.kernels.ptx_scan import entry_verdicts
+
+needs_nvrtc("the PTX scan's compile of the PDL header")
 
 KERNELS = r'''
 extern "C" __global__ void top(const float* x, float* y, int n) {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -156,3 +157,50 @@ def test_the_command_explains_what_is_missing(tmp_path, monkeypatch, capsys, arg
     (tmp_path / "h.json").write_text('{"4": 2}')
     assert main(argv) != 0
     assert message in capsys.readouterr().err
+
+
+# -- issue 27: the API checks its arguments as the command does ------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    # Regression: a list of batch sizes raised "cannot unpack non-iterable int object".
+    (dict(traffic=[1, 2, 3]), TypeError, r"traffic: expected a mapping of batch size to calls .*collections.Counter"),
+    (dict(traffic=5), TypeError, "traffic: expected a mapping of batch size to calls.*got int 5"),
+    (dict(traffic="3: 10"), TypeError, "traffic: expected .*got str"),
+    (dict(traffic=[(1, 2, 3)]), TypeError, r"traffic: expected .*holding \(1, 2, 3\)"),
+    (dict(traffic={"a": 1}), ValueError, "traffic: batch size must be a whole number, got 'a'"),
+    (dict(current=8), TypeError, "current must be a list of positive integers, got int 8"),
+    (dict(current=[1, "8"]), TypeError, r"current\[1\] must be a positive integer"),
+    (dict(max_graphs="2"), TypeError, r"max_graphs \(--max-graphs\) must be a positive integer, got str '2'"),
+    (dict(max_graphs=2.5), TypeError, r"max_graphs \(--max-graphs\) must be a positive integer"),
+    (dict(largest="12"), TypeError, r"largest \(--largest\) must be a positive integer"),
+    (dict(largest=0), ValueError, r"largest \(--largest\) must be a positive integer, got 0"),
+    (dict(max_graphs=None, memory_limit="2GiB", bytes_per_graph=10), TypeError,
+     r"memory_limit \(--memory-limit\) must be a positive integer"),
+])
+def test_plan_capture_sizes_checks_each_argument(kwargs, error, message):
+    call = dict(traffic={1: 3, 5: 2}, current=[1, 8], max_graphs=2) | kwargs
+    traffic = call.pop("traffic")
+    with pytest.raises(error, match=message):
+        plan_capture_sizes(traffic, **call)
+
+
+def test_the_api_takes_every_form_of_traffic_the_command_reads():
+    counts = {1: 3, 5: 2}
+    expected = plan_capture_sizes(counts, current=[1, 8], max_graphs=2)
+    for traffic in ({"batch_sizes": {"1": 3, "5": 2}}, [(1, 3), (5, 2)], SizeHistogram(counts)):
+        assert plan_capture_sizes(traffic, current=[1, 8], max_graphs=2) == expected
+    assert expected_waste(counts, np.array([1, 8])) == expected.current
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("[1, 2, 3]", "h.json: expected a mapping of batch size to calls"),
+    ('{"a": 1}', "h.json: batch size must be a whole number"),
+    ('"text"', "h.json: expected a mapping of batch size to calls .*got str"),
+])
+def test_the_command_reports_the_same_check_naming_the_file(tmp_path, monkeypatch, capsys, content, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "h.json").write_text(content)
+    assert main(["plan-sizes", "--histogram", "h.json", "--max-graphs", "2"]) != 0
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "Traceback" not in err

@@ -12,13 +12,15 @@ from cupygraph.compat.aliases import DispatchKey
 from cupygraph.config.model import CUDAGraphConfig, CUDAGraphMode
 from cupygraph.config.sizes import (
     check_positive_int,
+    decode_capture_sizes,
+    decode_ladder_problem,
     default_capture_sizes,
     default_max_capture_size,
     normalise_sizes,
     outside_token_limits,
     pad_to_capture_size,
-    round_up_to_multiples,
 )
+from cupygraph.dispatch.decision import capture_ladders
 from cupygraph.dispatch.descriptor import (
     BatchDescriptor,
     create_dispatch_key,
@@ -265,45 +267,79 @@ def test_get_cudagraph_sizes_stops_where_vllm_does():
     assert sizes == [s for s in VLLM_DEFAULT if s <= 256]
     assert get_cudagraph_sizes(None, None, 2048, M.FULL) == VLLM_DEFAULT  # 512 without a request limit
     assert get_cudagraph_sizes(None, 128, 100, M.PIECEWISE)[-1] == 96  # and never past the token limit
-    assert get_cudagraph_sizes(None, 8, None, M.FULL_AND_PIECEWISE, 3) == [3, 6, 9, 18, 24, 33, 42, 48]
+    # Under speculative decoding the sizes are not rounded (issue 33): only FULL_DECODE_ONLY, whose
+    # graphs are all uniform-decode ones, captures the rounded ladder itself.
+    assert get_cudagraph_sizes(None, 8, None, M.FULL_AND_PIECEWISE, 3) == [1, 2, 4, 8, 16, 24, 32, 40, 48]
+    assert get_cudagraph_sizes(None, 8, None, M.FULL_DECODE_ONLY, 3) == [3, 6, 9, 18, 24]
+
+
+def round_up(size, q):
+    return -(-size // q) * q
 
 
 @pytest.mark.parametrize("mode", ["FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"])
-def test_sizes_are_rounded_to_the_query_length_under_full_decode_graphs(mode):
-    """vLLM's adjust_cudagraph_sizes_for_spec_decode: every size rounded up to a multiple of the
-    query length, dropping those past the largest, so each uniform-decode batch has a graph."""
+def test_capture_sizes_are_not_rounded_each_mode_keeps_its_ladder(mode):
+    """Issue 33: the config's sizes stay as given under a query length above 1; only the FULL
+    uniform-decode graphs of separate-routine modes sit on them rounded up (vLLM's per-mode
+    candidates), within the largest size."""
     c = CUDAGraphConfig(mode=mode, uniform_decode_query_len=3)
-    sizes = c.cudagraph_capture_sizes
-    assert sizes[:8] == (3, 6, 9, 18, 24, 33, 42, 48) and all(s % 3 == 0 for s in sizes)
-    assert sizes == tuple(sorted({-(-s // 3) * 3 for s in VLLM_DEFAULT} - {513}))
-    assert c.largest_capture_size == 498 and c.max_capture_size == 512  # documented: kept as derived
+    assert c.cudagraph_capture_sizes == tuple(VLLM_DEFAULT)
+    assert c.largest_capture_size == 512 == c.max_capture_size
+    decode = tuple(sorted({round_up(s, 3) for s in VLLM_DEFAULT} - {513}))
+    assert decode[:8] == (3, 6, 9, 18, 24, 33, 42, 48) and decode[-1] == 498  # 512 -> 513 passes 512
+    expected = {
+        "FULL": {M.FULL: tuple(VLLM_DEFAULT)},  # one routine: uniform-decode batches use the mixed graphs
+        "FULL_DECODE_ONLY": {M.FULL: decode},
+        "FULL_AND_PIECEWISE": {M.PIECEWISE: tuple(VLLM_DEFAULT), M.FULL: decode},
+    }[mode]
+    assert capture_ladders(c) == expected
     assert CUDAGraphConfig.from_dict(c.to_dict()) == c
 
 
-def test_rounding_needs_full_decode_graphs_and_a_query_length_above_one():
-    assert CUDAGraphConfig(mode="PIECEWISE", uniform_decode_query_len=3).cudagraph_capture_sizes[:3] == (1, 2, 4)
+def test_no_decode_ladder_without_full_decode_graphs_of_their_own():
+    assert capture_ladders(CUDAGraphConfig(mode="PIECEWISE", uniform_decode_query_len=3)) == {
+        M.PIECEWISE: tuple(VLLM_DEFAULT)}
     assert CUDAGraphConfig(mode="FULL_AND_PIECEWISE").cudagraph_capture_sizes[:3] == (1, 2, 4)
 
 
-@pytest.mark.parametrize("sizes, q, expected", [
-    ([1, 2, 4, 8], 3, (3, 6)),        # 8 -> 9 passes the largest (8): dropped
-    ([4], 3, (3,)),                   # every rounded size too big, but one request fits
-    ([2, 4, 6, 8], 2, (2, 4, 6, 8)),  # already multiples: unchanged
-    ([5, 10], 5, (5, 10)),
+@pytest.mark.parametrize("sizes, q, max_num_reqs, expected", [
+    ([1, 2, 4, 8, 16, 24], 3, 8, (3, 6, 9, 18, 24)),  # vLLM's test ladder
+    ([1, 2, 4, 8], 3, None, (3, 6)),                  # 8 -> 9 passes the largest size (8): dropped
+    ([1, 2, 4, 8, 16, 24], 3, 4, (3, 6, 9)),          # 18 is more than 4 requests of 3
+    ([2, 4, 6, 8], 2, None, (2, 4, 6, 8)),            # already multiples: unchanged
+    ([5, 10], 5, None, (5, 10)),
+    ([4], 3, None, ()),                               # 6 passes 4, and vLLM adds no size of its own
 ])
-def test_rounding_explicit_sizes(sizes, q, expected):
+def test_decode_ladder_rounds_up_within_both_caps(sizes, q, max_num_reqs, expected):
+    assert decode_capture_sizes(sizes, q, max_num_reqs) == expected
+    assert (decode_ladder_problem(sizes, q, max_num_reqs) is None) is bool(expected)
+
+
+@pytest.mark.parametrize("sizes, q", [([1, 2, 4, 8], 3), ([2, 4, 6, 8], 2), ([5, 10], 5)])
+def test_explicit_sizes_are_kept_as_given(sizes, q):
     c = CUDAGraphConfig(mode="FULL_AND_PIECEWISE", capture_sizes=sizes, uniform_decode_query_len=q)
-    assert c.cudagraph_capture_sizes == expected and c.max_capture_size == max(sizes)
-    assert c.capture_sizes == tuple(sizes)  # the field keeps what was given
+    assert c.cudagraph_capture_sizes == tuple(sizes) == c.capture_sizes and c.max_capture_size == max(sizes)
+    assert capture_ladders(c)[M.FULL] == decode_capture_sizes(sizes, q, None)
 
 
-def test_rounding_that_leaves_no_size_names_the_fields():
+@pytest.mark.parametrize("mode", ["FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"])
+@pytest.mark.parametrize("fields, why", [
+    (dict(capture_sizes=[1, 2]), "above the largest capture size 2; lower the query length or raise "
+                                 "max_capture_size"),
+    (dict(capture_sizes=[4]), "above the largest capture size 4"),
+    (dict(capture_sizes=[4, 8], max_num_reqs=1), "above the largest capture size 8 and max_num_reqs x 3 = 3; "
+                                                 "lower the query length or raise max_capture_size or max_num_reqs"),
+])
+def test_a_mode_left_without_decode_graphs_is_refused_naming_the_fields(mode, fields, why):
     with pytest.raises(ConfigError) as info:
-        CUDAGraphConfig(mode="FULL_DECODE_ONLY", capture_sizes=[1, 2], uniform_decode_query_len=3)
+        CUDAGraphConfig(mode=mode, uniform_decode_query_len=3, **fields)
     message = str(info.value)
-    assert "field 'uniform_decode_query_len'" in message and "max_capture_size" in message
-    with pytest.raises(ValueError, match="even 4 is above the largest capture size 3"):
-        round_up_to_multiples([1, 2, 3], 4, 3)
+    assert "field 'uniform_decode_query_len'" in message and "rounded up to multiples of 3" in message
+    assert why in message
+    # Modes without uniform-decode graphs of their own keep the sizes and need no decode ladder.
+    for other in ("FULL", "PIECEWISE"):
+        assert CUDAGraphConfig(mode=other, uniform_decode_query_len=3, **fields).capture_sizes == tuple(
+            fields["capture_sizes"])
 
 
 @pytest.mark.parametrize("sizes, largest", [([1, 2, 4], 8), ([1, 2, 4], 2), ([8], 16), ([16], 8)])

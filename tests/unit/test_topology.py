@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from extras import need
 
 import cupygraph.backends.cupy_topology as cupy_topology
 from cupygraph.api.jit import GraphedFunction
@@ -207,7 +208,7 @@ def test_the_fixture_keeps_snapshots_beside_the_test_and_the_option_rewrites_the
 
 
 def test_the_walker_reads_kinds_names_copies_memsets_and_conditional_bodies():
-    driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings (test extra) is needed")
+    driver = need("cuda.bindings.driver", "cuda", what="reading a graph built with the driver API")
     ok, types, mem = driver.CUresult.CUDA_SUCCESS, driver.CUgraphNodeType, driver.CUmemorytype
     copy = SimpleNamespace(srcMemoryType=mem.CU_MEMORYTYPE_DEVICE, dstMemoryType=mem.CU_MEMORYTYPE_DEVICE,
                            WidthInBytes=4096, Height=1, Depth=1)
@@ -255,13 +256,12 @@ def test_the_walker_reads_kinds_names_copies_memsets_and_conditional_bodies():
     def norm(x):
         return x
 
-    recording = SimpleNamespace(steps=[Step(100), SimpleNamespace(fn=norm, static=None), Step(200)])
-    original = cupy_topology._driver
-    cupy_topology._driver = FakeDriver  # a callable that returns "the driver module"
-    try:
-        found = cupy_topology.recording_topology(recording)
-    finally:
-        cupy_topology._driver = original
+    from cupygraph.backends.driver.reading import RecordingGraphs
+
+    steps = [Step(100), SimpleNamespace(fn=norm, static=None), Step(200)]
+    graphs = RecordingGraphs(steps, (), needed=True, drv=FakeDriver())
+    recording = SimpleNamespace(steps=steps, snapshot_of=graphs.top)
+    found = cupy_topology.recording_topology(recording)
     assert found == {
         "pieces": 2, "graph_breaks": ["norm"],
         "nodes_by_kind": {"conditional": 1, "kernel": 4, "memcpy": 1, "memset": 1},
