@@ -13,12 +13,14 @@ frame below it, e.g. ``cupy.linalg._solve.solve``), so a reason can name a captu
 
 from __future__ import annotations
 
+import functools
+import inspect
 import linecache
 import os
 import sys
 import traceback
-from types import FrameType
-from typing import NamedTuple, Optional
+from types import CodeType, FrameType
+from typing import Any, NamedTuple, Optional
 
 # fastrlock: CuPy takes its locks there, so it can be the innermost frame of a refused op.
 LIBRARY_PACKAGES = frozenset({"cupy", "cupyx", "cupy_backends", "cupygraph", "fastrlock", "numpy"})
@@ -134,3 +136,21 @@ def location_in_stack(frame: Optional[FrameType]) -> str:
     """The innermost user frame from ``frame`` outwards as `` (at file:line: code)``, or ``""``."""
     site = call_site_in_stack(frame)
     return "" if site is None else site.location()
+
+
+def code_of(fn: Any) -> Optional[CodeType]:
+    """The code a call of ``fn`` runs first: a function's, a bound method's, a partial's function's, a
+    callable object's ``__call__``'s (decorators that set ``__wrapped__`` are looked through)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    fn = inspect.unwrap(getattr(fn, "__func__", fn))
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        code = getattr(inspect.getattr_static(type(fn), "__call__", None), "__code__", None)
+    return code if isinstance(code, CodeType) else None
+
+
+def raised_through(err: BaseException, fn: Any) -> bool:
+    """Whether ``err`` came out of a call of ``fn`` (its frame is in the traceback), not from code around it."""
+    code = code_of(fn)
+    return code is not None and any(frame.f_code is code for frame, _ in traceback.walk_tb(err.__traceback__))

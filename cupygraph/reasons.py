@@ -43,6 +43,7 @@ class FallbackReason(_Reason):
     OVER_BUDGET = "graph_over_memory_budget"
     CAPTURE_FAILED = "capture_failed"
     CAPTURE_RAISED = "exception_during_capture"
+    RAISED_ON_PADDING = "raised_on_padding"
     UNSUPPORTED_OUTPUT = "unsupported_output"
     REPLAY_MISMATCH = "replay_mismatch"
     COLLECTIVE_IN_CONDITIONAL = "collective_in_conditional"
@@ -67,6 +68,7 @@ class RecaptureReason(_Reason):
     """Why a key was captured again."""
 
     CONSTANT_CHANGED = "constant_changed"
+    STATIC_NEVER_EQUAL = "static_never_equal"
 
 
 # Codes are unique across the three kinds: the statistics keep one detail table for all of them.
@@ -87,6 +89,7 @@ _TEXTS = {
     "graph_over_memory_budget": "the graph alone is above memory_budget",
     "capture_failed": "an operation not allowed during capture",
     "exception_during_capture": "an exception during warm-up, capture or output handling",
+    "raised_on_padding": "the function raised on a padded batch but works at its real batch (the padding rows)",
     "unsupported_output": "an output that is neither an array nor a plain Python value",
     "replay_mismatch": "a replay returned outputs of another structure, shape or value",
     "collective_in_conditional": "a collective inside a while_loop/cond body",
@@ -101,6 +104,7 @@ _TEXTS = {
     "failed_replay": "its replay returned outputs of another structure, shape or value",
     "dropped_capture_failed_on_another_rank": "the same capture failed on another rank",
     "constant_changed": "a constant argument changed address, shape, dtype or strides",
+    "static_never_equal": "a static argument that never compares equal to an earlier call's",
 }
 
 

@@ -80,18 +80,25 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
                             config={"mode": "FULL", "max_capture_size": args.max_batch,
                                     "backend": "cupy" if on_gpu else "host"})
     rng = np.random.default_rng(0)
-    worst = 0.0
+    worst = worst_unpadded = 0.0
     for _ in range(args.calls):
         n = int(rng.integers(1, args.max_batch + 1))
         x = xp.asarray(rng.standard_normal((n, HIDDEN)).astype(np.float32))
         got = graphed(x, *params)
-        want = mlp(x, *params)  # eager: the same cuBLAS calls outside any graph
-        worst = max(worst, float(abs(got - want).max()))
+        # The graph ran the padded batch (pad_value 0 rows up to its capture size): eagerly on the same
+        # padded rows the same GEMMs give the same bits; at n rows BLAS/cuBLAS may pick other kernels
+        # and sum in another order, so only the rounding differs (RELIABILITY.md, promise 1).
+        padded = xp.zeros((graphed.config.get_padded_batch_size(n), HIDDEN), dtype=np.float32)
+        padded[:n] = x
+        worst = max(worst, float(abs(got - mlp(padded, *params)[:n]).max()))
+        worst_unpadded = max(worst_unpadded, float(abs(got - mlp(x, *params)).max()))
     stats = graphed.stats()
     print(graphed.describe())
-    print(f"largest difference from eager: {worst}  (fallbacks: {stats.fallbacks})")
-    return {"worst": worst, "fallbacks": stats.fallbacks, "graphs": graphed.registry.num_graphs(),
-            "hit_rate": stats.hit_rate()}
+    print(f"largest difference from eager on the padded batch: {worst}  (a replay is that call, bit for bit)")
+    print(f"largest difference from eager on the real rows: {worst_unpadded:.3g}  (GEMM rounding at another "
+          f"row count; fallbacks: {stats.fallbacks})")
+    return {"worst": worst, "worst_unpadded": worst_unpadded, "fallbacks": stats.fallbacks,
+            "graphs": graphed.registry.num_graphs(), "hit_rate": stats.hit_rate()}
 
 
 if __name__ == "__main__":

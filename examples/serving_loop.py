@@ -85,18 +85,23 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
             tokens.shape[0], num_reqs=tokens.shape[0] if decode else None, uniform_decode=decode),
     )
     rng = np.random.default_rng(1)
-    worst = 0.0
+    worst = worst_unpadded = 0.0
     for _ in range(args.steps):
         decode = bool(rng.random() < 0.7)
         n = int(rng.integers(1, 129))
         tokens = xp.asarray(rng.standard_normal((n, HIDDEN)).astype(np.float32))
-        got, want = serve(tokens, weight, bias, decode), step(tokens, weight, bias, decode)
-        worst = max(worst, float(abs(got - want).max()))
+        got = serve(tokens, weight, bias, decode)
+        # A replay is the eager step on the padded batch, bit for bit; at n rows the prefill's matmul may
+        # sum in another order (BLAS/cuBLAS pick kernels by row count): rounding only (RELIABILITY.md, 1).
+        padded = xp.zeros((serve.config.get_padded_batch_size(n), HIDDEN), dtype=np.float32)
+        padded[:n] = tokens
+        worst = max(worst, float(abs(got - step(padded, weight, bias, decode)[:n]).max()))
+        worst_unpadded = max(worst_unpadded, float(abs(got - step(tokens, weight, bias, decode)).max()))
     stats = serve.stats()
     print(serve.describe())
-    print(f"largest difference from eager: {worst:.3g}")
-    return {"worst": worst, "replays_by_mode": dict(stats.replays_by_mode), "fallbacks": stats.fallbacks,
-            "calls": stats.calls}
+    print(f"largest difference from eager on the padded batch: {worst:.3g}; on the real rows: {worst_unpadded:.3g}")
+    return {"worst": worst, "worst_unpadded": worst_unpadded, "replays_by_mode": dict(stats.replays_by_mode),
+            "fallbacks": stats.fallbacks, "calls": stats.calls}
 
 
 if __name__ == "__main__":

@@ -43,10 +43,9 @@ def pytest_addoption(parser) -> None:
 def _process_left_as_found():
     """Every test leaves the process as it found it, so the suite passes in any order.
 
-    A test that leaves an environment variable or cupygraph's default config changed fails here,
-    naming what it left (which is put back, so later tests do not inherit it). The cupygraph logger
-    is put back without failing: ``jit(debug=True)`` turns on debug logging for the whole process
-    by design, and a test of debug mode cannot avoid that.
+    A test that leaves an environment variable, cupygraph's default config or the ``cupygraph``
+    logger's level or handlers changed fails here, naming what it left (which is put back, so later
+    tests do not inherit it). ``jit(debug=True)`` changes no logging state (issue 27).
     """
     env = {k: v for k, v in os.environ.items() if k not in _PYTEST_OWNED_ENV}
     default = set_default_config(None)
@@ -54,10 +53,16 @@ def _process_left_as_found():
     logger = logging.getLogger("cupygraph")
     level, handlers = logger.level, list(logger.handlers)
     yield
-    logger.setLevel(level)
-    for handler in [h for h in logger.handlers if h not in handlers]:
-        logger.removeHandler(handler)
     left = []
+    if logger.level != level:
+        left.append(f"the cupygraph logger's level {logging.getLevelName(logger.level)} "
+                    f"(was {logging.getLevelName(level)})")
+        logger.setLevel(level)
+    added = [h for h in logger.handlers if h not in handlers]
+    if added:
+        left.append(f"handlers {added} on the cupygraph logger")
+    for handler in added:
+        logger.removeHandler(handler)
     now = {k: v for k, v in os.environ.items() if k not in _PYTEST_OWNED_ENV}
     for name in sorted(set(env) | set(now)):
         if env.get(name) != now.get(name):

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from cupygraph.pytree import flatten
+from cupygraph.pytree import flatten, unflatten
 
 
 def _garbage(dtype: np.dtype) -> Any:
@@ -83,7 +83,7 @@ def poison_static_buffers(graphed: Any, xp: Any) -> None:
         for buf in [*entry.static_inputs, *entry.whole_inputs, *leaves]:
             if isinstance(buf, xp.ndarray) and buf.dtype.kind == "f":
                 buf.fill(np.nan)
-        entry._arena.state = None
+        entry.arena.state = None
 
 
 def run_threads(target: Callable[[int], None], count: int, timeout_s: float = 120.0) -> list[BaseException]:
@@ -109,3 +109,35 @@ def run_threads(target: Callable[[int], None], count: int, timeout_s: float = 12
     alive = [t.name for t in threads if t.is_alive()]
     assert not alive, f"deadlock: {alive} still running after {timeout_s} s"
     return errors
+
+
+def eager_at_padded_size(graphed: Any, *args: Any) -> Any:
+    """``graphed``'s function run eagerly on ``args`` with its batched arrays padded as the graph pads
+    them (to the capture size the config gives the batch, with ``pad_value`` or, under
+    ``pad_mode="edge"``, the last real row) and outputs whose leading axis is that size cut back: what
+    a replay equals bit for bit (RELIABILITY.md, promise 1), whatever the BLAS and its thread count."""
+    from cupygraph.dispatch.decision import decide_batch_size
+
+    config, batch = graphed.config, graphed.batch_argnums
+    rows = args[batch[0]].shape[0]
+    size = decide_batch_size(config, rows).padded.num_tokens
+    padded = list(args)
+    for i in batch:
+        a = args[i]
+        filler = np.repeat(a[-1:], size - rows, axis=0) if config.pad_mode == "edge" else np.full(
+            (size - rows, *a.shape[1:]), config.pad_value, dtype=a.dtype)
+        padded[i] = np.concatenate([a, filler.astype(a.dtype)])
+    leaves, spec = flatten(graphed.__wrapped__(*padded), lambda v: isinstance(v, np.ndarray))
+    return unflatten(spec, [leaf[:rows] if isinstance(leaf, np.ndarray) and leaf.ndim and leaf.shape[0] == size
+                            else leaf for leaf in leaves])
+
+
+def gemm_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How far apart two computations of ``a @ b`` may be, per element, whatever their order of summation
+    (a BLAS or cuBLAS kernel, blocking and thread split chosen by the row count): 2 γ_k (|a| @ |b|), with
+    γ_k = k u / (1 - k u), k the inner dimension and u the unit roundoff of the result's dtype (each is
+    within γ_k (|a| @ |b|) of the exact product: Higham, Accuracy and Stability, 3.5)."""
+    u = np.finfo(np.result_type(a.dtype, b.dtype)).eps / 2
+    k = a.shape[-1]
+    gamma = k * u / (1 - k * u)
+    return 2 * gamma * (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64))

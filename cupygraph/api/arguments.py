@@ -105,6 +105,8 @@ class ArgumentRules:
         self.backend = backend
         self.batch, self.static, self.constant = positions.batch, positions.static, positions.constant
         self._const = frozenset(self.constant)
+        self.method_of: Optional[str] = None
+        """The class whose method the function is (argument 0 is then ``self``), for messages."""
 
     def descriptor(self, args: tuple[Any, ...], rows: int, given: Optional[Any],
                    descriptor_fn: Optional[Callable[..., Any]]) -> BatchDescriptor:
@@ -157,6 +159,12 @@ class ArgumentRules:
             elif i in self.batch:
                 what = (f"a NumPy scalar {type(arg).__module__}.{type(arg).__name__}" if isinstance(arg, np.generic)
                         else describe(arg))
+                if i == 0 and self.method_of is not None:
+                    raise InputMismatchError(
+                        f"argument 0 of {name}() is self ({what}): {name} is a method of {self.method_of}, so its "
+                        f"arguments count from self, as in jax.jit; give the positions of the arrays from there, "
+                        f"e.g. @cupygraph.jit(batch_argnums=1) for def {name}(self, x)"
+                    )
                 raise InputMismatchError(
                     f"argument {i} of {name}() is in batch_argnums but is {what} ({arg!r:.40}), not an array "
                     f"with a leading batch axis; pass an array (np.asarray(value)[None] for one row) or leave "
@@ -175,9 +183,11 @@ class ArgumentRules:
                 try:
                     hash(arg)
                 except TypeError:
+                    advice = (f": for self, give {type(arg).__name__} a __hash__ (__hash__ = object.__hash__ keys "
+                              f"each instance by identity)" if i == 0 and self.method_of is not None else "")
                     raise InputMismatchError(
                         f"argument {i} of {name}() is an unhashable {type(arg).__name__}; non-array "
-                        f"arguments are static (part of the graph key) and must be hashable"
+                        f"arguments are static (part of the graph key) and must be hashable{advice}"
                     ) from None
                 signature.append(StaticArg(type(arg), arg))
         for key, value in kwargs.items():
@@ -202,6 +212,16 @@ class ArgumentRules:
             raise InputMismatchError(
                 f"argument {i} of {name}() is a NumPy masked array ({describe(arg)}); a graph copies only its "
                 f"data and would drop the mask: pass arr.filled(value), or the data and the mask as two arrays"
+            )
+        array_type = backend.array_type
+        if type(arg) is not array_type:
+            kind, plain = type(arg), f"{array_type.__module__}.{array_type.__name__}"
+            matrix = " (for np.matrix, * is a matrix product: write x @ y)" if isinstance(arg, np.matrix) else ""
+            raise InputMismatchError(
+                f"argument {i} of {name}() is a {kind.__module__}.{kind.__qualname__} ({arg.dtype}{list(arg.shape)}), "
+                f"a subclass of {plain}; a graph holds plain {plain} buffers, so what the subclass changes would be "
+                f"lost without a word: pass a plain array (np.asarray(x), or x.view({plain})) and write the "
+                f"operations for it{matrix}, or call the function without jit"
             )
         if arg.dtype.hasobject:
             raise InputMismatchError(

@@ -9,15 +9,13 @@ each constant argument, not as a re-capture.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any, Optional
 
 from ..cache.entry import CUDAGraphEntry
 from ..cache.key import GraphKey
 from ..cache.registry import CUDAGraphRegistry
-
-logger = logging.getLogger("cupygraph")
+from ..logs import logger
 
 
 def rebind_constants(registry: CUDAGraphRegistry, key: GraphKey, args: tuple[Any, ...], constant_argnums: Sequence[int],

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
@@ -16,26 +15,30 @@ from ..backends.base import ReplayMismatch
 from ..backends.compiled import COMPILED, FastFunction
 from ..cache.capture import CaptureRequest
 from ..cache.failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
-from ..cache.freshness import stale_reason
-from ..cache.key import ConstArg, GraphKey, Namespace
+from ..cache.freshness import check_arguments_fresh
+from ..cache.key import GraphKey, Namespace
 from ..cache.registry import CUDAGraphRegistry
 from ..cache.stats import CUDAGraphStats
 from ..cache.store import CaptureNow
 from ..compat.dispatcher import CudagraphDispatcher
 from ..config.model import CUDAGraphMode
-from ..diagnostics.explain import configure_logging, explain_new_key
+from ..diagnostics.explain import explain_new_key
 from ..dispatch.descriptor import BatchDescriptor
-from ..errors import AliasedWrite, CaptureError, InputMismatchError, StaleOutputError
-from ..reasons import FallbackReason, RecaptureReason
+from ..errors import AliasedWrite, CaptureError
+from ..logs import debugging, function_log, logger
+from ..reasons import FallbackReason
 from .arguments import ArgumentRules
 from .constants import rebind_constants
 from .devices import DeviceRouter
 from .live import announce, live_functions, on_creation
+from .methods import BoundFunction, plain_function
 from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
-from .plans import Plan, PlanCache
+from .plans import Plan, PlanCache, publisher
+from .recaptures import Recaptures
 from .warmup import Template, calls_per_size, example_call, progress_bar, remember_call
 
-logger = logging.getLogger("cupygraph")
+_UNBOUND = object()
+"""``capture_ahead``'s instance of a function that is not a bound method."""
 
 __all__ = ["ConfigLike", "GraphedFunction", "jit", "live_functions", "on_creation", "resolve_config"]
 
@@ -50,8 +53,8 @@ class GraphedFunction(FastFunction):
          failed), or capture now.
       3. A key is captured by warming the function up and recording it onto static buffers.
       4. Arrays of exactly the captured layout are read where they are (``input_binding="auto"``:
-         the graph is re-pointed); others are copied into static buffers (padding rewritten only
-         when the real size changed); constants are read by address; replay on the caller's stream.
+         the graph is re-pointed); others are copied into static buffers (padding, ``pad_value`` or
+         the last real row, rewritten when it changed); constants are read by address; replay.
       5. Outputs whose leading axis is the padded size are cut back to the real batch (declare
          ``out_batched`` — a bool or the outputs' structure of bools — when an unbatched output
          happens to have that length).
@@ -59,9 +62,11 @@ class GraphedFunction(FastFunction):
     Contract: under ``output_mode="copy"`` (default) the caller owns the returned arrays. Under
     ``"view"`` they are views into static buffers, valid until the next call of this function.
     Constants are read by address: a new array of the same shape, dtype and strides is bound to the
-    graph (``"auto"``), any other is a new key and a re-capture. Non-array arguments are static (keyed), so
-    hashable. Outputs are arrays in tuples, lists, dicts, namedtuples and dataclasses (None is
-    kept); other Python values in them must depend only on shapes and static arguments.
+    graph (``"auto"``), any other is a new key and a re-capture. Non-array arguments are static
+    (keyed), so hashable; on a method, ``self`` is argument 0 (``api/methods.py``). Outputs are
+    arrays in tuples, lists, dicts, namedtuples and dataclasses (None is kept), a NumPy scalar where
+    the function returns one; other Python values in them must depend only on shapes and static
+    arguments.
 
     Failures are remembered per key by the graph cache, until ``clear()`` (or a new ``jit`` with
     another config):
@@ -93,6 +98,7 @@ class GraphedFunction(FastFunction):
     ):
         """``options`` (or its fields as keywords, as ``jit`` takes them); a ``registry`` (and its
         ``dispatcher``) shared with other functions, whose keys ``namespace`` keeps apart."""
+        fn, self._binds = plain_function(fn)
         if not callable(fn):
             raise TypeError(f"jit needs a callable, got {type(fn).__name__}")
         if options is None:
@@ -121,20 +127,25 @@ class GraphedFunction(FastFunction):
         self._family_lock = self.registry.family_lock
         self._family = self.backend.family
         self._stats = self.registry.recorder
-        self._plans = PlanCache(self.backend.array_type, self.constant_argnums,
-                                functools.partial(_publish, weakref.ref(self)))
+        self._plans = PlanCache(self.backend.array_type, self.constant_argnums, publisher(self))
         self.miss = self._call  # the Python path of every call the compiled record does not serve
         self._generation = self.registry.generation
-        self._constants_seen: dict[tuple[Any, ...], tuple[ConstArg, ...]] = {}
+        self._recaptures = Recaptures(self.__name__, self._stats, self.config.on_capture_error == "raise")
         self._template: Optional[Template] = None
         self._devices = DeviceRouter(self.backend, self.batch_argnums, self, lambda device: GraphedFunction(
             fn, options, registry=self.registry.for_device(device), namespace=namespace))
         self._dev_of, self._home = self._devices.device_of, self._devices.home_device
         self._eager_ranges = self.registry.instruments.ranges
         """NVTX on: eager calls run in a range naming the reason (``_run_eagerly``)."""
-        if self.config.debug:
-            configure_logging("debug")
+        self._debug_log = function_log(self.__qualname__) if self.config.debug else None
         announce(self)
+
+    def __get__(self, instance: Any, owner: Optional[type] = None) -> Any:
+        """``obj.method``: this function with ``obj`` as argument 0 (``api/methods.py``)."""
+        return self if instance is None or not self._binds else BoundFunction(self, instance)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._rules.method_of = owner.__qualname__  # its messages name self for argument 0
 
     # -- the hot path ------------------------------------------------------------------------------
 
@@ -206,11 +217,11 @@ class GraphedFunction(FastFunction):
             return verdict, False
         if isinstance(verdict, CaptureNow):
             rebound = rebind_constants(self.registry, key, args, self.constant_argnums, name=self.__name__)
-            if rebound is not None:  # a later re-capture compares with the constants bound now
-                self._constants_seen[key.without_constants()] = key.signature.constants()
+            if rebound is not None:
+                self._recaptures.bound(key)
                 return Plan(rebound, mode.name, batched, whole), False
             self._rules.check_padding(args, self.config.pad_value)
-            self._explain_capture(key)
+            self._recaptures.before_capture(key, self.registry.entries())
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug("%s() captures %s: %s", self.__name__, padded,
                              explain_new_key(key, [e.key for e in self.registry.entries()]))
@@ -221,26 +232,17 @@ class GraphedFunction(FastFunction):
             return Plan(captured, mode.name, batched, whole), True
         return Plan(verdict, mode.name, batched, whole), False
 
-    def _explain_capture(self, key: GraphKey) -> None:
-        """Count re-captures caused by a constant argument that moved, and say which one."""
-        consts = key.signature.constants()
-        if not consts:
-            return
-        previous = self._constants_seen.get(rest := key.without_constants())
-        if previous is not None and previous != consts:
-            if self.config.on_capture_error == "raise":
-                raise InputMismatchError(
-                    f"a constant argument of {self.__name__}() changed (address, shape, dtype or strides) "
-                    f"since capture; was {', '.join(c.describe() for c in previous)}, "
-                    f"now {', '.join(c.describe() for c in consts)}"
-                )
-            self._stats.record_recapture(RecaptureReason.CONSTANT_CHANGED)
-            logger.info("%s() re-captures %s: a constant argument changed", self.__name__, key.descriptor)
-        self._constants_seen[rest] = consts
-
     def _call_slow(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool,
         descriptor: Optional[Any] = None,
+    ) -> Any:
+        if self._debug_log is not None:  # this call's decisions go to this function's debug log
+            with debugging(self._debug_log):
+                return self._call_resolved(args, kwargs, cacheable, descriptor)
+        return self._call_resolved(args, kwargs, cacheable, descriptor)
+
+    def _call_resolved(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool, descriptor: Optional[Any],
     ) -> Any:
         if (elsewhere := self._devices.elsewhere(args)) is not None:  # arrays on another device
             return (elsewhere(*args, **kwargs) if descriptor is None
@@ -248,7 +250,7 @@ class GraphedFunction(FastFunction):
         registry = self.registry
         debug = self.config.debug
         if debug:
-            self._check_arguments_fresh(args)
+            check_arguments_fresh(args, self.__name__)
         with self._family_lock:
             # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
             plan, captured = self._resolve(args, kwargs, descriptor=descriptor, traffic=True)
@@ -301,13 +303,6 @@ class GraphedFunction(FastFunction):
             return self.registry.replay_failed(plan.entry, err, name=self.__name__)
         return Eager(FallbackReason.ALIASED_WRITE, str(err))
 
-    def _check_arguments_fresh(self, args: tuple[Any, ...]) -> None:
-        """Debug mode: an argument that is a view output rewritten since it was returned is an error."""
-        for i, arg in enumerate(args):
-            reason = stale_reason(arg)
-            if reason is not None:
-                raise StaleOutputError(f"argument {i} of {self.__name__}(): {reason}")
-
     # -- public helpers ----------------------------------------------------------------------------
 
     def warmup(self, *example_args: Any, sizes: Optional[Sequence[int]] = None, progress: bool = True) -> int:
@@ -315,12 +310,22 @@ class GraphedFunction(FastFunction):
 
         The arrays in ``example_args`` (or, when none are given, the last call's) give the
         signature; their batched arguments are resized to each size in ``sizes`` (default: every
-        capture size), filled with ``pad_value``. A size below 1 or above the largest capture
+        capture size), filled with ``pad_value`` (under ``pad_mode="edge"``: the examples' rows, the last
+        one repeated). A size below 1 or above the largest capture
         size is an error naming it.
         """
+        return self.capture_ahead(_UNBOUND, example_args, sizes, progress)
+
+    def capture_ahead(self, instance: Any, example_args: tuple[Any, ...], sizes: Optional[Sequence[int]],
+                      progress: bool) -> int:
+        """``warmup``; for a method's ``instance`` (``_UNBOUND``: none), argument 0 of every call."""
+        if instance is not _UNBOUND:
+            example_args = (instance, *example_args) if example_args else ()
         if (elsewhere := self._devices.elsewhere(example_args)) is not None:
             return elsewhere.warmup(*example_args, sizes=sizes, progress=progress)
         template_args, template_kwargs = example_call(self.__name__, example_args, self._template, self.batch_argnums)
+        if instance is not _UNBOUND and not example_args:  # the last call's arguments, this instance's
+            template_args = (instance, *template_args[1:])
         largest = self.config.largest_capture_size
         chosen = (sorted(self.config.cudagraph_capture_sizes, reverse=True) if sizes is None
                   else self._rules.warmup_sizes(sizes, largest))
@@ -329,7 +334,7 @@ class GraphedFunction(FastFunction):
         count = 0
         try:
             for size, args in calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp,
-                                             self.config.pad_value):
+                                             self.config.pad_value, self.config.pad_mode):
                 plan, captured = self._resolve(args, template_kwargs, force=True)
                 count += captured
                 if isinstance(plan, Eager):
@@ -374,19 +379,11 @@ class GraphedFunction(FastFunction):
         with self._family_lock:
             self.registry.clear()
             self._plans.clear(constants=True)
-            self._constants_seen.clear()
+            self._recaptures.clear()
             self._template = None
 
     def __repr__(self) -> str:
         return f"<cupygraph.jit {self.__name__} mode={self.config.mode.name} graphs={self.registry.num_graphs()}>"
-
-
-def _publish(function: weakref.ref[GraphedFunction], record: Any) -> None:
-    """Make ``record`` (or None) the compiled record the function tries first (weakly: the plans
-    must not keep their function alive)."""
-    f = function()
-    if f is not None:
-        f.record = record
 
 
 @takes_options_of(JitOptions, GraphedFunction)

@@ -7,17 +7,30 @@ locks (the JAX ``cache_miss`` / fast path split).
 
 from __future__ import annotations
 
-import logging
 import operator
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from ..cache.entry import CUDAGraphEntry
-
-logger = logging.getLogger("cupygraph")
+from ..cache.key import keyable
+from ..logs import logger
 
 PLANS_LIMIT = 4096
 """Plans kept per function; the cache starts over beyond (whatever callers pass, memory is bounded)."""
+
+
+def publisher(function: Any) -> Callable[[Any], None]:
+    """What makes a record (or None) the compiled replay ``function`` tries first (``FastFunction``),
+    holding the function weakly: its plans must not keep it alive."""
+    ref = weakref.ref(function)
+
+    def publish(record: Any) -> None:
+        f = ref()
+        if f is not None:
+            f.record = record
+
+    return publish
 
 
 class Plan:
@@ -130,6 +143,8 @@ class PlanCache:
                 self._constants_now = constants
         if len(self._plans) >= PLANS_LIMIT:
             self._drop_all()
+        if any(keyable(a) is not a for a in args if type(a) is not self._array_type):
+            return  # a NaN in a static value: a plan key would never equal it again (the slow path keys NaN as NaN)
         try:
             key = self.key(args)
             old = self._plans.get(key)

@@ -41,13 +41,19 @@ def example_call(name: str, example_args: tuple[Any, ...], remembered: Optional[
 
 
 def calls_per_size(template_args: tuple[Any, ...], batch_argnums: Sequence[int], sizes: Sequence[int], xp: Any,
-                   pad_value: Union[int, float]) -> Iterator[tuple[int, tuple[Any, ...]]]:
-    """For each size, the example call with its batched arguments resized (filled with ``pad_value``)."""
+                   pad_value: Union[int, float], pad_mode: str = "constant") -> Iterator[tuple[int, tuple[Any, ...]]]:
+    """For each size, the example call with its batched arguments resized: filled with ``pad_value``,
+    or under ``pad_mode="edge"`` with the example's rows, its last one repeated (an example known only
+    by its shape, the last call's, is filled with ``pad_value``)."""
     for size in sizes:
         args = [xp.zeros(a.shape, dtype=a.dtype) if isinstance(a, ArraySpec) else a for a in template_args]
         for i in batch_argnums:
             like = template_args[i]
+            rows = min(size, like.shape[0]) if pad_mode == "edge" and not isinstance(like, ArraySpec) else 0
             args[i] = xp.full((size, *like.shape[1:]), pad_value, dtype=like.dtype)
+            if rows:
+                args[i][:rows] = like[:rows]
+                args[i][rows:] = like[rows - 1]
         yield size, tuple(args)
 
 

@@ -25,10 +25,9 @@ from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..dispatch.context import cudagraph_context, get_forward_context
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import InputMismatchError
+from ..logs import logger
 from ..reasons import EvictionReason
 from .options import ConfigLike, resolve_config
-
-logger = logging.getLogger("cupygraph")
 
 _KNOWN_LIMIT = 4096
 """Descriptors a wrapper remembers the entries of (whatever the traffic, memory is bounded)."""

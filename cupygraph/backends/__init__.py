@@ -9,14 +9,12 @@ CuPy is imported only when a GPU backend is used.
 from __future__ import annotations
 
 import functools
-import logging
 from typing import Optional
 
 from ..errors import BackendUnavailableError
+from ..logs import logger
 from .base import Backend, Recording
 from .host import HostBackend
-
-logger = logging.getLogger("cupygraph")
 
 
 @functools.cache

@@ -46,6 +46,10 @@ class Recording(abc.ABC):
     baked_uploads: Sequence[Any] = ()
     """Host uploads replayed from the recording's own snapshots (``uploads.BakedUpload``; issue 20)."""
 
+    scalar_outputs: frozenset[int] = frozenset()
+    """Output leaves (in ``pytree.flatten`` order) held as 0-d arrays but returned as the NumPy scalars
+    the plain function gives (the host's reductions); CuPy returns 0-d arrays, so none on the GPU."""
+
     watches: Sequence[Watch] = ()
     """Arrays the recording reads by address without owning them (found at capture in a closure
     or global); ``check_references`` tells whether they are still alive and bound."""
@@ -111,6 +115,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def fill_rows(self, dst: Any, start: int, value: Any, stream: Any = None) -> None:
         """``dst[start:] = value``: the padding rows."""
+
+    def repeat_row(self, dst: Any, start: int, stream: Any = None) -> None:
+        """``dst[start:] = dst[start - 1]``: padding rows that repeat the last real row (``pad_mode="edge"``).
+        One broadcast assignment on NumPy and CuPy alike (CuPy runs it on the current stream, the call's)."""
+        dst[start:] = dst[start - 1]
 
     @abc.abstractmethod
     def copy_out(self, array: Any, stream: Any = None) -> Any:

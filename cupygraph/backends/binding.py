@@ -20,12 +20,11 @@ fresh array the caller owns.
 from __future__ import annotations
 
 import enum
-import logging
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Optional
 
-logger = logging.getLogger("cupygraph")
+from ..logs import logger
 
 __all__ = ["BufferFacts", "CopyReason", "argument_label", "copy_reason", "log_copied", "output_label"]
 

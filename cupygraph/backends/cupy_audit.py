@@ -12,12 +12,12 @@ where cuda-bindings is missing the whole graph is.
 
 from __future__ import annotations
 
-import logging
 import os
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
+from ..logs import logger
 from ..pytree import flatten
 from .audit import AuditReport, NodeRefs, Region, classify
 from .cupy_fft import cached_plan_work_areas, is_cufft_kernel, plan_work_areas
@@ -26,8 +26,6 @@ from .driver.snapshot import GraphSnapshot, Node, aligned_offsets
 from .foreign import Watch, describe_array, find_arrays, warn_foreign
 from .holding import held_regions
 from .library_kernels import library_of
-
-logger = logging.getLogger("cupygraph")
 
 
 def _words(data: bytes, offset: int) -> tuple[int, ...]:
@@ -206,8 +204,8 @@ def _audit(backend: Any, recording: Any, snapshots: Sequence[GraphSnapshot], fn:
     watches: dict[str, Watch] = {}
     if not report.foreign():
         return report, watches
-    # Something foreign: name it where the function's closure or globals lead to it.
-    for found in find_arrays(fn, lambda v: isinstance(v, cupy.ndarray)):
+    # Something foreign: name it where the function's closure, globals or static arguments lead to it.
+    for found in find_arrays(fn, lambda v: isinstance(v, cupy.ndarray), args=args):
         if id(found.array) in arguments:
             continue
         label = f"{found.name} ({describe_array(found.array)})"

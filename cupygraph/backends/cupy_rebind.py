@@ -16,7 +16,6 @@ The caller holds the family lock around ``CupyBinder.bind`` and the launch that 
 from __future__ import annotations
 
 import ctypes
-import logging
 import struct
 from collections import Counter
 from collections.abc import Sequence
@@ -24,13 +23,12 @@ from typing import Any, Optional
 
 import cupy
 
+from ..logs import logger
 from ..pytree import flatten
 from .binding import BufferFacts, CopyReason
 from .cupy_recording import is_piece
 from .driver import set_params_function
 from .driver.snapshot import GraphSnapshot, Kernel, aligned_offsets
-
-logger = logging.getLogger("cupygraph")
 
 ALIGNMENT = 256
 """What a caller's address must be aligned to (CuPy's pool hands out 512-byte aligned blocks, and a

@@ -20,18 +20,16 @@ Which addresses each bank's nodes hold (``Bank.current``) is the binder's to dec
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import cupy
 
+from ..logs import logger
 from .base import Recording
 from .compiled import FamilyState
 from .driver import bindings, ok
 from .driver.reading import RecordingGraphs
-
-logger = logging.getLogger("cupygraph")
 
 _runtime = cupy.cuda.runtime
 _current_stream = cupy.cuda.get_current_stream

@@ -13,8 +13,9 @@ only for arrays the graph's nodes actually touch, found by walking them), and un
 The NumPy host backend warns and raises likewise, for the arrays the function refers to.
 
 Finding the variable is best effort and bounded: closure cells, globals the code names (also in
-nested functions and helper functions it calls), default arguments, attributes of ``self`` or of
-a callable object, and one or two levels into lists, tuples, dicts and plain objects.
+nested functions and helper functions it calls), default arguments, attributes of ``self`` (of a
+bound method, or a jitted method's argument 0), of a callable object or of an object passed as a
+static argument, and one or two levels into lists, tuples, dicts and plain objects.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
 
 from ..errors import CupyGraphError
+from ..frames import code_of
 
 __all__ = [
     "ForeignMemoryError", "ForeignMemoryWarning", "FoundArray", "Watch", "check_watches", "find_arrays", "warn_foreign",
@@ -225,15 +227,22 @@ def _code_names(code: types.CodeType) -> Iterator[str]:
 
 
 def find_arrays(
-    fn: Any, is_array: Callable[[Any], bool], *, max_depth: int = 2, budget: int = 5000
+    fn: Any, is_array: Callable[[Any], bool], *, args: Sequence[Any] = (), max_depth: int = 2, budget: int = 5000
 ) -> list[FoundArray]:
-    """Arrays ``fn`` can reach without arguments: closures, globals it names, defaults, ``self``.
+    """Arrays ``fn`` can reach without arguments: closures, globals it names, defaults, ``self``, and
+    the attributes of objects among ``args`` (a method's ``self``, a static argument): the call reads
+    those by address too, while only the object is part of the key.
 
     Bounded by ``max_depth`` levels into containers and helper functions and by ``budget``
     values looked at, so a huge global dict cannot make a capture slow.
     """
     scan = _Scan(is_array, max_depth, budget)
     scan.function(fn, 0)
+    code = code_of(fn)
+    names = code.co_varnames[: code.co_argcount] if code is not None else ()
+    for i, arg in enumerate(args):
+        if not is_array(arg) and hasattr(arg, "__dict__") and not callable(arg):
+            scan.attributes(arg, names[i] if i < len(names) else f"argument {i}", ("object", arg, None), (), 0)
     return list(scan.found.values())
 
 
@@ -285,7 +294,7 @@ def watch_unowned(
     arguments = [leaf for value in (*args, *kwargs.values()) for leaf in flatten(value, is_array)[0]
                  if is_array(leaf)]
     watches, lines = [], []
-    for reached in find_arrays(fn, is_array) if found is None else found:
+    for reached in find_arrays(fn, is_array, args=args) if found is None else found:
         if getattr(reached.array, "size", 0) == 0 or any(shares_memory(reached.array, a) for a in arguments):
             continue
         label = f"{reached.name} ({describe_array(reached.array)})"

@@ -58,6 +58,22 @@ def _plain_outputs(outputs: Any) -> Any:
     ])
 
 
+def _scalar_leaves(warmed: Any, captured: Any) -> frozenset[int]:
+    """The output leaves the plain function returns as NumPy scalars (a reduction, ``x.sum()``).
+
+    The capture run cannot tell: its arrays keep 0-d results arrays, so that a later ``float()`` is
+    refused. A warm-up ran the plain function, so its outputs say; without one, a 0-d result of the
+    capture run is taken for a scalar (what NumPy gives for reductions), and the first replay that
+    disagrees drops the graph (``HostRecording.launch``)."""
+    leaves, _ = flatten(captured, _is_numpy)
+    if warmed is not None:
+        plain, _ = flatten(warmed, _is_numpy)
+        if len(plain) == len(leaves):
+            return frozenset(i for i, leaf in enumerate(plain) if isinstance(leaf, np.generic))
+    return frozenset(i for i, leaf in enumerate(leaves) if isinstance(leaf, np.generic)
+                     or (isinstance(leaf, CaptureArray) and leaf.ndim == 0))
+
+
 @contextmanager
 def _undone(arrays: Iterable[np.ndarray]) -> Iterator[None]:
     """Whatever the block writes into ``arrays`` is undone when it ends (also when it raises)."""
@@ -74,9 +90,10 @@ def _undone(arrays: Iterable[np.ndarray]) -> Iterator[None]:
 
 class HostRecording(Recording):
     def __init__(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], outputs: Any,
-                 piecewise: bool = False):
+                 piecewise: bool = False, scalars: frozenset[int] = frozenset()):
         self._fn, self._args, self._kwargs = fn, list(args), kwargs
         self.outputs = outputs
+        self.scalar_outputs = scalars
         self._leaves, self._spec = flatten(outputs, _is_numpy)
         self.nbytes = sum(leaf.nbytes for leaf in self._leaves if _is_numpy(leaf))
         self._piecewise = piecewise
@@ -96,7 +113,9 @@ class HostRecording(Recording):
 
     def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
                counts: Any, name: str, constants: Sequence[tuple[int, Any]] = ()) -> HostBinder:
-        facts = host_facts(self._args, self._leaves, self._piecewise)
+        # A scalar output is no array the caller could be handed: never bound.
+        leaves_bound = [None if i in self.scalar_outputs else leaf for i, leaf in enumerate(self._leaves)]
+        facts = host_facts(self._args, leaves_bound, self._piecewise)
         return HostBinder(self._args, facts, static, labels, leaves, bind_outputs, counts, name, constants)
 
     def launch(self) -> None:
@@ -107,6 +126,7 @@ class HostRecording(Recording):
                 f"outputs, {len(self._leaves)} at capture); a graphed function must return the same structure "
                 "every call"
             )
+        scalars = self.scalar_outputs
         for i, (static, new) in enumerate(zip(self._leaves, fresh)):
             if not _is_numpy(static):
                 if not _same_value(static, new):
@@ -117,6 +137,12 @@ class HostRecording(Recording):
                 continue
             if new is static:
                 continue
+            if (type(new) is not np.ndarray or scalars) and isinstance(new, np.generic) is not (i in scalars):
+                raise ReplayMismatch(
+                    f"output {i} is a {'NumPy scalar' if isinstance(new, np.generic) else type(new).__name__} on "
+                    f"replay but was {'a NumPy scalar' if i in scalars else 'an array'} at capture; "
+                    "a graphed function must return the same types every call"
+                )
             new = np.asarray(new)
             if new.shape != static.shape or new.dtype != static.dtype:
                 raise ReplayMismatch(
@@ -171,12 +197,12 @@ class HostBackend(Backend):
         # descriptions), and reads its binding facts only when a binder is asked for.
         # Host uploads go through the ledger (``host_uploads``), as on the GPU.
         with intercepted_uploads(fn) as uploads:
-            sample = None
+            sample = warmed = None
             for _ in range(num_warmups):
                 sample = HostSample()  # the last run's: the first may pay for one-time setup
-                fn(*args, **kwargs)
+                warmed = fn(*args, **kwargs)
                 sample.stop()
-            reached = find_arrays(fn, _is_numpy)
+            reached = find_arrays(fn, _is_numpy, args=args)
             touched = [leaf for value in (*args, *kwargs.values()) for leaf in flatten(value, _is_numpy)[0]
                        if _is_numpy(leaf)] + [found.array for found in reached]
             # A CUDA stream capture executes nothing: what the capture run writes into the arrays it can
@@ -185,8 +211,11 @@ class HostBackend(Backend):
             # The capture run sees views of the same buffers that refuse what CuPy refuses under capture.
             with _undone(touched), refusing(piecewise), numpy_escapes_refused(fn):
                 outputs = fn(*[guarded(a) for a in args], **kwargs)
-        # The caller gets plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy returns).
-        recording = HostRecording(fn, args, kwargs, _plain_outputs(outputs), piecewise)
+        # Outputs are plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy's), which
+        # the entry hands back as the scalars the plain function returns.
+        recording = HostRecording(fn, args, kwargs, _plain_outputs(outputs), piecewise,
+                                  _scalar_leaves(warmed, outputs))
+        warmed = None
         recording.warmup_sample = sample
         recording.bake(uploads.snapshots, uploads.ledger.baked)
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).

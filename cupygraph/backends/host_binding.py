@@ -17,9 +17,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..logs import logger
 from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label, prepare_counts
-
-logger = logging.getLogger("cupygraph")
 
 
 def _address(array: np.ndarray) -> int:

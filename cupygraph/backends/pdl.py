@@ -21,6 +21,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Optional
 
 from ..kernels.pdl import known_module
+from ..logs import logger
 from .driver import bindings, ok
 from .driver.snapshot import GraphSnapshot
 from .driver.snapshot import Node as SnapshotNode
@@ -28,7 +29,6 @@ from .pdl_plan import Edge, EdgePlan, GraphDescription, Node, PdlSummary, plan_e
 
 __all__ = ["apply_pdl"]
 
-logger = logging.getLogger("cupygraph")
 
 _MIN_ARCH = 90  # griddepcontrol needs sm_90 (Hopper)
 

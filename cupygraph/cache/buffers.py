@@ -1,40 +1,13 @@
-"""The static buffers of a graph family: shared input buffers, and what a function writes into them.
+"""What a function writes into its static buffers, and doing it to the caller's arrays too.
 
-``InputArena`` lets the graphs of one signature read views of one buffer per argument. ``WriteBack``
-does to the caller's arrays what the function did to the static copies, for a function that writes
-into its copied arguments (found at capture by comparing the buffers, ``changed``).
+``WriteBack`` does to the caller's arrays what the function did to the static copies, for a function
+that writes into its copied arguments (found by comparing the buffers, ``changed``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-
-from ..backends.base import Backend
-
-
-class InputArena:
-    """Static input buffers shared by the graphs of one signature, sized for the largest batch.
-
-    Graphs of one family run one after another (the family's exec lock and stream ordering), so
-    they can read their inputs from views of one buffer: memory grows with the largest graph, not
-    with the sum. ``state`` records which entry last wrote the buffers and for how many real rows,
-    so the padding is rewritten whenever another graph wrote there since.
-    """
-
-    __slots__ = ("buffers", "state")
-
-    def __init__(self) -> None:
-        self.buffers: dict[int, Any] = {}
-        self.state: Any = None
-
-    def view(self, backend: Backend, position: int, shape: tuple[int, ...], dtype: Any) -> Any:
-        """A buffer of ``shape`` for argument ``position``: a view of the shared one when it fits."""
-        base = self.buffers.get(position)
-        if base is None or base.shape[:1] < shape[:1] or base.shape[1:] != shape[1:] or base.dtype != dtype:
-            base = backend.empty(shape, dtype)
-            self.buffers[position] = base
-        return base[: shape[0]] if base.ndim else base
 
 
 def same_bytes(xp: Any, a: Any, b: Any) -> bool:
@@ -57,7 +30,7 @@ class WriteBack:
 
     __slots__ = ("arena", "batched", "count", "whole")
 
-    def __init__(self, arena: InputArena, static_inputs: Sequence[Any], whole_inputs: Sequence[Any],
+    def __init__(self, arena: Any, static_inputs: Sequence[Any], whole_inputs: Sequence[Any],
                  written: Sequence[int]):
         count = self.count = len(static_inputs)
         self.arena = arena

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import logging
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,13 +22,13 @@ from ..backends.uploads import upload_policy
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError
+from ..logs import logger
 from ..pytree import flatten
 from ..reasons import FallbackReason
-from .buffers import InputArena, changed
+from .buffers import changed
 from .entry import CUDAGraphEntry
 from .key import GraphKey
-
-logger = logging.getLogger("cupygraph")
+from .padding import InputArena, pad_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +36,7 @@ class CaptureRequest:
     """What to record: ``fn(*args, **kwargs)``, and how its arguments reach the graph.
 
     The arrays at positions ``batched`` are copied into static buffers of the key's padded rows
-    (padding filled with ``pad_value``); those at ``copied`` into static buffers of their own
+    (padding filled per ``pad_mode``: ``padding.pad_rows``); those at ``copied`` into static buffers of their own
     shape; every other argument is passed as it is, so arrays among them are read by address.
     ``out_batched`` declares which outputs carry the batch axis (see ``CUDAGraphEntry``).
     """
@@ -53,6 +52,11 @@ class CaptureRequest:
     def name(self) -> str:
         return getattr(self.fn, "__name__", type(self.fn).__name__)
 
+    @property
+    def rows(self) -> int:
+        """The call's real batch (0 without batched arrays)."""
+        return self.args[self.batched[0]].shape[0] if self.batched else 0
+
 
 def record(
     key: GraphKey, request: CaptureRequest, *, backend: Backend, config: CUDAGraphConfig, arena: InputArena,
@@ -64,7 +68,7 @@ def record(
     could not reproduce; any other exception of the function propagates as it is.
     """
     backend.order_after_last_use()
-    staging = _Staging(backend, arena, key.descriptor.num_tokens, config.pad_value)
+    staging = _Staging(backend, arena, key.descriptor.num_tokens, config.pad_value, config.pad_mode)
     try:
         with _memory_refusal_fails_capture(key.descriptor):
             staging.stage(request)
@@ -91,7 +95,7 @@ def record(
             key, staging.recording, backend, list(staging.static_inputs),
             tuple(backend.address(a) for a in staging.call_args if backend.is_array(a)),
             whole_inputs=staging.whole_inputs, arena=arena,
-            pad_value=config.pad_value, output_mode=config.output_mode,
+            pad_value=config.pad_value, pad_mode=config.pad_mode, output_mode=config.output_mode,
             capture_time=seconds, out_batched=request.out_batched, written=written,
             input_binding=config.input_binding,
             labels=[argument_label(p) for p in staging.positions], name=request.name,
@@ -115,8 +119,9 @@ def record(
 class _Staging:
     """The static buffers and the recording of one capture while it is made."""
 
-    def __init__(self, backend: Backend, arena: InputArena, padded: int, pad_value: Any):
+    def __init__(self, backend: Backend, arena: InputArena, padded: int, pad_value: Any, pad_mode: str):
         self.backend, self.arena, self.padded, self.pad_value = backend, arena, padded, pad_value
+        self.pad_mode = pad_mode
         self.call_args: list[Any] = []
         self.static_inputs: list[Any] = []
         self.whole_inputs: list[Any] = []
@@ -134,8 +139,7 @@ class _Staging:
             src = args[index]
             buf = self.arena.view(backend, index, (self.padded, *src.shape[1:]), src.dtype)
             backend.copy_rows(buf, src)
-            if src.shape[0] < self.padded:
-                backend.fill_rows(buf, src.shape[0], self.pad_value)
+            pad_rows(backend, buf, src.shape[0], self.pad_value, self.pad_mode)
             self.call_args[index] = buf
             self.static_inputs.append(buf)
         for index in request.copied:

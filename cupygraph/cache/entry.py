@@ -11,7 +11,6 @@ and the statistics read.
 from __future__ import annotations
 
 import functools
-import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
@@ -22,16 +21,18 @@ from ..backends.compiled import ReplayCounts, tick
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import AliasedWrite, InputMismatchError
 from ..pytree import expand_out_batched, flatten, unflatten
-from .buffers import InputArena, WriteBack
+from .buffers import WriteBack
 from .key import GraphKey
+from .padding import InputArena, pad_rows
 from .strategies import run_and_write_back, run_bound, run_bound_plain, run_checking_writes, run_copied
 from .timing import KeyTiming
-
-logger = logging.getLogger("cupygraph")
 
 use_tick = tick
 """The next value of the family-wide use clock (shared with the compiled replay): ``last_used`` orders
 entries (LRU) without reading a clock on every replay."""
+
+# How the caller gets an output leaf (``CUDAGraphEntry.returned``): compared by identity on the hot path.
+AS_IS, COPY, SCALAR = "as it is", "a copy", "a NumPy scalar"
 
 LaunchHook = Callable[["CUDAGraphEntry", Callable[[], None]], Callable[[], None]]
 """Wraps an entry's launch once (replay timing, sampling, NVTX ranges: ``cache/instrument.py``)."""
@@ -42,9 +43,10 @@ class CUDAGraphEntry:
 
     Contract: the entry owns its static input buffers and the static outputs its ``recording``
     writes. ``replay(inputs)`` copies ``inputs`` into the static buffers (rows beyond the real batch
-    hold ``pad_value``), launches the graph on the caller's current stream and returns the outputs
-    cut to the real batch: fresh copies under ``output_mode="copy"``, views into the static outputs
-    under ``"view"`` (overwritten by the next replay of any graph of the same function). An entry
+    hold ``pad_value``, or under ``pad_mode="edge"`` the last real row), launches the graph on the
+    caller's current stream and returns the outputs cut to the real batch: fresh copies under
+    ``output_mode="copy"`` (a NumPy scalar where the plain function returns one), views into the static
+    outputs under ``"view"`` (overwritten by the next replay of any graph of the same function). An entry
     with no static inputs (the vLLM-style wrapper's) reads the caller's arrays by address. Under
     ``input_binding="auto"`` a batch of exactly ``padded`` rows may instead be read (and written)
     where the caller's arrays are, and fresh outputs written directly (the bound strategies).
@@ -61,6 +63,7 @@ class CUDAGraphEntry:
         whole_inputs: Sequence[Any] = (),
         arena: Optional[InputArena] = None,
         pad_value: Any = 0,
+        pad_mode: str = "constant",
         output_mode: str = "copy",
         capture_time: float = 0.0,
         out_batched: Any = None,
@@ -82,6 +85,7 @@ class CUDAGraphEntry:
         self.input_addresses = input_addresses
         """Addresses of the arrays the graph reads (static buffers, and arrays captured by address)."""
         self.pad_value = pad_value
+        self.pad_mode = pad_mode
         self.output_mode = output_mode
         self.capture_time = capture_time
         self.captured_at = time.time()
@@ -116,6 +120,10 @@ class CUDAGraphEntry:
                 sliced[i] = bool(flag)
         self.batched_outputs = tuple(sliced)
         """Per output leaf (in ``flatten`` order): whether it carries the batch axis and is cut to the real rows."""
+        scalars, copy = recording.scalar_outputs, output_mode == "copy"
+        self.returned = tuple(SCALAR if i in scalars else COPY if copy and is_array(leaf) else AS_IS
+                              for i, leaf in enumerate(self.leaves))
+        """Per output leaf: how the caller gets it (as it is, a copy, or the NumPy scalar the plain function gives)."""
         self.single_output = self.spec is None
         self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
         count = len(static_inputs) + len(self.whole_inputs)
@@ -291,11 +299,13 @@ class CUDAGraphEntry:
         for buf, src in zip(self.whole_inputs, whole):
             copy(buf, src, stream)
         arena = self.arena
-        state = (id(self), rows)
+        state: Optional[tuple[int, int]] = (id(self), rows)
         if arena.state != state:
             if rows < self.padded:
                 for buf in self.static_inputs:
-                    backend.fill_rows(buf, rows, self.pad_value, stream)
+                    pad_rows(backend, buf, rows, self.pad_value, self.pad_mode, stream)
+                if self.pad_mode == "edge":  # the padding copies this call's data: the next call writes it again
+                    state = None
             arena.state = state
         return stream
 
@@ -312,20 +322,18 @@ class CUDAGraphEntry:
 
     def outputs(self, rows: int, stream: Any = None) -> Any:
         """This call's outputs, cut to ``rows`` and copied or viewed per ``output_mode``."""
-        copy = self.output_mode == "copy"
-        copy_out, is_array = self.backend.copy_out, self.backend.is_array
+        copy_out = self.backend.copy_out
         if self.single_output:
             leaf = self.leaves[0]
             if self.batched_outputs[0] and rows != self.padded:
                 leaf = leaf[:rows]
-            return copy_out(leaf, stream) if copy and is_array(leaf) else leaf
+            how = self.returned[0]
+            return leaf if how is AS_IS else copy_out(leaf, stream) if how is COPY else leaf[()]
         result = []
-        for leaf, sliced in zip(self.leaves, self.batched_outputs):
+        for leaf, sliced, how in zip(self.leaves, self.batched_outputs, self.returned):
             if sliced and rows != self.padded:
                 leaf = leaf[:rows]
-            if copy and is_array(leaf):
-                leaf = copy_out(leaf, stream)
-            result.append(leaf)
+            result.append(leaf if how is AS_IS else copy_out(leaf, stream) if how is COPY else leaf[()])
         return unflatten(self.spec, result)
 
     def check_not_aliased(self, inputs: Sequence[Any], whole: Sequence[Any], written: Sequence[int]) -> None:

@@ -8,17 +8,16 @@ again on every call. ``run_eagerly`` is the one way a front door falls back.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any, Optional
 
 from ..errors import CaptureError
-from ..frames import location_in_traceback
+from ..frames import location_in_traceback, raised_through
+from ..logs import logger
 from ..reasons import FallbackReason, reason_of_capture_failure
 from .key import GraphKey
+from .padding import padding_text
 from .stats import CUDAGraphStats
-
-logger = logging.getLogger("cupygraph")
 
 REFUSED = "refused"
 """The graph cannot hold an op of the function (a ``CaptureError``)."""
@@ -31,10 +30,13 @@ class Eager:
     """Why a call runs eagerly: the reason's code, this occurrence's detail, and for a failed
     key what failed (``REFUSED`` or ``RAISED``)."""
 
-    __slots__ = ("detail", "failure", "reason")
+    __slots__ = ("detail", "failure", "padding", "reason")
 
     def __init__(self, reason: FallbackReason, detail: Optional[str] = None, failure: Optional[str] = None):
         self.reason, self.detail, self.failure = reason, detail, failure
+        self.padding: Optional[_PaddedFailure] = None
+        """A padded capture that raised, until the first eager run at the real batch tells whether the
+        padding caused it (``run_eagerly``)."""
 
     def __str__(self) -> str:
         return self.reason.describe(self.detail)
@@ -55,9 +57,10 @@ class FailedKeys:
     function's name, for messages.
     """
 
-    def __init__(self, on_capture_error: str):
+    def __init__(self, on_capture_error: str, pad_value: Any = 0, pad_mode: str = "constant"):
         self.raises = on_capture_error == "raise"
         self._failed: dict[GraphKey, Eager] = {}
+        self._padding = padding_text(pad_value, pad_mode)
 
     def check(self, key: GraphKey, name: str) -> Optional[Eager]:
         """Why ``key`` runs eagerly, or None when it may be captured; raises under raise mode."""
@@ -67,19 +70,25 @@ class FailedKeys:
                                f"tries again): {failed}")
         return failed
 
-    def capture_failed(self, key: GraphKey, err: Exception, name: str) -> Eager:
+    def capture_failed(self, key: GraphKey, err: Exception, name: str, fn: Any = None, rows: int = 0) -> Eager:
         """Remember that ``key`` cannot be captured; raise (a refusal under raise) or say why it
-        runs eagerly."""
+        runs eagerly. ``fn``: the function captured; ``rows``: the call's real batch (0: unknown)."""
         if isinstance(err, CaptureError):
             reason = reason_of_capture_failure(str(err), getattr(err, "reason", None))
             why = Eager(reason, str(err), REFUSED)
         else:
             reason = FallbackReason.CAPTURE_RAISED
-            why = Eager(reason, f"{reason.text}: {type(err).__name__}: {err}{location_in_traceback(err)}", RAISED)
+            raised = f"{type(err).__name__}: {err}{location_in_traceback(err)}"
+            why = Eager(reason, f"{reason.text}: {raised}", RAISED)
+            # The function itself raised on a padded batch: said (and counted) once an eager run at the real
+            # batch tells whether the padding rows made it raise.
+            if 0 < rows < key.descriptor.num_tokens and raised_through(err, fn):
+                why.padding = _PaddedFailure(name, key, raised, rows, self._padding)
         self._failed[key] = why
         if why.failure == REFUSED and self.raises:
             raise CaptureError(f"cannot capture {name}() for {key.descriptor}: {err}") from err
-        _warn(name, key, why)
+        if why.padding is None:
+            _warn(name, key, why)
         return why
 
     def replay_failed(self, key: GraphKey, err: CaptureError, name: str) -> Eager:
@@ -105,12 +114,44 @@ def run_eagerly(
     own exception here, as without cupygraph. Under raise mode (``raises``) a function that works
     eagerly then gets a ``CaptureError`` naming what failed at capture.
     """
+    padding, why.padding = why.padding, None
+    if padding is not None:
+        try:
+            out = fn(*args, **kwargs)
+        except BaseException:  # it fails at the real batch too: its own error, as without cupygraph
+            _warn(name, padding.key, why)
+            stats.record_fallback(why.reason, mode, why.detail)
+            raise
+        padding.blame(why)  # it works at the real batch: the padding rows made it raise
+        _warn(name, padding.key, why)
+        if raises:
+            raise CaptureError(f"cannot capture {name}() (it works eagerly): {why}")
+        stats.record_fallback(why.reason, mode, why.detail)
+        return out
     if why.failure == RAISED and raises:
         fn(*args, **kwargs)
         raise CaptureError(f"cannot capture {name}() (it works eagerly): {why}")
     stats.record_fallback(why.reason, mode, why.detail)
     logger.debug("%s runs eagerly: %s", name, why)
     return fn(*args, **kwargs)
+
+
+class _PaddedFailure:
+    """A capture of a padded batch that raised: what to say if the function works at the real batch."""
+
+    __slots__ = ("key", "name", "padding", "raised", "rows")
+
+    def __init__(self, name: str, key: GraphKey, raised: str, rows: int, padding: str):
+        self.name, self.key, self.raised, self.rows, self.padding = name, key, raised, rows, padding
+
+    def blame(self, why: Eager) -> None:
+        """``why`` becomes: the padding rows made the function raise, and what to do."""
+        rows = self.rows
+        edge = "" if "pad_mode='edge'" in self.padding else "pad_mode='edge' (the padding repeats the last real row), "
+        why.reason = FallbackReason.RAISED_ON_PADDING
+        why.detail = (f"{why.reason.text}: {self.raised}, on a batch padded from {rows} to "
+                      f"{self.key.descriptor.num_tokens} rows (the padding rows hold {self.padding}); at its {rows} "
+                      f"real rows it works. Set {edge}a pad_value the function accepts, or add {rows} to capture_sizes")
 
 
 def _warn(name: str, key: GraphKey, why: Eager) -> None:

@@ -23,7 +23,7 @@ import functools
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from ..errors import StaleOutputError
@@ -120,3 +120,11 @@ def check_fresh(*arrays: Any) -> None:
         reason = stale_reason(array)
         if reason is not None:
             raise StaleOutputError(reason)
+
+
+def check_arguments_fresh(args: Sequence[Any], name: str) -> None:
+    """Debug mode: an argument that is a view output rewritten since it was returned is an error naming it."""
+    for i, arg in enumerate(args):
+        reason = stale_reason(arg)
+        if reason is not None:
+            raise StaleOutputError(f"argument {i} of {name}(): {reason}")

@@ -11,12 +11,49 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional, Union
 
+import numpy as np
+
 from ..config.model import CUDAGraphMode
 from ..dispatch.descriptor import BatchDescriptor
 
 
 def _dims(shape: tuple[int, ...]) -> str:
     return ", ".join(map(str, shape))
+
+
+class _NaN:
+    """Every NaN of one type, as a part of a key: NaN never equals itself, and a key must."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, kind: type):
+        self.type = kind
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _NaN) and other.type is self.type
+
+    def __hash__(self) -> int:
+        return hash((_NaN, self.type))
+
+
+_HOLDS_NAN = _NaN(type(None))
+"""Marks a tuple, frozenset or complex number rebuilt by ``keyable`` (no value the caller passes holds it)."""
+
+
+def keyable(value: Any, depth: int = 0) -> Any:
+    """``value`` as a static key compares it: itself, unless it holds a NaN (a float, NumPy float or
+    complex part, also inside tuples and frozensets), which becomes one marker per type whatever its
+    payload or sign. Without this a NaN key never finds its graph: a capture per call."""
+    if isinstance(value, (float, np.floating)):
+        return _NaN(type(value)) if value != value else value
+    if isinstance(value, (complex, np.complexfloating)):
+        return value if value == value else (_HOLDS_NAN, type(value), keyable(value.real), keyable(value.imag))
+    if isinstance(value, (tuple, frozenset)) and depth < 8:
+        parts = [keyable(item, depth + 1) for item in value]
+        if all(part is item for part, item in zip(parts, value)):
+            return value
+        return (_HOLDS_NAN, type(value), tuple(parts) if isinstance(value, tuple) else frozenset(parts))
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,22 +91,42 @@ class ConstArg:
         return f"constant {self.dtype}[{_dims(self.shape)}] at {hex(self.address)}"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class StaticArg:
-    """A hashable Python value: part of the key by type and value (1, 1.0 and True trace differently)."""
+    """A hashable Python value: part of the key by type and value (1, 1.0 and True trace differently;
+    NaN equals NaN: ``keyable``)."""
 
     type: type
     value: Any
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", (self.type, keyable(self.value)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StaticArg) and self._key == other._key  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._key)  # type: ignore[attr-defined]
 
     def describe(self) -> str:
         return f"static {self.type.__name__} {self.value!r}"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Kwargs:
-    """The keyword arguments (all static), sorted by name, each with its type and value."""
+    """The keyword arguments (all static), sorted by name, each with its type and value (keyed as
+    ``StaticArg`` keys them)."""
 
     items: tuple[tuple[str, type, Any], ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", tuple((name, kind, keyable(value)) for name, kind, value in self.items))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Kwargs) and self._key == other._key  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._key)  # type: ignore[attr-defined]
 
     def describe(self) -> str:
         return "keywords " + ", ".join(f"{name}={value!r}" for name, _, value in self.items)

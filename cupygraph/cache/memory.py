@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .buffers import InputArena
 from .entry import CUDAGraphEntry
 from .key import Signature
+from .padding import InputArena
 
 
 def base_array(buf: Any) -> Any:

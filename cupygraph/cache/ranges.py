@@ -8,14 +8,12 @@ the domain ``cupygraph``; without it, asking for them logs one warning and runs 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional, Protocol
 
 from ..config.defaults import env_flag
-
-logger = logging.getLogger("cupygraph")
+from ..logs import logger
 
 DOMAIN = "cupygraph"
 ENV = "CUPYGRAPH_NVTX"

@@ -13,9 +13,9 @@ from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError
 from ..pytree import flatten
 from ..reasons import EvictionReason
-from .buffers import InputArena
 from .entry import CUDAGraphEntry
 from .key import NO_SIGNATURE, GraphKey, Signature
+from .padding import InputArena
 from .store import GraphStore
 
 __all__ = ["CUDAGraphEntry", "CUDAGraphRegistry", "GraphKey", "InputArena", "RegisteredGraph"]

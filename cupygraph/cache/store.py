@@ -8,7 +8,6 @@ failed, or capture now), and captures through ``capture_or_fail``."""
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from ..backends.base import Backend, ReplayMismatch
 from ..config.model import CUDAGraphConfig
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError, CupyGraphError
+from ..logs import logger
 from ..reasons import EvictionReason, FallbackReason
 from .capture import CaptureRequest, record
 from .entry import CUDAGraphEntry, use_tick
@@ -29,8 +29,6 @@ from .instrument import Instruments
 from .key import GraphKey, Signature
 from .memory import StaticArenas, total_bytes
 from .stats import CUDAGraphStats
-
-logger = logging.getLogger("cupygraph")
 
 
 class CaptureNow:
@@ -66,7 +64,7 @@ class GraphStore:
         """Replay timing and NVTX ranges, on or off for this cache's life (``cache/instrument.py``)."""
         self._entries: OrderedDict[GraphKey, CUDAGraphEntry] = OrderedDict()
         self._seen: Counter[GraphKey] = Counter()
-        self._failed = FailedKeys(self.config.on_capture_error)
+        self._failed = FailedKeys(self.config.on_capture_error, self.config.pad_value, self.config.pad_mode)
         self._lock = threading.RLock()
         self._family_lock = threading.RLock()
         self._arenas = StaticArenas()
@@ -222,7 +220,7 @@ class GraphStore:
             failure = err
         with self._lock:
             self._seen[key] += 1  # the sighting that tried to capture
-            return self._failed.capture_failed(key, failure, name)
+            return self._failed.capture_failed(key, failure, name, request.fn, request.rows)
 
     def replay_failed(self, entry: CUDAGraphEntry, err: ReplayMismatch, *, name: str) -> Eager:
         """A replay returned other outputs than its capture: drop the graph, run the key eagerly."""

@@ -11,14 +11,13 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any, Optional, Protocol
 
+from ..logs import logger
 from ..pytree import unflatten
-from .buffers import InputArena, WriteBack, changed
-
-logger = logging.getLogger("cupygraph")
+from .buffers import WriteBack, changed
+from .padding import InputArena
 
 
 class Replayable(Protocol):
@@ -37,6 +36,7 @@ class Replayable(Protocol):
     copy_rows: Any
     single_output: bool
     leaves: list[Any]
+    returned: tuple[str, ...]
     spec: Any
     check_writes: bool
 
@@ -102,9 +102,9 @@ def run_bound(entry: Replayable, inputs: Sequence[Any], rows: int, whole: Sequen
     if entry.single_output:
         return fresh[0]
     bound = dict(zip(binder.output_positions, fresh))
-    copy_out, is_array = entry.backend.copy_out, entry.backend.is_array
-    result = [bound[i] if i in bound else copy_out(leaf, stream) if is_array(leaf) else leaf
-              for i, leaf in enumerate(entry.leaves)]
+    copy_out = entry.backend.copy_out
+    result = [bound[i] if i in bound else leaf if how == "as it is" else copy_out(leaf, stream) if how == "a copy"
+              else leaf[()] for i, (leaf, how) in enumerate(zip(entry.leaves, entry.returned))]
     return unflatten(entry.spec, result)
 
 

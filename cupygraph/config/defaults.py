@@ -6,16 +6,15 @@ Process-wide state kept apart from the model: ``set_default_config`` (the pytest
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Optional
 
+from ..logs import logger
 from .model import CUDAGraphConfig
 from .modes import CUDAGraphMode
 
 __all__ = ["apply_env_overrides", "default_config", "graphs_disabled_by_env", "set_default_config"]
 
-logger = logging.getLogger("cupygraph")
 
 _DISABLE_LOGGED = False
 _DEFAULT_CONFIG: Optional[CUDAGraphConfig] = None

@@ -7,7 +7,6 @@ The config's parts live beside it and import nothing above them: ``modes.py``, `
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Optional, Union, get_args
 
@@ -38,7 +37,6 @@ __all__ = [
     "field_path", "format_validation_error", "parse_byte_size",
 ]
 
-logger = logging.getLogger("cupygraph")
 
 
 class CUDAGraphConfig(BaseModel):
@@ -133,6 +131,13 @@ class CUDAGraphConfig(BaseModel):
         description="Capture a key once it has been seen this many times; until then it runs eagerly.",
     )
     pad_value: Union[int, float] = Field(0, description="Value written into the padding rows of static inputs.")
+    pad_mode: Literal["constant", "edge"] = Field(
+        "constant",
+        description="How the padding rows of batched inputs are filled. constant: pad_value. edge: copies of the "
+        "last real row, so a function that accepts every real row accepts the padding too (np.linalg.inv, "
+        "cholesky and solve of a valid batch; log and division), at the cost of rewriting the padding on every "
+        "padded call. Sums over the batch see the padding rows either way.",
+    )
     output_mode: Literal["copy", "view"] = Field(
         "copy",
         description="copy: outputs are fresh arrays the caller owns. view: outputs are views into the graph's "
@@ -163,7 +168,8 @@ class CUDAGraphConfig(BaseModel):
     )
     gc_freeze: bool = Field(True, description="Freeze Python's garbage collector during capture.")
     debug: bool = Field(
-        False, description="Check inputs, pointers and stale output views on every call; log every decision."
+        False, description="Check inputs, pointers and stale output views on every call; write every decision "
+        "of this function (and no other's) to stderr, leaving the process's logging as it is."
     )
     min_tokens_for_graph: StrictInt = Field(
         1, ge=1, le=MAX_INT,
@@ -230,7 +236,7 @@ class CUDAGraphConfig(BaseModel):
                                 mode="before")(as_bool)
 
     @field_validator("eviction", "output_mode", "on_capture_error", "input_binding", "capture_mode", "backend", "pdl",
-                     "host_uploads", mode="before")
+                     "host_uploads", "pad_mode", mode="before")
     @classmethod
     def _one_of(cls, value: Any, info: ValidationInfo) -> Any:
         """A choice field, in any case; its choices are its ``Literal``'s (listed once, in the annotation)."""

@@ -11,13 +11,12 @@ from typing import Any, Optional
 
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..config.modes import short_repr
+from ..logs import logger
 from ..reasons import FallbackReason
 from .decision import RUNTIME_GRAPH_MODES, Decision, DispatchKeys, decide, padded_descriptor
 from .descriptor import BatchDescriptor, check_config, check_descriptor
 from .policy import DefaultDispatchPolicy, DispatchPolicy
 from .stats import DispatchStats
-
-logger = logging.getLogger("cupygraph")
 
 _ABOVE_LARGEST = (FallbackReason.ABOVE_LARGEST, FallbackReason.SEQ_LEN_ABOVE_LARGEST)
 

@@ -10,14 +10,12 @@ holds the handles it uses (``backends/holding.py``), so a queued handle serves n
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
 from ..backends.capturing import stream_is_capturing
 from ..backends.holding import scopes_open
-
-logger = logging.getLogger("cupygraph")
+from ..logs import logger
 
 _retired: list[tuple[Callable[[], None], int, str]] = []
 

@@ -244,14 +244,22 @@ def test_piecewise_binds_what_no_eager_step_touches():
     def g_direct(x, w):
         return matmul(x, w) * 2  # the eager step reads the input itself: it must be copied
 
+    def padded_eager(fn, x, w):
+        """``fn`` on ``x`` padded with zero rows to its capture size (4, 8 or 16): what a replay equals bit
+        for bit; cuBLAS may pick another GEMM algorithm for the unpadded row count (RELIABILITY.md, 1)."""
+        size = next(s for s in (4, 8, 16) if s >= x.shape[0])
+        padded = cupy.zeros((size, *x.shape[1:]), x.dtype)
+        padded[: x.shape[0]] = x
+        return fn(padded, w)[: x.shape[0]]
+
     g = jit(f, mode="PIECEWISE", constant_argnums=(1,))
     d = jit(g_direct, mode="PIECEWISE", constant_argnums=(1,))
     for rows in (8, 5, 16, 8):
         x = rand(rng, rows)
         poison(g)
         poison(d)
-        same(g(x, w), f(x, w))
-        same(d(x, w), g_direct(x, w))
+        same(g(x, w), padded_eager(f, x, w))
+        same(d(x, w), padded_eager(g_direct, x, w))
     counts = g.stats().to_dict()["rebinds_by_argument"]
     assert counts.get("argument 0") == 3 and counts.get("output 0") == 3, counts
     assert d.stats().to_dict()["rebinds_by_argument"].get("argument 0", 0) == 0

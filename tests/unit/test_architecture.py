@@ -20,7 +20,7 @@ MAX_LINES = 400
 # Low to high: a module may import its own layer or a lower one, never a higher one.
 LAYERS: dict[str, int] = {
     "cupygraph.errors": 0, "cupygraph.reasons": 0, "cupygraph.pytree": 0, "cupygraph.frames": 0,
-    "cupygraph.hints": 0,
+    "cupygraph.hints": 0, "cupygraph.logs": 0,
     "cupygraph.kernels": 0,
     "cupygraph.config": 1,
     "cupygraph.dispatch": 2,

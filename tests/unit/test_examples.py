@@ -24,7 +24,8 @@ def test_heat_equation_example_matches_eager(capsys):
 
 def test_serving_loop_uses_both_graph_families(capsys):
     result = load("serving_loop").main(["--steps", "60"])
-    assert result["worst"] < 1e-5
+    assert result["worst"] == 0.0  # the eager step on the padded batch, bit for bit
+    assert 0.0 <= result["worst_unpadded"] < 1e-3  # the prefill matmul's rounding at another row count only
     assert result["replays_by_mode"].get("FULL", 0) > 0 and result["replays_by_mode"].get("PIECEWISE", 0) > 0
     assert result["fallbacks"] == 0
 

@@ -9,7 +9,8 @@
 4. Padding rows hold pad_value and take part in row-mixing computations.
 5. Sizes above the largest capture size run eagerly, counted with the reason.
 6. Ops that cannot be captured fall back to eager for that key, with the reason (or raise).
-7. Non-array arguments are static: part of the key, so hashable; 1, 1.0 and True differ.
+7. Non-array arguments are static: part of the key, so hashable; 1, 1.0 and True differ; NaN keys
+   as NaN; a value that never compares equal to an earlier call's is warned about and counted.
 8. A function that writes into a copied (batched or unbatched) argument writes into the graph's
    static copy: the capture detects it (warm-up; on the host the run itself) and each replay copies
    the written rows back into the caller's arrays. Undetected on the GPU with num_warmups=0, or
@@ -20,12 +21,20 @@
 10. Python values read from the data (``float(x.sum())``, ``if x.any():``, ``x[x > 0]``) cannot
    be recorded: the key falls back to eager, counted with the op and the line; values that depend
    only on shapes (``x.shape[0]``, ``len(x)``) are fine.
+11. A function that raises on the padding rows (a zero matrix is singular) runs that key eagerly
+   with the reason ``raised_on_padding``; ``pad_mode="edge"`` pads with the last real row instead.
+12. Products round by row count: a padded GEMM is the padded eager GEMM bit for bit, the unpadded
+   one only within rounding (tests/unit/test_padded_products.py states the bound).
+13. Methods take ``self`` as argument 0 (as with ``jax.jit``), a static argument.
+14. Arguments are plain arrays (a subclass such as ``np.matrix`` is refused); results are what the
+   function returns (a NumPy scalar stays a scalar).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from replay_helpers import gemm_bound
 
 import cupygraph as cg
 
@@ -153,3 +162,44 @@ def test_8_functions_writing_into_copied_arguments_write_back():
     assert f(x).tolist() == [[3.0, 3.0]] * 3
     assert x.tolist() == [[2.0, 2.0]] * 3  # copied back after the replay
     assert f.registry.num_graphs() == 1 and f.registry.entries()[0].written == (0,)
+
+
+def test_7_nan_statics_key_as_nan():
+    f = cg.jit(lambda x, a: x * 2, config=HOST)
+    for _ in range(5):
+        f(np.ones((3, 2)), float("nan"))
+    assert f.registry.num_graphs() == 1 and f.stats().hits == 4
+
+
+def test_11_a_function_that_raises_on_the_padding_runs_eagerly_saying_so():
+    a = np.eye(3)[None].repeat(3, 0) * 2  # three invertible matrices; the padding to 4 is a zero matrix
+    f = cg.jit(np.linalg.inv, config=HOST)
+    np.testing.assert_array_equal(f(a), np.linalg.inv(a))
+    assert "pad_mode='edge'" in f.stats().detail("raised_on_padding")
+
+
+def test_12_products_round_by_row_count():
+    matmul = cg.graph_break(np.matmul)
+    w = np.random.default_rng(0).standard_normal((32, 8)).astype(np.float32)
+    f = cg.jit(lambda x, w: matmul(x, w), constant_argnums=1, config=dict(HOST, mode="PIECEWISE"))
+    x = np.random.default_rng(1).standard_normal((5, 32)).astype(np.float32)
+    padded = np.concatenate([x, np.zeros((3, 32), np.float32)])  # 5 rows pad to 8
+    np.testing.assert_array_equal(f(x, w), (padded @ w)[:5])
+    assert (np.abs(f(x, w).astype(np.float64) - x @ w) <= gemm_bound(x, w)).all()
+
+
+def test_13_methods_take_self_as_argument_0():
+    class Model:
+        @cg.jit(batch_argnums=1, config=HOST)
+        def forward(self, x):
+            return x + 1
+
+    assert Model().forward(np.ones((3, 2))).tolist() == [[2.0, 2.0]] * 3
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # np.matrix's own advice
+def test_14_arguments_are_plain_arrays_and_results_are_what_the_function_returns():
+    f = cg.jit(lambda x: x.sum(), config=HOST)
+    assert type(f(np.ones((3, 2)))) is np.float64
+    with pytest.raises(cg.InputMismatchError, match="subclass"):
+        f(np.asmatrix(np.ones((3, 2))))

@@ -17,6 +17,7 @@ import sys
 import numpy as np
 import pytest
 from extras import need
+from replay_helpers import eager_at_padded_size, gemm_bound
 from repo_files import load_example
 
 import cupygraph as cg
@@ -279,12 +280,18 @@ def test_matmul_runs_in_a_full_host_graph_where_raw_matmul_is_refused():
     bias = rand(rng, (8,), np.float32)
 
     def layer(x, w, bias):
-        return np.tanh(cg.matmul(x, w) + bias)
+        y = cg.matmul(x, w)
+        return y, np.tanh(y + bias)
 
     graphed = cg.jit(layer, constant_argnums=(1, 2), config={"backend": "host", "mode": "FULL", "max_capture_size": 32})
     for n in (3, 17, 32, 5, 17):
         x = rand(rng, (n, 16), np.float32)
-        np.testing.assert_array_equal(graphed(x, w, bias), layer(x, w, bias))
+        got = graphed(x, w, bias)
+        # The promise for products (RELIABILITY.md, 1): bit for bit the eager call at the padded size; against
+        # the call at n rows, within the GEMM rounding bound (BLAS picks kernels by row count and threads).
+        for g, want in zip(got, eager_at_padded_size(graphed, x, w, bias)):
+            np.testing.assert_array_equal(g, want)
+        assert (np.abs(got[0].astype(np.float64) - layer(x, w, bias)[0]) <= gemm_bound(x, w)).all()
     stats = graphed.stats()
     assert stats.fallbacks == 0 and stats.captures >= 1 and stats.hits >= 1
 
@@ -397,7 +404,11 @@ def test_mlp_example_runs_on_the_host_backend():
 
     module = load_example("mlp_full")
     result = module.main(["--calls", "12", "--max-batch", "32", "--backend", "host"])
-    assert result["fallbacks"] == 0 and result["graphs"] >= 1 and result["worst"] < 1e-4
+    assert result["fallbacks"] == 0 and result["graphs"] >= 1
+    assert result["worst"] == 0.0  # the eager call on the padded batch, bit for bit
+    # At the real rows only the GEMMs' rounding differs: 8 layers of 256-term float32 sums stay far below
+    # 1e-3 on O(1) activations, while a wrong or stale row would be off by O(1).
+    assert 0.0 <= result["worst_unpadded"] < 1e-3
 
 
 def test_the_retire_queue_counts_handles_per_library():

@@ -7,15 +7,13 @@ cannot be read, it holds nothing and each consumer falls back as it would withou
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
 from ...errors import CupyGraphError
+from ...logs import logger
 from . import bindings
 from .snapshot import GraphSnapshot, read_graphs
-
-logger = logging.getLogger("cupygraph")
 
 
 def conditional_bodies(tops: Sequence[GraphSnapshot]) -> list[GraphSnapshot]:
