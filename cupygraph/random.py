@@ -110,7 +110,7 @@ class Generator:
         if out is not None:
             return out
         if self.backend == "host":
-            from .backends.host_guard import capture_run_active, guarded
+            from .backends.guards.host_guard import capture_run_active, guarded
 
             value = np.asarray(value)
             return guarded(value) if capture_run_active() else value

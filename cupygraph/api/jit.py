@@ -1,6 +1,6 @@
 """``cupygraph.jit``: the JAX-style front door that captures per batch shape and replays.
 
-The hot path is the compiled replay a plan may publish (``backends/cupy_fast.py``), else
+The hot path is the compiled replay a plan may publish (``backends/fastpath/record.py``), else
 ``GraphedFunction._call`` with a known plan: find the plan, ``entry.run``.
 Classifying arguments, asking the dispatcher and the cache, capturing: once per new signature."""
 
@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
 from ..backends.base import ReplayMismatch
-from ..backends.compiled import COMPILED, FastFunction
+from ..backends.fastpath.compiled import COMPILED, FastFunction
 from ..cache.capture import CaptureRequest
 from ..cache.failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
 from ..cache.freshness import check_arguments_fresh
@@ -150,7 +150,7 @@ class GraphedFunction(FastFunction):
     # -- the hot path ------------------------------------------------------------------------------
 
     # A call is first offered to the compiled replay the plans published (``FastFunction``,
-    # ``backends/cupy_fast.py``); what it hands back, and every call without it, comes here.
+    # ``backends/fastpath/record.py``); what it hands back, and every call without it, comes here.
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
             plans = self._plans

@@ -81,7 +81,7 @@ class PlanCache:
         """(shape, dtype, plan) of the last single-array plan ``find`` returned."""
         self._record: Any = None
         self._record_plan: Optional[Plan] = None
-        """The compiled record of one plan's calls (``backends/cupy_fast.py``) the function tries before
+        """The compiled record of one plan's calls (``backends/fastpath/record.py``) the function tries before
         ``find``, and that plan."""
 
     def key(self, args: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -13,8 +13,8 @@ from typing import Any, Optional
 
 from ..errors import CaptureError
 from ..reasons import FallbackReason
-from .compiled import FamilyState
-from .foreign import Watch, check_watches
+from .fastpath.compiled import FamilyState
+from .guards.foreign import Watch, check_watches
 from .timing import HostSample, Sample
 
 
@@ -143,7 +143,7 @@ class Backend(abc.ABC):
     @functools.cached_property
     def family(self) -> Any:
         """This graph family's ``FamilyState``: its generation changes whenever something a compiled
-        replay record describes may have changed (``backends/cupy_fast.py``)."""
+        replay record describes may have changed (``backends/fastpath/record.py``)."""
         return FamilyState()
 
     def may_share_memory(self, a: Any, b: Any) -> bool:

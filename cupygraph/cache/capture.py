@@ -17,8 +17,8 @@ from typing import Any, Optional
 import numpy as np
 
 from ..backends.base import Backend, Recording
-from ..backends.binding import argument_label
-from ..backends.uploads import upload_policy
+from ..backends.guards.uploads import upload_policy
+from ..backends.zerocopy.binding import argument_label
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from ..backends.base import Backend, Recording
-from ..backends.binding import argument_label
-from ..backends.compiled import ReplayCounts, tick
+from ..backends.fastpath.compiled import ReplayCounts, tick
+from ..backends.zerocopy.binding import argument_label
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import AliasedWrite, InputMismatchError
 from ..pytree import expand_out_batched, flatten, unflatten
@@ -179,7 +179,7 @@ class CUDAGraphEntry:
             family.bump()
 
     def _bind(self, name: str, constants: Sequence[tuple[int, Any]]) -> None:
-        """Zero-copy where the recording allows it (``backends/binding.py``)."""
+        """Zero-copy where the recording allows it (``backends/zerocopy/binding.py``)."""
         buffers = self.static_inputs + self.whole_inputs
         binder = self.recording.binder(buffers, self.labels, self.leaves, bind_outputs=self.output_mode == "copy",
                                        counts=self.counts, name=self.name, constants=constants)
@@ -193,7 +193,7 @@ class CUDAGraphEntry:
         return self.strategy == "bound_plain" and self._hooked is None and self.alive
 
     def fast_record(self, plan: Any, lock: Any) -> Any:
-        """The compiled replay's record of ``plan``'s calls (``backends/cupy_fast.py``) where each is a
+        """The compiled replay's record of ``plan``'s calls (``backends/fastpath/record.py``) where each is a
         plain bound run at the captured rows under no launch hook, else None."""
         binder = self.binding
         if not self.compiled_ready or plan.rows != self.padded or not hasattr(binder, "record"):

@@ -139,7 +139,7 @@ class LockstepFunction:
         config = lockstep_config(resolve_config(options.config), comm)
         backend: Optional[Backend] = None
         if comm.backend_name == "cupy":
-            from ..backends.cupy import CupyBackend
+            from ..backends.cupy.backend import CupyBackend
 
             backend = CupyBackend(comm.device)
         self.comm = comm

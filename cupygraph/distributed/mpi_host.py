@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.host_guard import capture_run_active, guarded
+from ..backends.guards.host_guard import capture_run_active, guarded
 from .comm import Communicator
 
 __all__ = ["MpiCommunicator"]

@@ -10,7 +10,7 @@ import functools
 from importlib import resources
 from typing import Any
 
-from .pdl import register_module, with_pdl
+from ..backends.pdl.modules import register_module, with_pdl
 
 SOURCES = ("heat.cu", "elementwise.cu", "mlp.cu", "control.cu")
 

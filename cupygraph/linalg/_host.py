@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..backends.host_guard import capture_run_active, guarded
+from ..backends.guards.host_guard import capture_run_active, guarded
 from ._shapes import check_scale_array, host_scale, matmul_result, matmul_shapes, result_dtype, scale_dtype
 
 

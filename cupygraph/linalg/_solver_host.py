@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.host_guard import _refuse, capture_run_active, guarded
+from ..backends.guards.host_guard import _refuse, capture_run_active, guarded
 from ..reasons import FallbackReason
 from . import _routes
 from ._host import _plain

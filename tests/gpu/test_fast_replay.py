@@ -1,4 +1,4 @@
-"""The compiled replay (``backends/cupy_fast.py``) on a real GPU: the calls it serves equal eager bit
+"""The compiled replay (``backends/fastpath/record.py``) on a real GPU: the calls it serves equal eager bit
 for bit on fresh random data with the static buffers poisoned, and every call it must not serve
 (another stream, a padded batch, an output still held, a view, an evicted graph, timing on) is
 served by the Python path, equally right."""
@@ -15,7 +15,7 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is n
 
 from replay_helpers import poison_static_buffers, run_threads  # noqa: E402
 
-from cupygraph.backends.cupy_fast import COMPILED  # noqa: E402
+from cupygraph.backends.fastpath.record import COMPILED  # noqa: E402
 from cupygraph.kernels import get_kernel  # noqa: E402
 
 COLS = 64

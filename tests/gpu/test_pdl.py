@@ -360,7 +360,7 @@ def reset(buffers, values):
 
 def test_random_dags_of_opted_in_and_plain_kernels(kernels):
     """520 random DAGs over three streams: with PDL, without, and eager, bit for bit."""
-    from cupygraph.backends.cupy import CupyBackend
+    from cupygraph.backends.cupy.backend import CupyBackend
 
     rng = np.random.default_rng(18)
     backend = CupyBackend(0)

@@ -1,6 +1,6 @@
 """One jitted function used on two GPUs (``api/devices.py``): a graph family per device, each call
 routed by its array's device, every result equal to eager bit for bit on fresh random data, and each
-family's steady calls served by its own compiled replay (``backends/cupy_fast.py``). Needs two GPUs."""
+family's steady calls served by its own compiled replay (``backends/fastpath/record.py``). Needs two GPUs."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is n
 
 from replay_helpers import poison_static_buffers  # noqa: E402
 
-from cupygraph.backends.cupy_fast import COMPILED  # noqa: E402
+from cupygraph.backends.fastpath.record import COMPILED  # noqa: E402
 from cupygraph.kernels import get_kernel  # noqa: E402
 
 

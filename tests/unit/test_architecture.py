@@ -21,10 +21,9 @@ MAX_LINES = 400
 LAYERS: dict[str, int] = {
     "cupygraph.errors": 0, "cupygraph.reasons": 0, "cupygraph.pytree": 0, "cupygraph.frames": 0,
     "cupygraph.hints": 0, "cupygraph.logs": 0,
-    "cupygraph.kernels": 0,
     "cupygraph.config": 1,
     "cupygraph.dispatch": 2,
-    "cupygraph.backends": 3,
+    "cupygraph.backends": 3, "cupygraph.kernels": 3,
     "cupygraph.control_flow": 4, "cupygraph.linalg": 4, "cupygraph.random": 4,
     "cupygraph.cache": 5,
     "cupygraph.compat": 6,

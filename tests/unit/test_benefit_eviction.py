@@ -12,7 +12,7 @@ from repo_files import load_tool
 
 import cupygraph as cg
 from cupygraph.api.jit import GraphedFunction
-from cupygraph.backends.host import HostBackend
+from cupygraph.backends.host.backend import HostBackend
 from cupygraph.cache.eviction import HighestBenefit, eviction_policy
 from cupygraph.cache.registry import CUDAGraphRegistry
 from cupygraph.cache.timing import KeyTiming

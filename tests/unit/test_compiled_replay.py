@@ -24,10 +24,10 @@ import pytest
 
 import cupygraph as cg
 from cupygraph.api.plans import RETIRED, Plan, PlanCache
-from cupygraph.backends.compiled import PythonFastFunction
+from cupygraph.backends.fastpath.compiled import PythonFastFunction
 
 try:
-    from cupygraph.backends import _replay
+    from cupygraph.backends.fastpath import _replay
 except ImportError:  # pragma: no cover - no C compiler where the package was installed
     _replay = None
 
@@ -37,7 +37,7 @@ COMPILER = shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.g
 def test_the_extension_is_built_wherever_a_compiler_is():
     if COMPILER is None:
         pytest.skip("no C compiler here: cupygraph replays through its Python path")
-    assert importlib.util.find_spec("cupygraph.backends._replay") is not None, (
+    assert importlib.util.find_spec("cupygraph.backends.fastpath._replay") is not None, (
         "a C compiler is installed but cupygraph/backends/_replay.c was not built (pip install -e . builds it)")
 
 
@@ -432,7 +432,7 @@ def test_a_record_never_changes_and_shapes_must_be_tuples():
 
 
 def test_the_counts_and_the_generation_have_python_stand_ins_with_the_same_fields():
-    from cupygraph.backends.compiled import PythonFamilyState, PythonReplayCounts
+    from cupygraph.backends.fastpath.compiled import PythonFamilyState, PythonReplayCounts
 
     for counts in (PythonReplayCounts(),) + ((_replay.ReplayCounts(),) if _replay else ()):
         assert (counts.replays, counts.bound_calls, counts.last_used, counts.last_bank, counts.hits) == (0, 0, 0, 0, {})

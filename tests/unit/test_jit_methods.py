@@ -11,7 +11,7 @@ import pytest
 
 import cupygraph as cg
 from cupygraph.api.methods import BoundFunction
-from cupygraph.backends.compiled import FastFunction
+from cupygraph.backends.fastpath.compiled import FastFunction
 from cupygraph.errors import InputMismatchError
 
 HOST = {"backend": "host", "capture_sizes": [4, 8]}

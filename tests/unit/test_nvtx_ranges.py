@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cupygraph as cg
-from cupygraph.backends.host import HostBackend
+from cupygraph.backends.host.backend import HostBackend
 from cupygraph.cache import ranges
 from cupygraph.cache.instrument import Instruments
 

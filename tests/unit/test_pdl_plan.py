@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import cupygraph as cg
-from cupygraph.backends.pdl_plan import MAX_NAMED, Edge, GraphDescription, Node, PdlSummary, plan_edges
+from cupygraph.backends.pdl.plan import MAX_NAMED, Edge, GraphDescription, Node, PdlSummary, plan_edges
 
 WAITS = Node("kernel", "waits", waits=True)
 PLAIN = Node("kernel", "plain", reason="no griddepcontrol.wait (CUPYGRAPH_PDL_WAIT) in the kernel")

@@ -12,9 +12,9 @@ from extras import need
 
 driver = need("cuda.bindings.driver", "cuda", what="the PDL rewrite tests")
 
-from cupygraph.backends import pdl  # noqa: E402
+from cupygraph.backends.pdl import rewrite as pdl  # noqa: E402
 from cupygraph.backends.driver.reading import RecordingGraphs  # noqa: E402
-from cupygraph.kernels.ptx_scan import WaitVerdict  # noqa: E402
+from cupygraph.backends.pdl.ptx_scan import WaitVerdict  # noqa: E402
 
 OK, BAD = driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_INVALID_VALUE
 KERNEL, MEMCPY = driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL, driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMCPY

@@ -23,12 +23,12 @@ from typing import Any, Optional
 
 import cupy
 
-from ..logs import logger
-from ..pytree import flatten
+from ...logs import logger
+from ...pytree import flatten
+from ..cupy.recording import is_piece
+from ..driver import set_params_function
+from ..driver.snapshot import GraphSnapshot, Kernel, aligned_offsets
 from .binding import BufferFacts, CopyReason
-from .cupy_recording import is_piece
-from .driver import set_params_function
-from .driver.snapshot import GraphSnapshot, Kernel, aligned_offsets
 
 ALIGNMENT = 256
 """What a caller's address must be aligned to (CuPy's pool hands out 512-byte aligned blocks, and a

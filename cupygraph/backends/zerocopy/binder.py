@@ -18,12 +18,12 @@ from typing import Any, Optional
 
 import cupy
 
-from ..logs import logger
+from ...logs import logger
+from ..cupy.recording import Bank, CupyRecording
+from ..driver import set_params_function
+from ..fastpath.record import record_of, references
 from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label
-from .cupy_fast import record_of, references
-from .cupy_rebind import ALIGNMENT, CupyBindings, KernelNode
-from .cupy_recording import Bank, CupyRecording
-from .driver import set_params_function
+from .rebind import ALIGNMENT, CupyBindings, KernelNode
 
 MAX_BANKS = 2
 """Two cover a caller that holds one result while the next is made; more would only spend memory."""

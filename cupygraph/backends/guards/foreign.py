@@ -28,8 +28,8 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
 
-from ..errors import CupyGraphError
-from ..frames import code_of
+from ...errors import CupyGraphError
+from ...frames import code_of
 
 __all__ = [
     "ForeignMemoryError", "ForeignMemoryWarning", "FoundArray", "Watch", "check_watches", "find_arrays", "warn_foreign",
@@ -289,7 +289,7 @@ def watch_unowned(
 
     The host cannot see which of them a graph would touch, so every such array counts.
     """
-    from ..pytree import flatten
+    from ...pytree import flatten
 
     arguments = [leaf for value in (*args, *kwargs.values()) for leaf in flatten(value, is_array)[0]
                  if is_array(leaf)]

@@ -20,12 +20,12 @@ import logging
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Optional
 
-from ..kernels.pdl import known_module
-from ..logs import logger
-from .driver import bindings, ok
-from .driver.snapshot import GraphSnapshot
-from .driver.snapshot import Node as SnapshotNode
-from .pdl_plan import Edge, EdgePlan, GraphDescription, Node, PdlSummary, plan_edges
+from ...logs import logger
+from ..driver import bindings, ok
+from ..driver.snapshot import GraphSnapshot
+from ..driver.snapshot import Node as SnapshotNode
+from .modules import known_module
+from .plan import Edge, EdgePlan, GraphDescription, Node, PdlSummary, plan_edges
 
 __all__ = ["apply_pdl"]
 

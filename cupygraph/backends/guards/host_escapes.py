@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ..frames import called_from_user
-from ..reasons import FallbackReason
+from ...frames import called_from_user
+from ...reasons import FallbackReason
 from .host_guard import _refuse, capture_run_active
 from .uploads import Interception
 

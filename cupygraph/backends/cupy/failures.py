@@ -9,9 +9,9 @@ from typing import Optional
 
 import cupy
 
-from ..frames import call_site_in_traceback
-from ..hints import replacement
-from ..reasons import FallbackReason
+from ...frames import call_site_in_traceback
+from ...hints import replacement
+from ...reasons import FallbackReason
 
 __all__ = ["describe_capture_failure"]
 

@@ -33,9 +33,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ..errors import CaptureError
-from ..hints import HOST_UPLOAD_HINT
-from ..reasons import FallbackReason
+from ...errors import CaptureError
+from ...hints import HOST_UPLOAD_HINT
+from ...reasons import FallbackReason
 
 __all__ = ["CREATORS", "MODES", "UNSUPPORTED_KINDS", "BakedUpload", "Interception", "UploadLedger", "new_ledger",
            "upload_policy"]

@@ -13,25 +13,25 @@ from typing import Any, Optional
 
 import cupy
 
-from ..errors import CaptureError
-from ..pytree import flatten, unflatten
-from .base import Backend
-from .capturing import stream_is_capturing
-from .cupy_audit import audit_capture, audit_enabled
-from .cupy_binder import CupyBinder
-from .cupy_failures import describe_capture_failure
-from .cupy_fft import isolated_plan_cache
-from .cupy_pieces import MEMCPY_D2D, PiecewiseRecorder
-from .cupy_pool import DeviceBlocks, fill_free_blocks
-from .cupy_rebind import analyze_safely, make_extent_recorder
-from .cupy_recording import CupyRecording
-from .cupy_timing import EventSample
-from .cupy_uploads import intercepted_uploads
-from .driver.reading import RecordingGraphs
-from .graph_bodies import collecting_bodies
-from .holding import collecting_held
-from .pdl import apply_pdl
-from .piecewise import recording_breaks
+from ...errors import CaptureError
+from ...pytree import flatten, unflatten
+from ..base import Backend
+from ..capturing import stream_is_capturing
+from ..driver.reading import RecordingGraphs
+from ..graph_bodies import collecting_bodies
+from ..guards.cupy_audit import audit_capture, audit_enabled
+from ..guards.cupy_uploads import intercepted_uploads
+from ..holding import collecting_held
+from ..pdl.rewrite import apply_pdl
+from ..piecewise import recording_breaks
+from ..zerocopy.binder import CupyBinder
+from ..zerocopy.rebind import analyze_safely, make_extent_recorder
+from .failures import describe_capture_failure
+from .fft import isolated_plan_cache
+from .pieces import MEMCPY_D2D, PiecewiseRecorder
+from .pool import DeviceBlocks, fill_free_blocks
+from .recording import CupyRecording
+from .timing import EventSample
 
 _runtime = cupy.cuda.runtime
 _current_stream = cupy.cuda.get_current_stream

@@ -1,7 +1,7 @@
 """Account for every device address a captured graph touches: who owns the memory behind it.
 
 Pure Python on purpose: the GPU backend describes the graph's nodes (``NodeRefs``, read with
-cuda-bindings in ``backends/cupy_audit.py``) and the memory it knows (``Region``); ``classify``
+cuda-bindings in ``backends/guards/cupy_audit.py``) and the memory it knows (``Region``); ``classify``
 sorts every address into one owner. Recorded node descriptions make it testable without a GPU.
 
 Owners, in the order they are tried (the first region holding an address wins):

@@ -36,11 +36,11 @@ from typing import Any, NoReturn, Optional
 
 import numpy as np
 
-from ..errors import CaptureError
-from ..hints import where_and_instead
-from ..pytree import flatten, unflatten
-from ..reasons import FallbackReason
-from .piecewise import recording_breaks
+from ...errors import CaptureError
+from ...hints import where_and_instead
+from ...pytree import flatten, unflatten
+from ...reasons import FallbackReason
+from ..piecewise import recording_breaks
 
 
 class RefusedOp(CaptureError):

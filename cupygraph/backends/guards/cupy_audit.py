@@ -17,14 +17,14 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
-from ..logs import logger
-from ..pytree import flatten
+from ...logs import logger
+from ...pytree import flatten
+from ..cupy.fft import cached_plan_work_areas, is_cufft_kernel, plan_work_areas
+from ..driver import allocation_of, bindings
+from ..driver.snapshot import GraphSnapshot, Node, aligned_offsets
+from ..holding import held_regions
 from .audit import AuditReport, NodeRefs, Region, classify
-from .cupy_fft import cached_plan_work_areas, is_cufft_kernel, plan_work_areas
-from .driver import allocation_of, bindings
-from .driver.snapshot import GraphSnapshot, Node, aligned_offsets
 from .foreign import Watch, describe_array, find_arrays, warn_foreign
-from .holding import held_regions
 from .library_kernels import library_of
 
 

@@ -25,11 +25,11 @@ from typing import Any, Optional
 
 import cupy
 
-from ..logs import logger
-from .base import Recording
-from .compiled import FamilyState
-from .driver import bindings, ok
-from .driver.reading import RecordingGraphs
+from ...logs import logger
+from ..base import Recording
+from ..driver import bindings, ok
+from ..driver.reading import RecordingGraphs
+from ..fastpath.compiled import FamilyState
 
 _runtime = cupy.cuda.runtime
 _current_stream = cupy.cuda.get_current_stream

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from ..logs import logger
+from ...logs import logger
 
 __all__ = ["BufferFacts", "CopyReason", "argument_label", "copy_reason", "log_copied", "output_label"]
 

@@ -1,5 +1,5 @@
 /* The Record: one plan's steady call served in C (cupygraph/backends/_replay.c says what the extension
- * is, cupygraph/backends/cupy_fast.py what a Record holds and when Python makes a new one). */
+ * is, cupygraph/backends/fastpath/record.py what a Record holds and when Python makes a new one). */
 #include "_replay.h"
 
 #define MISS 0
@@ -295,10 +295,10 @@ static PyMethodDef Record_methods[] = {
 
 PyTypeObject RecordType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cupygraph.backends._replay.Record",
+    .tp_name = "cupygraph.backends.fastpath._replay.Record",
     .tp_basicsize = sizeof(Record),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "What the compiled replay of one plan reads (cupygraph/backends/cupy_fast.py); never changes.",
+    .tp_doc = "What the compiled replay of one plan reads (cupygraph/backends/fastpath/record.py); never changes.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Record_init,
     .tp_dealloc = (destructor)Record_dealloc,

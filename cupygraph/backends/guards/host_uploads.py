@@ -26,8 +26,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..frames import called_from_user, location_in_stack
-from .base import ReplayMismatch
+from ...frames import called_from_user, location_in_stack
+from ..base import ReplayMismatch
 from .host_guard import CaptureArray, capture_run_active, guarded
 from .uploads import CREATORS, UNSUPPORTED_KINDS, Interception, UploadLedger, new_ledger
 

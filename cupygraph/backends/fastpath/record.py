@@ -33,9 +33,9 @@ from typing import Any, Optional
 
 import cupy
 
+from ..driver import graph_launch_address
 from .compiled import COMPILED, MAX_ARGUMENTS, MAX_BANKS, Record
 from .compiled import references as _compiled_references
-from .driver import graph_launch_address
 
 __all__ = ["COMPILED", "graph_launch_address", "record_of", "references"]
 

@@ -1,7 +1,7 @@
 /* Shared by the compiled replay's sources (cupygraph/backends/_replay.c, _replay_record.c,
  * _replay_helpers.c): its object types and helpers.
  *
- * The contract with Python (cupygraph/backends/cupy_fast.py builds what C reads): a Record is built
+ * The contract with Python (cupygraph/backends/fastpath/record.py builds what C reads): a Record is built
  * once per plan and never changes; it refers to two mutable objects of this module, the entry's
  * ReplayCounts (written by both paths, read by the statistics) and the family's FamilyState (whose
  * generation Python bumps whenever anything a Record describes may have changed). C reads no other

@@ -17,8 +17,16 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..logs import logger
-from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label, prepare_counts
+from ...logs import logger
+from ..zerocopy.binding import (
+    BufferFacts,
+    CopyReason,
+    argument_label,
+    copy_reason,
+    log_copied,
+    output_label,
+    prepare_counts,
+)
 
 
 def _address(array: np.ndarray) -> int:

@@ -30,9 +30,9 @@ from typing import Any, Optional
 import cupy
 import numpy
 
-from ..frames import location_in_stack
-from .capturing import stream_is_capturing
-from .holding import hold
+from ...frames import location_in_stack
+from ..capturing import stream_is_capturing
+from ..holding import hold
 from .uploads import CREATORS, UNSUPPORTED_KINDS, Interception, UploadLedger, new_ledger
 
 __all__ = ["intercepted_uploads"]

@@ -1,4 +1,4 @@
-/* The replay hot path of one zero-copy graph, compiled: cupygraph/backends/cupy_fast.py says when it
+/* The replay hot path of one zero-copy graph, compiled: cupygraph/backends/fastpath/record.py says when it
  * is used and what it must equal.
  *
  * A jitted function's class derives from FastFunction: a call is offered first to the Record its
@@ -60,7 +60,7 @@ static PyMemberDef ReplayCounts_members[] = {
 
 PyTypeObject ReplayCountsType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cupygraph.backends._replay.ReplayCounts",
+    .tp_name = "cupygraph.backends.fastpath._replay.ReplayCounts",
     .tp_basicsize = sizeof(ReplayCounts),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "One entry's counts, written by the compiled and the Python replay, read by the statistics.",
@@ -89,7 +89,7 @@ static PyMethodDef FamilyState_methods[] = {
 
 PyTypeObject FamilyStateType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cupygraph.backends._replay.FamilyState",
+    .tp_name = "cupygraph.backends.fastpath._replay.FamilyState",
     .tp_basicsize = sizeof(FamilyState),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A graph family's generation: a Record is valid while it describes the current one.",
@@ -187,7 +187,7 @@ static void FastFunction_dealloc(FastFunction *self) {
 
 static PyGetSetDef FastFunction_getset[] = {
     {"record", (getter)FastFunction_get_record, (setter)FastFunction_set_record,
-     "the Record tried first (cupygraph/backends/cupy_fast.py), or None", NULL},
+     "the Record tried first (cupygraph/backends/fastpath/record.py), or None", NULL},
     {"miss", (getter)FastFunction_get_miss, (setter)FastFunction_set_miss,
      "the Python path, called with every call the record does not serve", NULL},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
@@ -196,7 +196,7 @@ static PyGetSetDef FastFunction_getset[] = {
 
 static PyTypeObject FastFunctionType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cupygraph.backends._replay.FastFunction",
+    .tp_name = "cupygraph.backends.fastpath._replay.FastFunction",
     .tp_basicsize = sizeof(FastFunction),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "A callable that offers each call to its record first, else to its Python path (miss).",
@@ -218,7 +218,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_replay", "The compiled replay hot path (cupygraph/backends/cupy_fast.py).", -1,
+    PyModuleDef_HEAD_INIT, "_replay", "The compiled replay hot path (cupygraph/backends/fastpath/record.py).", -1,
     module_methods,
 };
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..errors import CupyGraphError
-from .driver.snapshot import GraphSnapshot
+from ...errors import CupyGraphError
+from .snapshot import GraphSnapshot
 
 
 def recording_topology(recording: Any) -> dict[str, Any]:

@@ -8,9 +8,9 @@ from typing import Any
 
 import cupy
 
-from ..errors import CaptureError
-from ..pytree import flatten
-from .base import ReplayMismatch
+from ...errors import CaptureError
+from ...pytree import flatten
+from ..base import ReplayMismatch
 
 _runtime = cupy.cuda.runtime
 # Device-to-device: the driver need not look up where the pointers live (memcpyDefault costs a

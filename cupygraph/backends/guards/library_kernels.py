@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .cupy_fft import is_cufft_kernel
+from ..cupy.fft import is_cufft_kernel
 
 _LIBRARY_KERNELS = (
     # NCCL's kernels (ncclDevKernel_AllReduce_..., mangled) read its communicator's own memory.

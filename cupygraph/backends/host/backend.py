@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from ..pytree import flatten, unflatten
-from .base import Backend, Recording, ReplayMismatch
-from .foreign import find_arrays, watch_unowned
-from .host_binding import HostBinder, host_facts
-from .host_escapes import numpy_escapes_refused
-from .host_guard import CaptureArray, guarded, refusing
-from .host_uploads import intercepted_uploads, replaying
-from .timing import HostSample
+from ...pytree import flatten, unflatten
+from ..base import Backend, Recording, ReplayMismatch
+from ..guards.foreign import find_arrays, watch_unowned
+from ..guards.host_escapes import numpy_escapes_refused
+from ..guards.host_guard import CaptureArray, guarded, refusing
+from ..guards.host_uploads import intercepted_uploads, replaying
+from ..timing import HostSample
+from .binder import HostBinder, host_facts
 
 
 def _is_numpy(value: Any) -> bool:
