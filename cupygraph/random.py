@@ -34,6 +34,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .backends.guards.host_guard import handed_back, plain_array
 from .backends.holding import hold, holding_active
 
 __all__ = ["Generator", "default_rng"]
@@ -110,15 +111,9 @@ class Generator:
         if out is not None:
             return out
         if self.backend == "host":
-            from .backends.guards.host_guard import capture_run_active, guarded
-
             value = np.asarray(value)
-            return guarded(value) if capture_run_active() else value
+            return handed_back(value)
         return value
-
-    @staticmethod
-    def _plain_out(out: Any) -> Any:
-        return out.view(np.ndarray) if isinstance(out, np.ndarray) and type(out) is not np.ndarray else out
 
     # -- NumPy's methods -----------------------------------------------------------------------------
 
@@ -128,7 +123,7 @@ class Generator:
         if out is not None and size is None:
             size = out.shape  # NumPy's rule; CuPy would draw one value and broadcast it into out
         self._enter()
-        return self._done(self._gen.random(size=size, dtype=dtype, out=self._plain_out(out)), out)
+        return self._done(self._gen.random(size=size, dtype=dtype, out=plain_array(out)), out)
 
     def standard_normal(self, size: Any = None, dtype: Any = np.float64, out: Any = None) -> Any:
         """Floats from N(0, 1)."""
@@ -136,7 +131,7 @@ class Generator:
         if out is not None and size is None:
             size = out.shape
         self._enter()
-        return self._done(self._gen.standard_normal(size=size, dtype=dtype, out=self._plain_out(out)), out)
+        return self._done(self._gen.standard_normal(size=size, dtype=dtype, out=plain_array(out)), out)
 
     def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None, dtype: Any = np.float64) -> Any:
         """``loc + scale * standard_normal``; ``size=None`` takes the broadcast shape of loc and scale."""

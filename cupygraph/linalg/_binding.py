@@ -16,7 +16,7 @@ per replay with nvmath, 12.2 µs with ctypes, in one process). nvmath is the mai
 issue prefers and its calls are cheaper (eager ``cupygraph.matmul`` of 64x64: 31.5 µs of host time
 per call against 34.4 µs; ``cupy.matmul``: 15.5 µs), but its import costs 0.38 s on top of CuPy
 and cupygraph and it is an extra install, so without it the ctypes binding (import 3 ms) serves.
-Eager host time is mostly cupygraph's Python (shape checks, layout plan, handle binding), not the
+Eager host time is mostly cupygraph's Python (shape checks, the GEMM call's layout, handle binding), not the
 binding; a graph replays the GEMM with no Python at all.
 
 Only these calls are bound: handle create/destroy, stream, workspace, pointer mode, version, and

@@ -6,7 +6,7 @@ the first call) on this thread's handle bound to the current stream: the matrix 
 host objects made and destroyed around the call, work buffers are ordinary arrays of the current
 allocator (the family's pool under ``jit``), sized before the call that uses them, and alpha = 1,
 beta = 0 are host values (frozen into a graph). The handle is made outside any capture (the
-warm-up makes it) and a recording holds it. The public checks (``_solvers.spmm``) ran before.
+warm-up makes it) and a recording holds it. The public checks (``_public_solvers.spmm``) ran before.
 
 dense @ CSR is ``(s^T @ x^T)^T``: see ``dense_csr``.
 """

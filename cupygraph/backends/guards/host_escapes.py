@@ -28,7 +28,7 @@ import numpy as np
 
 from ...frames import called_from_user
 from ...reasons import FallbackReason
-from .host_guard import _refuse, capture_run_active
+from .host_guard import capture_run_active, refuse
 from .uploads import Interception
 
 _RANDOM_HINT = ("NumPy's legacy global generator, whose GPU counterpart cupy.random calls cuRAND's host API, which "
@@ -73,11 +73,11 @@ def _targets() -> list[tuple[Any, str, str]]:
 def _refuse_escape(label: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if capture_run_active():
         if label.startswith("np.random.") and _caller_is_user():
-            _refuse(FallbackReason.LIBRARY_CALL, f"{label} uses {_RANDOM_HINT}")
+            refuse(FallbackReason.LIBRARY_CALL, f"{label} uses {_RANDOM_HINT}")
         if label == "sparse" and _caller_is_user(skip_scipy=True):
-            _refuse(FallbackReason.LIBRARY_CALL, _SPARSE_HINT)
+            refuse(FallbackReason.LIBRARY_CALL, _SPARSE_HINT)
         if label.startswith("scipy.linalg.") and _caller_is_user():
-            _refuse(FallbackReason.LIBRARY_CALL, f"{label} {_SCIPY_LINALG_HINT}", label)
+            refuse(FallbackReason.LIBRARY_CALL, f"{label} {_SCIPY_LINALG_HINT}", label)
     return original(*args, **kwargs)
 
 

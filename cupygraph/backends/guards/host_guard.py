@@ -67,7 +67,9 @@ def _guard() -> Optional[_Guard]:
     return guard if guard is not None and guard.active else None
 
 
-def _refuse(reason: FallbackReason, what: str, called: str = "") -> NoReturn:
+def refuse(reason: FallbackReason, what: str, called: str = "") -> NoReturn:
+    """Raise the refusal of ``what`` (the user's line and a way out in the message), and keep it as the
+    capture run's first, which the run raises at its end even if the function caught this one."""
     message = f"{reason.text}: {what}{where_and_instead(sys._getframe(1), reason.value, called)}"
     guard = _guard()
     if guard is not None and guard.first is None:
@@ -80,7 +82,7 @@ _SHAPE_HINT = "a graph records fixed shapes; keep the shape with np.where(mask, 
 
 
 def _host_read(what: str) -> NoReturn:
-    _refuse(FallbackReason.DEVICE_TO_HOST, f"{what} reads array data on the host ({_D2H_HINT})")
+    refuse(FallbackReason.DEVICE_TO_HOST, f"{what} reads array data on the host ({_D2H_HINT})")
 
 
 def _host_read_unless_stored(what: str) -> None:
@@ -128,9 +130,9 @@ def _is_bool_index(component: Any) -> bool:
 def _check_index(index: Any, what: str) -> None:
     components = index if isinstance(index, tuple) else (index,)
     if any(_is_bool_index(c) for c in components):
-        _refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f"boolean-mask {what} ({_SHAPE_HINT})")
+        refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f"boolean-mask {what} ({_SHAPE_HINT})")
     if any(isinstance(c, list) for c in components):  # CuPy uploads a list index: refused under capture
-        _refuse(FallbackReason.HOST_UPLOAD, f"{what} with a Python list uploads it (use an index array)")
+        refuse(FallbackReason.HOST_UPLOAD, f"{what} with a Python list uploads it (use an index array)")
 
 
 class CaptureArray(np.ndarray):
@@ -139,7 +141,7 @@ class CaptureArray(np.ndarray):
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if _guard() is not None and ufunc.__name__ in _CUBLAS_UFUNCS:
-            _refuse(FallbackReason.LIBRARY_CALL, f"np.{ufunc.__name__} / @ calls cuBLAS, {_LIBRARY_HINT}", "numpy.dot")
+            refuse(FallbackReason.LIBRARY_CALL, f"np.{ufunc.__name__} / @ calls cuBLAS, {_LIBRARY_HINT}", "numpy.dot")
         out = kwargs.get("out")
         if out is not None:
             kwargs["out"] = tuple(_plain(o) for o in out)
@@ -238,7 +240,7 @@ class CaptureArray(np.ndarray):
         if _guard() is not None:
             _check_index(index, "assignment")
             if isinstance(value, (list, tuple)):  # CuPy uploads the values: refused under capture
-                _refuse(FallbackReason.HOST_UPLOAD, "assigning a Python list or tuple uploads it (assign an array)")
+                refuse(FallbackReason.HOST_UPLOAD, "assigning a Python list or tuple uploads it (assign an array)")
         np.ndarray.__setitem__(self, _plain_tree(index), _plain(value))
 
     def __iter__(self) -> Iterator[Any]:
@@ -254,17 +256,17 @@ class CaptureArray(np.ndarray):
 
     def nonzero(self) -> Any:
         if _guard() is not None:
-            _refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f".nonzero() ({_SHAPE_HINT})")
+            refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f".nonzero() ({_SHAPE_HINT})")
         return self.view(np.ndarray).nonzero()
 
     def dot(self, *args: Any, **kwargs: Any) -> Any:
         if _guard() is not None:
-            _refuse(FallbackReason.LIBRARY_CALL, f".dot() calls cuBLAS, {_LIBRARY_HINT}", "numpy.dot")
+            refuse(FallbackReason.LIBRARY_CALL, f".dot() calls cuBLAS, {_LIBRARY_HINT}", "numpy.dot")
         return _wrap(self.view(np.ndarray).dot(*_plain_tree(args), **kwargs))
 
     def compress(self, *args: Any, **kwargs: Any) -> Any:
         if _guard() is not None:
-            _refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f".compress() ({_SHAPE_HINT})")
+            refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f".compress() ({_SHAPE_HINT})")
         return _wrap(self.view(np.ndarray).compress(*_plain_tree(args), **kwargs))
 
 
@@ -310,15 +312,15 @@ _SHAPE_ONLY = _functions(
 def _check_function(func: Any, args: Any, kwargs: Any) -> None:
     name = getattr(func, "__name__", "function")
     if func in _CUBLAS:
-        _refuse(FallbackReason.LIBRARY_CALL, f"np.{name} calls cuBLAS, {_LIBRARY_HINT}", f"numpy.{name}")
+        refuse(FallbackReason.LIBRARY_CALL, f"np.{name} calls cuBLAS, {_LIBRARY_HINT}", f"numpy.{name}")
     if str(getattr(func, "__module__", "")).startswith("numpy.linalg"):
-        _refuse(FallbackReason.LIBRARY_CALL, f"np.linalg.{name} calls cuSOLVER, {_LIBRARY_HINT}", f"linalg.{name}")
+        refuse(FallbackReason.LIBRARY_CALL, f"np.linalg.{name} calls cuSOLVER, {_LIBRARY_HINT}", f"linalg.{name}")
     if func in _DATA_SHAPED or (func is np.where and len(args) + len(kwargs) == 1):
         label = "np.where with one argument" if func is np.where else f"np.{name}"
-        _refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f"{label} ({_SHAPE_HINT})", f"numpy.{name}")
+        refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f"{label} ({_SHAPE_HINT})", f"numpy.{name}")
     if func in _HISTOGRAMS and kwargs.get("range") is None and not isinstance(
             args[1] if len(args) > 1 else kwargs.get("bins", 10), (np.ndarray, list, tuple)):
-        _refuse(FallbackReason.DEVICE_TO_HOST, f"np.{name} without range= ({_D2H_HINT}: pass range= or bin edges)")
+        refuse(FallbackReason.DEVICE_TO_HOST, f"np.{name} without range= ({_D2H_HINT}: pass range= or bin edges)")
     if func in _PRINTING:
         _host_read(f"np.{name}")
 
@@ -370,6 +372,18 @@ def capture_run_active() -> bool:
 def guarded(array: Any) -> Any:
     """``array`` as the capture run sees it: a CaptureArray view (no copy) of a NumPy array."""
     return array.view(CaptureArray) if type(array) is np.ndarray else array
+
+
+def plain_array(x: Any) -> Any:
+    """``x`` as a plain ``np.ndarray`` view (no copy) when it is a subclass (a capture run's
+    ``CaptureArray``): for ops that capture on the GPU, which compute here on plain views."""
+    return x.view(np.ndarray) if isinstance(x, np.ndarray) and type(x) is not np.ndarray else x
+
+
+def handed_back(array: Any) -> Any:
+    """``array`` as an op that captures on the GPU hands it back: guarded during a capture run,
+    plain otherwise."""
+    return guarded(array) if capture_run_active() else array
 
 
 @contextmanager

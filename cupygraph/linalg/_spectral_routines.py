@@ -1,7 +1,7 @@
 """Which cuSOLVER routine computes ``eigh`` / ``svd`` of a matrix, and whether a graph can hold it.
 
 The one owner of that rule: the GPU path (``_spectral``) calls the routine named here, and the
-host reference (``_solver_host``) refuses under a capture exactly where the GPU does, so both
+host reference (``_solvers_host``) refuses under a capture exactly where the GPU does, so both
 backends graph the same keys. Plain Python: no CuPy.
 
 Evidence (``tools/probe_cusolver_capture.py`` at commit 357e924, two runs on one H100 80GB HBM3, CUDA runtime 13.2,

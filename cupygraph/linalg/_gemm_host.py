@@ -1,4 +1,5 @@
-"""The NumPy reference of ``cupygraph.linalg``: the same contracts, checks and errors as cuBLAS's path.
+"""The NumPy reference of ``cupygraph.linalg``'s products (matmul, gemm, gemm_batched): the same contracts,
+checks and errors as their cuBLAS path (``_gemm_cupy``).
 
 On the host backend a capture run sees its buffers as ``CaptureArray`` views that refuse ``@``
 (CuPy cannot capture it); these functions are the products that *do* capture on the GPU, so they
@@ -12,16 +13,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..backends.guards.host_guard import capture_run_active, guarded
+from ..backends.guards.host_guard import handed_back, plain_array
 from ._shapes import check_scale_array, host_scale, matmul_result, matmul_shapes, result_dtype, scale_dtype
-
-
-def _plain(x: Any) -> Any:
-    return x.view(np.ndarray) if isinstance(x, np.ndarray) and type(x) is not np.ndarray else x
-
-
-def _result(x: np.ndarray) -> Any:
-    return guarded(x) if capture_run_active() else x
 
 
 def _check_arrays(what: str, **arrays: Any) -> None:
@@ -43,16 +36,16 @@ def matmul(a: Any, b: Any, out: Optional[Any] = None) -> Any:
     shape = matmul_result(a.shape, b.shape, what)
     if out is not None:
         _check_out(out, shape, dtype, what)
-        np.matmul(_plain(a), _plain(b), out=_plain(out))
+        np.matmul(plain_array(a), plain_array(b), out=plain_array(out))
         return out
-    return _result(np.matmul(_plain(a), _plain(b)))
+    return handed_back(np.matmul(plain_array(a), plain_array(b)))
 
 
 def _scale(value: Any, dtype: np.dtype, name: str, what: str) -> tuple[np.ndarray, bool]:
     """(value as an array of the scale dtype, whether it was given as an array: read every call)."""
     if isinstance(value, np.ndarray):
         check_scale_array(value, dtype, name, what)
-        return _plain(value).reshape(()), True
+        return plain_array(value).reshape(()), True
     return host_scale(value, dtype, name, what), False
 
 
@@ -60,9 +53,9 @@ def _gemm_one(a: Any, b: Any, c: Any, alpha: Any, beta: Any, dtype: np.dtype, wh
     compute = scale_dtype(dtype) if dtype == np.float16 else dtype  # cuBLAS sums float16 in float32
     alpha_v, _ = _scale(alpha, dtype, "alpha", what)
     beta_v, _ = _scale(beta, dtype, "beta", what)
-    result = alpha_v * np.matmul(_plain(a).astype(compute, copy=False), _plain(b).astype(compute, copy=False))
+    result = alpha_v * np.matmul(plain_array(a).astype(compute, copy=False), plain_array(b).astype(compute, copy=False))
     if c is not None and bool(beta_v != 0):  # BLAS: with beta 0, C is not read (NaN there stays out)
-        result = result + beta_v * _plain(c).astype(compute, copy=False)
+        result = result + beta_v * plain_array(c).astype(compute, copy=False)
     return np.asarray(result).astype(dtype, copy=False)
 
 
@@ -75,17 +68,17 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, tr
         if x.ndim < 2:
             raise ValueError(f"{what}: argument {name!r} must be at least 2-D (use cupygraph.matmul for vectors), "
                              f"got shape {x.shape}")
-    pa = _plain(a).swapaxes(-1, -2) if trans_a else _plain(a)
-    pb = _plain(b).swapaxes(-1, -2) if trans_b else _plain(b)
+    pa = plain_array(a).swapaxes(-1, -2) if trans_a else plain_array(a)
+    pb = plain_array(b).swapaxes(-1, -2) if trans_b else plain_array(b)
     batch, m, _, n = matmul_shapes(pa.shape, pb.shape, what)
     shape = (*batch, m, n)
     if out is not None:
         _check_out(out, shape, dtype, what)
-    addend = None if c is None else np.broadcast_to(_plain(c), shape)
+    addend = None if c is None else np.broadcast_to(plain_array(c), shape)
     result = _gemm_one(pa, pb, addend, alpha, beta, dtype, what)
     if out is None:
-        return _result(np.ascontiguousarray(result))
-    np.copyto(_plain(out), result)
+        return handed_back(np.ascontiguousarray(result))
+    np.copyto(plain_array(out), result)
     return out
 
 
@@ -112,16 +105,16 @@ def gemm_batched(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any =
     if c_list is not None and len(c_list) != len(a_list):
         raise ValueError(f"{what}: c has {len(c_list)} matrices but a has {len(a_list)}")
     dtype = result_dtype(a_list[0].dtype, b_list[0].dtype, what)
-    ta = [_plain(x).T if trans_a else _plain(x) for x in a_list]
-    tb = [_plain(x).T if trans_b else _plain(x) for x in b_list]
+    ta = [plain_array(x).T if trans_a else plain_array(x) for x in a_list]
+    tb = [plain_array(x).T if trans_b else plain_array(x) for x in b_list]
     _, m, _, n = matmul_shapes(ta[0].shape, tb[0].shape, what)
     results = [_gemm_one(x, y, None if c_list is None else c_list[i], alpha, beta, dtype, what)
                for i, (x, y) in enumerate(zip(ta, tb))]
     if out is None:
-        return _result(np.stack(results).reshape(len(results), m, n))
+        return handed_back(np.stack(results).reshape(len(results), m, n))
     out_list = _matrix_list("out", out, what)
     if len(out_list) != len(results) or out_list[0].shape != (m, n) or out_list[0].dtype != dtype:
         raise ValueError(f"{what}: out must be {len(results)} matrices of {dtype}{[m, n]}")
     for target, value in zip(out_list, results):
-        np.copyto(_plain(target), value)
+        np.copyto(plain_array(target), value)
     return out

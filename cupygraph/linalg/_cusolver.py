@@ -1,4 +1,5 @@
-"""Dense factorisations of CuPy arrays on cuSOLVER, eagerly or under a CUDA graph capture.
+"""``solve``, ``inv``, ``cholesky`` and ``qr`` of CuPy arrays on cuSOLVER, eagerly or under a CUDA graph
+capture; and what ``_spectral`` shares with them (the thread's handle, the work-array helpers).
 
 CuPy refuses ``cupy.linalg`` under stream capture (it checks ``devInfo`` on the host, and its
 cuSOLVER binding refuses a capturing stream). Here every call goes through
@@ -16,7 +17,7 @@ current stream:
   0 = success) for ``check(info)`` after the replay.
 
 float32 and float64 (``s``/``d`` routines); other dtypes are refused with a message. ``eigh`` and
-``svd`` live in ``_spectral`` (their routine depends on the matrix size, ``_routes``).
+``svd`` live in ``_spectral`` (their routine depends on the matrix size, ``_spectral_routines``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ..backends.capturing import stream_is_capturing
 from ..errors import CaptureError, CupyGraphError
 from ..reasons import FallbackReason
 from ._nvmath import LazyBinding, ThreadHandles
-from ._routes import PREFIX
+from ._spectral_routines import PREFIX
 
 LOWER, UPPER = 0, 1  # cublasFillMode_t
 OP_N = 0
@@ -85,7 +86,8 @@ def handle(device_id: int) -> _Handle:
     return found
 
 
-def _routine(dtype: Any, name: str, what: str) -> str:
+def routine_name(dtype: Any, name: str, what: str) -> str:
+    """cuSOLVER's routine ``name`` for ``dtype`` (``potrf`` -> ``spotrf``); other dtypes are refused."""
     prefix = PREFIX.get(dtype.char)
     if prefix is None:
         raise TypeError(f"{what}: cuSOLVER path supports float32 and float64 arrays, got {dtype}; cast first")
@@ -111,11 +113,12 @@ def _square(a: Any, what: str) -> None:
         raise ValueError(f"{what}: argument 'a' must be a square matrix (..., M, M), got shape {a.shape}")
 
 
-def _float_dtype(a: Any) -> Any:
+def float_dtype(a: Any) -> Any:
+    """The dtype ``a`` is factorised in: float32 and float64 as they are, integers as float64."""
     return a.dtype if a.dtype.char in "fd" else cupy.dtype("d") if a.dtype.kind in "biu" else a.dtype
 
 
-def _fortran(x: Any, dtype: Any) -> Any:
+def fortran_copy(x: Any, dtype: Any) -> Any:
     """A Fortran-ordered copy cuSOLVER may overwrite. Not ``cupy.asfortranarray``: for a C-ordered
     float matrix that calls cuBLAS (geam), which CuPy refuses under capture."""
     out = cupy.empty(x.shape, dtype=dtype, order="F")
@@ -123,20 +126,21 @@ def _fortran(x: Any, dtype: Any) -> Any:
     return out
 
 
-def _info() -> Any:
+def new_info() -> Any:
+    """A 0-d int32 ``info`` for one cuSOLVER call to write (0: success)."""
     return cupy.zeros((), dtype=cupy.int32)
 
 
 def cholesky(a: Any) -> tuple[Any, Any]:
     what = "cupygraph.linalg.cholesky"
     _square(a, what)
-    dtype = _float_dtype(a)
-    routine = _routine(dtype, "potrf", what)
+    dtype = float_dtype(a)
+    routine = routine_name(dtype, "potrf", what)
     with cupy.cuda.Device(a.device.id):
         out = cupy.empty(a.shape, dtype=dtype)
         info = cupy.zeros(a.shape[:-2], dtype=cupy.int32)
         for index in numpy.ndindex(a.shape[:-2]) if a.ndim > 2 else [()]:
-            work = _fortran(a[index], dtype)
+            work = fortran_copy(a[index], dtype)
             n = work.shape[0]
             h = handle(a.device.id)
             lwork = h.call(routine + "_buffer_size", LOWER, n, work.data.ptr, max(n, 1))
@@ -150,9 +154,9 @@ def cholesky(a: Any) -> tuple[Any, Any]:
 
 def _lu_solve(a2: Any, b2: Any, dtype: Any, what: str, out: Any, flag: Any) -> None:
     """``out = solve(a2, b2)`` for one (M, M) matrix and (M, K) right-hand sides."""
-    getrf, getrs = _routine(dtype, "getrf", what), _routine(dtype, "getrs", what)
-    work = _fortran(a2, dtype)
-    rhs = _fortran(b2, dtype)
+    getrf, getrs = routine_name(dtype, "getrf", what), routine_name(dtype, "getrs", what)
+    work = fortran_copy(a2, dtype)
+    rhs = fortran_copy(b2, dtype)
     n, k = work.shape[0], rhs.shape[1]
     h = handle(a2.device.id)
     lwork = h.call(getrf + "_buffer_size", n, n, work.data.ptr, max(n, 1))
@@ -161,7 +165,7 @@ def _lu_solve(a2: Any, b2: Any, dtype: Any, what: str, out: Any, flag: Any) -> N
     h.call(getrf, n, n, work.data.ptr, max(n, 1), scratch.data.ptr, pivots.data.ptr, flag.data.ptr)
     # getrs writes its own info (0 unless an argument is bad): not into ``flag``, which would lose a
     # singular matrix reported by getrf.
-    solved = _info()
+    solved = new_info()
     h.call(getrs, OP_N, n, k, work.data.ptr, max(n, 1), pivots.data.ptr, rhs.data.ptr, max(n, 1), solved.data.ptr)
     out[...] = rhs
     poison_on_failure(flag, out)
@@ -172,8 +176,8 @@ def solve(a: Any, b: Any) -> tuple[Any, Any]:
     _square(a, what)
     if not isinstance(b, cupy.ndarray):
         raise TypeError(f"{what}: argument 'b' must be a CuPy array here (a is one), got {type(b).__name__}")
-    dtype = cupy.result_type(_float_dtype(a), _float_dtype(b))
-    vector = b.ndim == a.ndim - 1  # (shapes checked by _solvers.solve, for both backends)
+    dtype = cupy.result_type(float_dtype(a), float_dtype(b))
+    vector = b.ndim == a.ndim - 1  # (shapes checked by _public_solvers.solve, for both backends)
     with cupy.cuda.Device(a.device.id):
         out = cupy.empty(b.shape, dtype=dtype)
         info = cupy.zeros(a.shape[:-2], dtype=cupy.int32)
@@ -186,7 +190,7 @@ def solve(a: Any, b: Any) -> tuple[Any, Any]:
 def inv(a: Any) -> tuple[Any, Any]:
     what = "cupygraph.linalg.inv"
     _square(a, what)
-    dtype = _float_dtype(a)
+    dtype = float_dtype(a)
     with cupy.cuda.Device(a.device.id):
         eye = cupy.broadcast_to(cupy.eye(a.shape[-1], dtype=dtype), a.shape)
         return solve(a, eye)
@@ -197,14 +201,14 @@ def qr(a: Any) -> tuple[Any, Any, Any]:
     what = "cupygraph.linalg.qr"
     if a.ndim != 2:
         raise ValueError(f"{what}: argument 'a' must be one (M, N) matrix here, got shape {a.shape}")
-    dtype = _float_dtype(a)
-    geqrf, orgqr = _routine(dtype, "geqrf", what), _routine(dtype, "orgqr", what)
+    dtype = float_dtype(a)
+    geqrf, orgqr = routine_name(dtype, "geqrf", what), routine_name(dtype, "orgqr", what)
     m, n = a.shape
     k = min(m, n)
     with cupy.cuda.Device(a.device.id):
-        work = _fortran(a, dtype)
+        work = fortran_copy(a, dtype)
         tau = cupy.empty(max(k, 1), dtype=dtype)
-        info = _info()
+        info = new_info()
         h = handle(a.device.id)
         lwork = max(h.call(geqrf + "_buffer_size", m, n, work.data.ptr, max(m, 1)),
                     h.call(orgqr + "_buffer_size", m, k, k, work.data.ptr, max(m, 1), tau.data.ptr), 1)
@@ -212,7 +216,7 @@ def qr(a: Any) -> tuple[Any, Any, Any]:
         h.call(geqrf, m, n, work.data.ptr, max(m, 1), tau.data.ptr, scratch.data.ptr, lwork, info.data.ptr)
         r = cupy.ascontiguousarray(cupy.triu(work[:k, :]))
         q_work = work[:, :k]  # F-ordered columns: contiguous, orgqr overwrites them in place
-        formed = _info()  # apart from geqrf's, which it would overwrite
+        formed = new_info()  # apart from geqrf's, which it would overwrite
         h.call(orgqr, m, k, k, q_work.data.ptr, max(m, 1), tau.data.ptr, scratch.data.ptr, lwork, formed.data.ptr)
         info += formed
         q = cupy.ascontiguousarray(q_work)

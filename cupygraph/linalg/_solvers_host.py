@@ -13,14 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.guards.host_guard import _refuse, capture_run_active, guarded
+from ..backends.guards.host_guard import capture_run_active, handed_back, plain_array, refuse
 from ..reasons import FallbackReason
-from . import _routes
-from ._host import _plain
+from . import _spectral_routines
 
 
 def _float(x: Any) -> np.ndarray:
-    plain: np.ndarray = _plain(x)
+    plain: np.ndarray = plain_array(x)
     return plain.astype(np.float64) if plain.dtype.kind in "biu" else plain
 
 
@@ -47,8 +46,7 @@ def fn_shape(fn: Callable[[np.ndarray], tuple[Any, ...]], matrix: np.ndarray) ->
 
 
 def _out(*values: Any) -> tuple[Any, ...]:
-    contiguous = [np.require(v, requirements="C") for v in values]  # 0-d stays 0-d
-    return tuple(guarded(v) for v in contiguous) if capture_run_active() else tuple(contiguous)
+    return tuple(handed_back(np.require(v, requirements="C")) for v in values)  # 0-d stays 0-d
 
 
 def cholesky(a: Any) -> tuple[Any, ...]:
@@ -74,10 +72,10 @@ def inv(a: Any) -> tuple[Any, ...]:
 
 
 def _refuse_under_capture(what: str, routine: str, x: np.ndarray) -> None:
-    """Refuse under a capture run exactly where the GPU does (``_routes``, ``_spectral``)."""
-    reason = _routes.refusal(what, routine, x.dtype, x.shape)
+    """Refuse under a capture run exactly where the GPU does (``_spectral_routines``, ``_spectral``)."""
+    reason = _spectral_routines.refusal(what, routine, x.dtype, x.shape)
     if reason is not None and capture_run_active():
-        _refuse(FallbackReason.LIBRARY_CALL, reason)
+        refuse(FallbackReason.LIBRARY_CALL, reason)
 
 
 def _numbers(values: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
@@ -90,7 +88,7 @@ def _numbers(values: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
 
 def eigh(a: Any, uplo: str = "L") -> tuple[Any, ...]:
     x = _float(a)
-    _refuse_under_capture("cupygraph.linalg.eigh", _routes.eigh_routine(x.shape[-1]), x)
+    _refuse_under_capture("cupygraph.linalg.eigh", _spectral_routines.eigh_routine(x.shape[-1]), x)
     side: Any = uplo
     return _out(*_each(x, lambda m: _numbers(tuple(v.astype(x.dtype) for v in np.linalg.eigh(m, UPLO=side))), 2))
 
@@ -102,6 +100,6 @@ def qr(a: Any) -> tuple[Any, ...]:
 
 def svd(a: Any, full_matrices: bool = True) -> tuple[Any, ...]:
     x = _float(a)
-    _refuse_under_capture("cupygraph.linalg.svd", _routes.svd_routine(*x.shape[-2:]), x)
+    _refuse_under_capture("cupygraph.linalg.svd", _spectral_routines.svd_routine(*x.shape[-2:]), x)
     return _out(*_each(x, lambda m: _numbers(tuple(v.astype(x.dtype)
                                                    for v in np.linalg.svd(m, full_matrices=full_matrices))), 3))

@@ -1,5 +1,9 @@
-"""``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``, ``svd`` (cuSOLVER on CuPy arrays, NumPy on host
-arrays) and ``spmm`` (cuSPARSE, CSR @ dense and dense @ CSR): the public functions, their checks and the failure rule.
+"""The public ``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``, ``svd`` and ``spmm`` (CSR @ dense and
+dense @ CSR): the checks both backends share, the failure rule, and which module runs each call.
+
+CuPy arrays go to the GPU modules: ``_cusolver`` (LU, Cholesky, QR), ``_spectral`` (eigh, svd; its
+routine per size in ``_spectral_routines``), ``_spmm`` (cuSPARSE). NumPy arrays go to the host
+reference, ``_solvers_host`` (and SciPy for ``spmm``).
 
 A graph cannot raise, so a numerical failure is reported on the device: the results are NaN and
 ``info`` (an int32 array, one per matrix, 0 on success) is non-zero. ``return_info=True`` adds
@@ -9,7 +13,6 @@ the call (that reads it on the host). Both backends follow this rule, so they gi
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import numpy as np
@@ -22,18 +25,24 @@ class LinAlgFailure(CupyGraphError, np.linalg.LinAlgError):
     """``check(info)`` found a failed factorisation (singular, not positive definite, no convergence)."""
 
 
-def _impl(*values: Any, on_device: str = "_solver") -> Any:
-    """The module that runs the routine: ``on_device`` (imported on first use) for CuPy arrays, the
-    host's for NumPy arrays; mixing them is refused."""
+def _runner(*values: Any, spectral: bool = False) -> Any:
+    """The module that runs the routine: for CuPy arrays ``_cusolver`` (``_spectral`` for eigh and
+    svd), imported on first use; for NumPy arrays the host reference. Mixing them is refused."""
     sides = {_on_gpu(v) for v in values}
     if len(sides) > 1:
         raise TypeError("cupygraph.linalg: the arguments mix CuPy and NumPy arrays; pass all of one kind "
                         "(cupy.asarray(...) or cupy.asnumpy(...) first)")
-    if True in sides:
-        return importlib.import_module(f".{on_device}", __package__)
-    from . import _solver_host
+    if True not in sides:
+        from . import _solvers_host
 
-    return _solver_host
+        return _solvers_host
+    if spectral:
+        from . import _spectral
+
+        return _spectral
+    from . import _cusolver
+
+    return _cusolver
 
 
 def _check_dtype(x: Any, name: str, what: str) -> None:
@@ -71,19 +80,19 @@ def solve(a: Any, b: Any, *, return_info: bool = False) -> Any:
     if (b.shape[:-1] if vector else b.shape[:-2]) != a.shape[:-2] or b.shape[-1 if vector else -2] != a.shape[-1]:
         raise ValueError(f"{what}: b of shape {b.shape} does not match a of shape {a.shape} (NumPy's rule: b is "
                          "(..., M) or (..., M, K) with the batch axes of a)")
-    return _results(_impl(a, b).solve(a, b), return_info)
+    return _results(_runner(a, b).solve(a, b), return_info)
 
 
 def inv(a: Any, *, return_info: bool = False) -> Any:
     """NumPy's ``linalg.inv(a)``."""
     _check_input(a, "cupygraph.linalg.inv", square=True, matrix_only=False)
-    return _results(_impl(a).inv(a), return_info)
+    return _results(_runner(a).inv(a), return_info)
 
 
 def cholesky(a: Any, *, return_info: bool = False) -> Any:
     """NumPy's ``linalg.cholesky(a)``: the lower factor L (a = L @ L.T); reads a's lower triangle."""
     _check_input(a, "cupygraph.linalg.cholesky", square=True, matrix_only=False)
-    return _results(_impl(a).cholesky(a), return_info)
+    return _results(_runner(a).cholesky(a), return_info)
 
 
 def eigh(a: Any, UPLO: str = "L", *, return_info: bool = False) -> Any:
@@ -97,13 +106,13 @@ def eigh(a: Any, UPLO: str = "L", *, return_info: bool = False) -> Any:
     _check_input(a, "cupygraph.linalg.eigh", square=True, matrix_only=True)
     if UPLO not in ("L", "U"):
         raise ValueError(f"cupygraph.linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
-    return _results(_impl(a, on_device="_spectral").eigh(a, UPLO), return_info)
+    return _results(_runner(a, spectral=True).eigh(a, UPLO), return_info)
 
 
 def qr(a: Any, *, return_info: bool = False) -> Any:
     """NumPy's ``linalg.qr(a, mode="reduced")``: Q (M, K), R (K, N), K = min(M, N)."""
     _check_input(a, "cupygraph.linalg.qr", square=False, matrix_only=True)
-    return _results(_impl(a).qr(a), return_info)
+    return _results(_runner(a).qr(a), return_info)
 
 
 def svd(a: Any, full_matrices: bool = True, *, return_info: bool = False) -> Any:
@@ -115,7 +124,7 @@ def svd(a: Any, full_matrices: bool = True, *, return_info: bool = False) -> Any
     with NumPy's up to sign.
     """
     _check_input(a, "cupygraph.linalg.svd", square=False, matrix_only=True)
-    return _results(_impl(a, on_device="_spectral").svd(a, full_matrices), return_info)
+    return _results(_runner(a, spectral=True).svd(a, full_matrices), return_info)
 
 
 def check(*infos: Any) -> None:
@@ -185,8 +194,8 @@ def spmm(a: Any, b: Any) -> Any:
         from . import _spmm
 
         return _spmm.dense_csr(dense, sparse, dtype) if dense_first else _spmm.csr_dense(sparse, dense, dtype)
-    from ._host import _plain, _result
+    from ..backends.guards.host_guard import handed_back, plain_array
 
-    plain = np.asarray(_plain(dense))
+    plain = np.asarray(plain_array(dense))
     result = np.asarray(plain @ sparse) if dense_first else np.asarray(sparse @ plain)
-    return _result(np.ascontiguousarray(result, dtype=dtype))
+    return handed_back(np.ascontiguousarray(result, dtype=dtype))
