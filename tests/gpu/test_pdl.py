@@ -164,7 +164,7 @@ def test_diamonds_one_feeding_two_and_two_feeding_one(kernels):
     pdl, _ = run_three_ways(diamond, lambda rng: (fresh(rng),), np.random.default_rng(2))
     stats = pdl.stats()
     # fill -> a, a -> b, a -> c, and b -> d, c -> d unless the driver refuses a kernel with two
-    # programmatic dependencies (then the narrower plan keeps d's edges plain).
+    # programmatic dependencies (then the narrower choice keeps d's edges plain).
     if stats.pdl_edges_converted == 3:
         assert stats.pdl_edges_kept_by_reason["consumer_has_other_dependencies"] == 2
     else:

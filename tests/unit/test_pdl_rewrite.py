@@ -12,8 +12,8 @@ from extras import need
 
 driver = need("cuda.bindings.driver", "cuda", what="the PDL rewrite tests")
 
-from cupygraph.backends.pdl import rewrite as pdl  # noqa: E402
 from cupygraph.backends.driver.reading import RecordingGraphs  # noqa: E402
+from cupygraph.backends.pdl import rewrite as pdl  # noqa: E402
 from cupygraph.backends.pdl.ptx_scan import WaitVerdict  # noqa: E402
 
 OK, BAD = driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_INVALID_VALUE
@@ -140,7 +140,7 @@ def test_every_kernel_edge_into_a_waiting_kernel_converts(fake):
     assert REPLACED == {0: 1001} and summary.off_reason == ""  # the recording launches it instead of CuPy's
 
 
-def test_a_driver_refusing_several_programmatic_dependencies_gets_the_narrow_plan(fake):
+def test_a_driver_refusing_several_programmatic_dependencies_gets_the_narrow_choice(fake):
     def one_programmatic_dependency(graph, edges):
         into = [d for _, d, t in edges if t == 1]
         return len(into) == len(set(into))
@@ -152,7 +152,7 @@ def test_a_driver_refusing_several_programmatic_dependencies_gets_the_narrow_pla
     assert summary.kept == {"producer_not_kernel": 1, "consumer_has_other_dependencies": 2}
 
 
-def test_a_driver_refusing_every_plan_leaves_the_graph_as_captured(fake):
+def test_a_driver_refusing_every_choice_leaves_the_graph_as_captured(fake):
     drv = fake(DIAMOND, KINDS, lambda graph, edges: all(t == 0 for _, _, t in edges))
     before = sorted(drv.edges[1])
     steps = [step(1)]

@@ -3,11 +3,10 @@
 CuPy's ``end_capture()`` instantiates at once but keeps the graph it captured (``Graph.graph``).
 After the capture (``CupyBackend.capture`` calls ``apply_pdl`` right after recording), every
 graph of the recording and every conditional body is described from the capture's snapshot
-(``driver/snapshot.py``: node kinds, kernels' functions, edges), ``pdl_plan.plan_edges`` picks the
-edges to convert, they are replaced
-with programmatic edges (type 1 from port 1), and each graph is instantiated again. The new
-graph's place in the recording's steps is taken by a small wrapper (``PdlGraph``) that launches
-the new executable and keeps CuPy's ``Graph`` for its un-instantiated graph and DOT output.
+(``driver/snapshot.py``: node kinds, kernels' functions, edges), ``edges.choose_edges`` picks the
+edges to convert, they are replaced with programmatic edges (type 1 from port 1), and each graph
+is instantiated again. The recording (``cupy/recording.py``) launches the new executable in place
+of CuPy's and destroys it; CuPy's ``Graph`` stays for its un-instantiated graph and DOT output.
 
 Whatever fails here — no cuda-bindings, a GPU before sm_90, a driver that refuses the edges — the
 recording keeps CuPy's executable with plain edges, and the reason is logged (debug) and kept in
@@ -25,7 +24,7 @@ from ..driver import bindings, ok
 from ..driver.snapshot import GraphSnapshot
 from ..driver.snapshot import Node as SnapshotNode
 from .modules import known_module
-from .plan import Edge, EdgePlan, GraphDescription, Node, PdlSummary, plan_edges
+from .edges import Edge, EdgeChoice, GraphDescription, Node, PdlSummary, choose_edges
 
 __all__ = ["apply_pdl"]
 
@@ -98,24 +97,24 @@ class _Rewriter:
         if len(snapshots) < len(top_handles) + len(bodies):
             raise RuntimeError("a graph of the recording was not read")
         described = {snapshot.handle: self.describe(snapshot) for snapshot in snapshots}
-        # Widest plan first; narrower ones if the driver refuses to instantiate it.
+        # Widest choice first; narrower ones if the driver refuses to instantiate it.
         tiers = [
-            {h: plan_edges(d) for h, d in described.items()},
-            {h: plan_edges(d) for h, d in described.items() if h in top_handles},
-            {h: plan_edges(d, sole_dependency_only=True) for h, d in described.items() if h in top_handles},
+            {h: choose_edges(d) for h, d in described.items()},
+            {h: choose_edges(d) for h, d in described.items() if h in top_handles},
+            {h: choose_edges(d, sole_dependency_only=True) for h, d in described.items() if h in top_handles},
         ]
         refused = False
-        tried: list[dict[int, EdgePlan]] = []
-        for plans in tiers:
-            if not any(plan.convert for plan in plans.values()) or plans in tried:
+        tried: list[dict[int, EdgeChoice]] = []
+        for choices in tiers:
+            if not any(choice.convert for choice in choices.values()) or choices in tried:
                 continue
-            tried.append(plans)
-            execs = self.try_tier(plans, graphs)
+            tried.append(choices)
+            execs = self.try_tier(choices, graphs)
             if execs is None:
                 refused = True
                 continue
             for handle, description in described.items():
-                self.summary.add(plans.get(handle) or _unconverted(description))
+                self.summary.add(choices.get(handle) or _unconverted(description))
             return {i: int(handle) for i, handle in enumerate(execs)}
         for description in described.values():
             self.summary.add(_unconverted(description))
@@ -185,14 +184,14 @@ class _Rewriter:
             return False
         return True
 
-    def try_tier(self, plans: dict[int, EdgePlan], graphs: list[Any]) -> Optional[list[Any]]:
-        """New executables of ``graphs`` with ``plans`` applied, or None (edges restored)."""
+    def try_tier(self, choices: dict[int, EdgeChoice], graphs: list[Any]) -> Optional[list[Any]]:
+        """New executables of ``graphs`` with ``choices`` applied, or None (edges restored)."""
         drv = self.drv
         done: list[int] = []
         execs: list[Any] = []
         fine = True
-        for graph, plan in plans.items():
-            if not self._edit(graph, plan.convert, True):
+        for graph, choice in choices.items():
+            if not self._edit(graph, choice.convert, True):
                 fine = False
                 break
             done.append(graph)
@@ -208,15 +207,15 @@ class _Rewriter:
         for e in execs:
             drv.cuGraphExecDestroy(e)
         for graph in done:
-            if not self._edit(graph, plans[graph].convert, False):
+            if not self._edit(graph, choices[graph].convert, False):
                 raise RuntimeError("could not restore the plain edges of a graph")
         return None
 
 
-def _unconverted(description: GraphDescription) -> EdgePlan:
-    """The plan for a graph left as it was: its would-be conversions counted as refused."""
-    plan = plan_edges(description)
-    kept = dict(plan.kept)
-    if plan.convert:
-        kept["driver_refused"] = len(plan.convert)
-    return EdgePlan((), kept, plan.not_converted)
+def _unconverted(description: GraphDescription) -> EdgeChoice:
+    """The choice for a graph left as it was: its would-be conversions counted as refused."""
+    choice = choose_edges(description)
+    kept = dict(choice.kept)
+    if choice.convert:
+        kept["driver_refused"] = len(choice.convert)
+    return EdgeChoice((), kept, choice.not_converted)

@@ -1,7 +1,7 @@
 """Which edges of a recorded graph become programmatic (PDL): the decision, on a description.
 
-Pure Python, so it is tested on the CPU; ``pdl.py`` describes real CUDA graphs with cuda-bindings
-and applies the plan. The rule: an edge becomes programmatic only when it is a plain edge from a
+Pure Python, so it is tested on the CPU; ``rewrite.py`` describes real CUDA graphs with cuda-bindings
+and applies the choice. The rule: an edge becomes programmatic only when it is a plain edge from a
 kernel node to a kernel node whose kernel waits (``griddepcontrol.wait`` before touching memory,
 found in its PTX). Every other edge stays: memcpy, memset, library kernels, kernels that do not
 wait, child graphs, conditional nodes (their bodies are separate graphs, described on their own,
@@ -19,7 +19,7 @@ import enum
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 
-__all__ = ["Edge", "EdgePlan", "GraphDescription", "KeptReason", "Node", "PdlSummary", "plan_edges"]
+__all__ = ["Edge", "EdgeChoice", "GraphDescription", "KeptReason", "Node", "PdlSummary", "choose_edges"]
 
 MAX_NAMED = 16  # kernels named in a summary: bounded, whatever the graph
 
@@ -64,7 +64,7 @@ class GraphDescription:
 
 
 @dataclasses.dataclass(frozen=True)
-class EdgePlan:
+class EdgeChoice:
     convert: tuple[Edge, ...]
     kept: Mapping[str, int]
     """Edges left plain, by ``KeptReason`` value."""
@@ -72,11 +72,11 @@ class EdgePlan:
     """Kernels that consume a kernel's output but do not wait: name -> why (at most MAX_NAMED)."""
 
 
-def plan_edges(graph: GraphDescription, *, sole_dependency_only: bool = False) -> EdgePlan:
+def choose_edges(graph: GraphDescription, *, sole_dependency_only: bool = False) -> EdgeChoice:
     """The edges of ``graph`` to make programmatic.
 
     ``sole_dependency_only`` converts only edges into kernels that have no other dependency: the
-    narrower plan, tried when a driver refuses a node with several programmatic dependencies.
+    narrower choice, tried when a driver refuses a node with several programmatic dependencies.
     """
     incoming = Counter(edge.dst for edge in graph.edges)
     convert: list[Edge] = []
@@ -98,7 +98,7 @@ def plan_edges(graph: GraphDescription, *, sole_dependency_only: bool = False) -
             kept[KeptReason.SHARED_CONSUMER.value] += 1
         else:
             convert.append(edge)
-    return EdgePlan(tuple(convert), dict(kept), not_converted)
+    return EdgeChoice(tuple(convert), dict(kept), not_converted)
 
 
 @dataclasses.dataclass
@@ -112,10 +112,10 @@ class PdlSummary:
     off_reason: str = ""
     """Why nothing was converted at all (PDL off, no sm_90, the driver refused), if so."""
 
-    def add(self, plan: EdgePlan) -> None:
-        self.converted += len(plan.convert)
-        self.kept.update(plan.kept)
-        for name, why in plan.not_converted.items():
+    def add(self, choice: EdgeChoice) -> None:
+        self.converted += len(choice.convert)
+        self.kept.update(choice.kept)
+        for name, why in choice.not_converted.items():
             if len(self.not_converted) < MAX_NAMED:
                 self.not_converted.setdefault(name, why)
 
