@@ -9,9 +9,9 @@ from .api.manager import CUDAGraphManager
 from .api.streams import StreamDispatcher
 from .api.wrapper import AdaptiveCUDAGraphWrapper, CUDAGraphOptions, CUDAGraphWrapper
 from .backends import Backend, HostBackend, gpu_available, select_backend
+from .backends.graph_breaks import graph_break
 from .backends.guards.foreign import ForeignMemoryError, ForeignMemoryWarning
 from .backends.pdl.modules import pdl_header, pdl_kernel, pdl_module, with_pdl
-from .backends.piecewise import graph_break
 from .cache.freshness import check_fresh
 from .cache.registry import CUDAGraphEntry, CUDAGraphRegistry, GraphKey
 from .cache.stats import CUDAGraphStats

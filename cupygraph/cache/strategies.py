@@ -83,8 +83,8 @@ def run_bound(entry: Replayable, inputs: Sequence[Any], rows: int, whole: Sequen
     """Zero-copy: arguments and outputs bound to the caller's arrays where allowed."""
     binder = entry.binding
     if rows != entry.padded:  # the graph reads the padded static buffers: copy as ever
-        if binder.away:
-            binder.home()
+        if binder.off_static_buffers:
+            binder.point_at_static_buffers()
         return run_copied_or_back(entry, inputs, rows, whole)  # (checks overlaps itself when it writes back)
     if entry.write_back is not None:
         entry.check_not_aliased(inputs, whole, entry.written)
@@ -117,8 +117,8 @@ def run_checking_writes(entry: Replayable, inputs: Sequence[Any], rows: int, who
     backend = entry.backend
     # Writes not known yet: any argument may be written, so any overlap could hide one.
     entry.check_not_aliased(inputs, whole, range(len(inputs) + len(whole)))
-    if entry.binding is not None and entry.binding.away:
-        entry.binding.home()
+    if entry.binding is not None and entry.binding.off_static_buffers:
+        entry.binding.point_at_static_buffers()
     stream = entry.load_inputs(inputs, rows, whole)
     buffers = entry.static_inputs + entry.whole_inputs
     snapshots = [backend.copy_out(buf, stream) for buf in buffers]

@@ -239,7 +239,7 @@ def host_value_refused(value: Any, what: str) -> CaptureError:
 def no_graph_breaks(what: str) -> Iterator[None]:
     """A ``graph_break`` inside a conditional body is refused (on the GPU and, while a host capture
     runs, on the host: both record bodies that cannot run ops eagerly between pieces)."""
-    from ..backends.piecewise import recording_breaks
+    from ..backends.graph_breaks import recording_breaks
 
     with recording_breaks(_RefuseBreaks(what)):
         yield

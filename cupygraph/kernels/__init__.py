@@ -1,7 +1,7 @@
 """CUDA C sources shipped with cupygraph, loaded with importlib.resources and compiled lazily.
 
 Every shipped source is given the PDL macros (``pdl.cuh``) and its kernels opt in; modules are
-registered so graphs can find, in their PTX, which kernels wait (``pdl.py``).
+registered so graphs can find, in their PTX, which kernels wait (``backends/pdl/``).
 """
 
 from __future__ import annotations

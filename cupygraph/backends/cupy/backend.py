@@ -19,13 +19,13 @@ from ..base import Backend
 from ..capturing import stream_is_capturing
 from ..driver.reading import RecordingGraphs
 from ..graph_bodies import collecting_bodies
+from ..graph_breaks import recording_breaks
 from ..guards.cupy_audit import audit_capture, audit_enabled
 from ..guards.cupy_uploads import intercepted_uploads
 from ..holding import collecting_held
 from ..pdl.rewrite import apply_pdl
-from ..piecewise import recording_breaks
 from ..zerocopy.binder import CupyBinder
-from ..zerocopy.rebind import analyze_safely, make_extent_recorder
+from ..zerocopy.node_pointers import find_node_pointers_safely, make_extent_recorder
 from .failures import describe_capture_failure
 from .fft import isolated_plan_cache
 from .pieces import MEMCPY_D2D, PiecewiseRecorder
@@ -190,8 +190,8 @@ class CupyBackend(Backend):
                     snapshots = RecordingGraphs(steps, bodies, needed=pdl == "auto" or bind or audit_enabled())
                     pdl_summary, replaced = apply_pdl(steps, snapshots.tops, snapshots.bodies, pdl, self.device_id,
                                                       getattr(fn, "__name__", "graph"))
-                bindings = analyze_safely(steps, snapshots.tops, args, flatten(outputs, self.is_array)[0], extents,
-                                          held, self.device_id) if bind else None
+                bindings = find_node_pointers_safely(steps, snapshots.tops, args, flatten(outputs, self.is_array)[0],
+                                                     extents, held, self.device_id) if bind else None
                 if self._last_stream is None or self._last_stream.ptr != caller.ptr:
                     self.family.bump()  # a record expects calls on the last stream: that changed
                 self._last_stream = caller

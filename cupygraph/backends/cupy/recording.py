@@ -14,7 +14,7 @@ made of those graphs from then on:
 * launch: the active bank's executables on the caller's current stream.
 
 Which addresses each bank's nodes hold (``Bank.current``) is the binder's to decide
-(``cupy_binder.py``); node handles belong to the graph, so one re-pointed node serves every bank.
+(``zerocopy/binder.py``); node handles belong to the graph, so one re-pointed node serves every bank.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class CupyRecording(Recording):
         """``replaced``: piece index -> an executable this recording owns from now on, made in place of
         CuPy's (PDL's re-instantiation). ``family``: the graph family's ``FamilyState``, bumped whenever
         what a compiled record of this recording describes changes. ``binder_class``: what re-points its
-        banks per call (``cupy_binder.CupyBinder``, given by the backend), or None: every call copies."""
+        banks per call (``zerocopy.binder.CupyBinder``, given by the backend), or None: every call copies."""
         self.steps = steps
         self._binder_class = binder_class
         self.family = family if family is not None else FamilyState()
@@ -89,7 +89,8 @@ class CupyRecording(Recording):
         self.audit: Any = None
         self.watches = ()
         self.bindings: Any = None
-        """What ``cupy_rebind.analyze`` found: which buffers the executable may be re-pointed away from."""
+        """What ``zerocopy.node_pointers.find_node_pointers`` found: which buffers the executable may be
+        re-pointed away from."""
         self.graphs: Optional[RecordingGraphs] = None
         """The capture's one reading of its graphs (``driver/reading.py``), which topology reads too."""
         self._pieces = [step for step in steps if is_piece(step)]

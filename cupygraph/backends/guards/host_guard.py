@@ -40,7 +40,7 @@ from ...errors import CaptureError
 from ...hints import where_and_instead
 from ...pytree import flatten, unflatten
 from ...reasons import FallbackReason
-from ..piecewise import recording_breaks
+from ..graph_breaks import recording_breaks
 
 
 class RefusedOp(CaptureError):

@@ -88,7 +88,7 @@ class HostBinder:
         self._out_index = bound if bind_outputs else []
         self._leaves = [leaves[i] for i in self._out_index]
         self.binds_outputs = bool(self._out_index)
-        self.away = False
+        self.off_static_buffers = False
         self._logged: set[tuple[str, CopyReason]] = set()
         self.counts = counts
         """The entry's ``ReplayCounts`` (its zero-copy calls: ``bound_calls``), as the GPU binder's."""
@@ -135,7 +135,7 @@ class HostBinder:
                                           alignment=buf.dtype.alignment)
             if reason is None:
                 args[position] = src  # type: ignore[index]
-                self.away = True
+                self.off_static_buffers = True
                 self._rebinds[label] += 1
                 continue
             if position is not None:
@@ -166,16 +166,17 @@ class HostBinder:
     def finish(self, fresh: Optional[Sequence[Any]]) -> None:
         """After the replay: let go of the caller's arrays (a graph holds only their addresses), and
         write the fresh outputs (the replay wrote the static ones; a graph writes the fresh arrays)."""
-        if self.away:
-            self.home()
+        if self.off_static_buffers:
+            self.point_at_static_buffers()
         for array, leaf in zip(fresh or (), self._leaves):
             np.copyto(array, leaf)
 
-    def home(self) -> None:
+    def point_at_static_buffers(self) -> None:
+        """The replay reads the static buffers again (before a call that copies into them)."""
         for _label, buf, position, _reason in self._slots:
             if position is not None:
                 self._args[position] = buf
-        self.away = False
+        self.off_static_buffers = False
 
     def release(self) -> None:
         self._slots, self._leaves = [], []

@@ -23,8 +23,8 @@ from ...logs import logger
 from ..driver import bindings, ok
 from ..driver.snapshot import GraphSnapshot
 from ..driver.snapshot import Node as SnapshotNode
-from .modules import known_module
 from .edges import Edge, EdgeChoice, GraphDescription, Node, PdlSummary, choose_edges
+from .modules import known_module
 
 __all__ = ["apply_pdl"]
 

@@ -1,11 +1,11 @@
 """The per-call half of zero-copy on the GPU: bind or copy each argument, re-point the nodes.
 
-``cupy_rebind.analyze`` found, once per capture, which parameter words of which kernel nodes hold
+``node_pointers.find_node_pointers`` found, once per capture, which parameter words of which kernel nodes hold
 each buffer's address. A call gathers the address every slot (argument, output, constant) should
-hold, launches the executable (a bank of the recording, ``cupy_recording.py``) that already holds them
+hold, launches the executable (a bank of the recording, ``cupy/recording.py``) that already holds them
 all, or else rewrites the words and sets the changed nodes on a bank not launched last. Whatever
 changes what a bank holds bumps the family's generation, so no compiled record made before
-(``cupy_fast.py``) is used again. The caller holds the family lock around ``CupyBinder.bind`` and the
+(``fastpath/record.py``) is used again. The caller holds the family lock around ``CupyBinder.bind`` and the
 launch that follows.
 """
 
@@ -23,7 +23,7 @@ from ..cupy.recording import Bank, CupyRecording
 from ..driver import set_params_function
 from ..fastpath.record import record_of, references
 from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label
-from .rebind import ALIGNMENT, CupyBindings, KernelNode
+from .node_pointers import ALIGNMENT, CupyBindings, KernelNode
 
 MAX_BANKS = 2
 """Two cover a caller that holds one result while the next is made; more would only spend memory."""
@@ -35,10 +35,10 @@ RING = 2
 
 
 class _Slot:
-    """One buffer the binder may re-point: its home (the static buffer) and the words that hold it."""
+    """One buffer the binder may re-point: its static buffer's address and the words that hold it."""
 
-    __slots__ = ("buf", "cells", "copies", "eligible", "home", "label", "logged", "nodes", "reason", "recycle",
-                 "ring", "shape_dtype", "written")
+    __slots__ = ("buf", "cells", "copies", "eligible", "label", "logged", "nodes", "reason", "recycle",
+                 "ring", "shape_dtype", "static_address", "written")
 
     def __init__(self, label: str, buf: Any, facts: Optional[BufferFacts]):
         self.label, self.buf = label, buf
@@ -47,7 +47,7 @@ class _Slot:
         patches = facts.patches if facts is not None and self.eligible else []
         self.cells = [(node.cell(at), delta) for node, at, delta in patches]
         self.nodes = tuple(dict.fromkeys(node for node, _, _ in patches))
-        self.home = self.written = int(buf.data.ptr)
+        self.static_address = self.written = int(buf.data.ptr)
         """The captured address, and the one the parameter blocks hold now (which bank it reached is the bank's)."""
         self.logged = False
         self.copies = 0
@@ -105,17 +105,17 @@ class CupyBinder:
                 self._constants[position] = slot
         self._constant_rebinds: Counter[str] = Counter()
         self._slots = [*self._inputs, *self._outputs, *self._constants.values()]
-        self._home = [slot.home for slot in self._slots]
-        self._want = list(self._home)
+        self._static_addresses = [slot.static_address for slot in self._slots]
+        self._want = list(self._static_addresses)
         """This call's address per slot: inputs, then outputs, then constants (which keep theirs)."""
         self._recording = recording
-        recording.banks[0].current = list(self._home)
+        recording.banks[0].current = list(self._static_addresses)
         self._one_bank = False
         """The driver refused a second executable: this binder keeps one."""
         self.node_updates = 0
         """Kernel nodes set on an executable so far (tests: a steady caller pattern stops adding any)."""
-        self.away = False
-        """Whether some node points away from its static buffer (a padded call must point it home)."""
+        self.off_static_buffers = False
+        """Whether some node may point away from its static buffer (a padded call must point it back)."""
         for slot in self._inputs:
             if slot.reason is not None:
                 log_copied(name, slot.label, slot.reason)
@@ -126,7 +126,7 @@ class CupyBinder:
 
     @property
     def banks(self) -> int:
-        """How many executables of the graph take turns (``cupy_recording.Bank``)."""
+        """How many executables of the graph take turns (``cupy.recording.Bank``)."""
         return len(self._recording.banks) if self._recording is not None else 0
 
     def bind_constants(self, arrays: Sequence[tuple[int, Any]]) -> bool:
@@ -138,7 +138,8 @@ class CupyBinder:
             if slot is None or not isinstance(array, cupy.ndarray) or array.data.device_id != self._device:
                 return False
             ptr = int(array.data.ptr)
-            if copy_reason(slot.buf, array, captured_address=slot.home, given_address=ptr, alignment=ALIGNMENT):
+            if copy_reason(slot.buf, array, captured_address=slot.static_address, given_address=ptr,
+                           alignment=ALIGNMENT):
                 return False
             chosen.append((slot, ptr))
         want = self._want
@@ -172,7 +173,7 @@ class CupyBinder:
                     want[i] = ptr
                     i += 1
                     continue
-            want[i] = slot.home
+            want[i] = slot.static_address
             copy(slot.buf, src, stream)
             copied |= 1 << i
             i += 1
@@ -209,7 +210,7 @@ class CupyBinder:
         if active.current != want:  # (the common case, the same addresses again, costs no call)
             self._commit()
         else:
-            self.away = True
+            self.off_static_buffers = True
             active.fresh = False  # launched next: from now on an update must not wait for it
             self.counts.last_bank = active.index
         return copied, fresh
@@ -244,7 +245,7 @@ class CupyBinder:
         return self._recording
 
     def record(self, plan: Any, entry: Any, lock: Any, family: Any) -> Any:
-        """The compiled replay's record of ``plan``'s calls (``cupy_fast``): for arguments that may all be
+        """The compiled replay's record of ``plan``'s calls (``fastpath.record``): for arguments that may all be
         bound and one output taken again from its ring, with no constants to keep; else None."""
         inputs, outputs = self._inputs, self._outputs
         if (not inputs or not all(slot.eligible for slot in inputs) or len(outputs) != 1
@@ -256,12 +257,12 @@ class CupyBinder:
     def output_positions(self) -> list[int]:
         return self._out_index
 
-    def home(self) -> None:
+    def point_at_static_buffers(self) -> None:
         """Point every node back at the static buffers (before a call that copies them all)."""
         n = len(self._inputs) + len(self._outputs)
-        self._want[:n] = self._home[:n]
+        self._want[:n] = self._static_addresses[:n]
         self._commit()
-        self.away = False
+        self.off_static_buffers = False
 
     def _commit(self) -> None:
         """Make the bank that holds ``_want`` the one the recording launches."""
@@ -269,7 +270,7 @@ class CupyBinder:
         recording = self._recording
         banks = recording.banks
         active = recording.active
-        self.away = True
+        self.off_static_buffers = True
         if active.current == want:
             self._switch(active)
             return
@@ -281,7 +282,7 @@ class CupyBinder:
         if not active.fresh:
             last = banks[self.counts.last_bank] if self.counts.last_bank < len(banks) else active
             if len(banks) < MAX_BANKS and not self._one_bank:
-                made = recording.add_bank(list(self._home))
+                made = recording.add_bank(list(self._static_addresses))
                 if made is not None:
                     target = made
                 else:

@@ -1,7 +1,7 @@
-"""Zero-copy on the GPU: re-point a captured graph's kernel nodes at the caller's arrays.
+"""Zero-copy on the GPU: which kernel-node words point into each buffer, so a call can re-point them.
 
-After capture (``analyze``), every node of the capture's snapshot (``driver/snapshot.py``) is
-looked at: kernel parameters at their ``cuFuncGetParamInfo`` layout (as the address audit reads
+After capture (``find_node_pointers``), every node of the capture's snapshot (``driver/snapshot.py``)
+is looked at: kernel parameters at their ``cuFuncGetParamInfo`` layout (as the address audit reads
 them), memcpy and memset addresses exactly. A static input buffer, or an output the capture allocated, may be rebound
 when every pointer into its allocation lies inside its bytes and belongs to a kernel node
 (``binding`` states the rules). Each such node gets, once, a private copy of its parameter block
@@ -169,7 +169,7 @@ def _facts(region: _Region, scan: _Scan, starts: set[int]) -> BufferFacts:
 
 
 class CupyBindings:
-    """What ``analyze`` found for one recording: facts per static buffer (by address) and per output."""
+    """What ``find_node_pointers`` found for one recording: facts per static buffer (by address) and per output."""
 
     def __init__(self, inputs: dict[int, BufferFacts], outputs: list[Optional[BufferFacts]], device_id: int):
         self.inputs, self.outputs, self.device_id = inputs, outputs, device_id
@@ -193,8 +193,9 @@ def _overlaps(region: _Region, others: Sequence[_Region]) -> bool:
     return any(o.lo < region.ahi and region.alo < o.hi for o in others)
 
 
-def analyze(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot], args: Sequence[Any], leaves: Sequence[Any],
-            extents: Sequence[tuple[int, int]], held: Sequence[Any], device_id: int) -> Optional[CupyBindings]:
+def find_node_pointers(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot], args: Sequence[Any],
+                       leaves: Sequence[Any], extents: Sequence[tuple[int, int]], held: Sequence[Any],
+                       device_id: int) -> Optional[CupyBindings]:
     """The rebinding facts of a finished capture (its steps final, before they are uploaded).
 
     ``snapshots``: the capture's snapshot of each graph step, by graph handle.
@@ -253,14 +254,14 @@ def analyze(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot], args: Seq
     return CupyBindings(inputs, outputs, device_id)
 
 
-def analyze_safely(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot], args: Sequence[Any],
-                   leaves: Sequence[Any], extents: Sequence[tuple[int, int]], held: Sequence[Any],
-                   device_id: int) -> Optional[CupyBindings]:
-    """``analyze``, or None (every argument copied) when it fails: it must never cost the capture."""
+def find_node_pointers_safely(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot], args: Sequence[Any],
+                              leaves: Sequence[Any], extents: Sequence[tuple[int, int]], held: Sequence[Any],
+                              device_id: int) -> Optional[CupyBindings]:
+    """``find_node_pointers``, or None (every argument copied) when it fails: it must never cost the capture."""
     if not steps:
         return None
     try:
-        return analyze(steps, snapshots, args, leaves, extents, held, device_id)
+        return find_node_pointers(steps, snapshots, args, leaves, extents, held, device_id)
     except Exception as err:
         logger.debug("cupygraph: no zero-copy binding for this graph: %s: %s", type(err).__name__, err)
         return None
