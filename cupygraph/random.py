@@ -34,7 +34,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .backends.guards.host_guard import handed_back, plain_array
+from .backends.guards.host_capturable import handed_back, plain_array
 from .backends.holding import hold, holding_active
 
 __all__ = ["Generator", "default_rng"]

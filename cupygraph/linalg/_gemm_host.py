@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..backends.guards.host_guard import handed_back, plain_array
+from ..backends.guards.host_capturable import handed_back, plain_array
 from ._shapes import check_scale_array, host_scale, matmul_result, matmul_shapes, result_dtype, scale_dtype
 
 

@@ -194,7 +194,7 @@ def spmm(a: Any, b: Any) -> Any:
         from . import _spmm
 
         return _spmm.dense_csr(dense, sparse, dtype) if dense_first else _spmm.csr_dense(sparse, dense, dtype)
-    from ..backends.guards.host_guard import handed_back, plain_array
+    from ..backends.guards.host_capturable import handed_back, plain_array
 
     plain = np.asarray(plain_array(dense))
     result = np.asarray(plain @ sparse) if dense_first else np.asarray(sparse @ plain)

@@ -11,7 +11,7 @@ function sees its static buffers as ``CaptureArray`` views: NumPy arrays that re
   ``np.where``, ``np.unique``, ``np.bincount``, ``np.flatnonzero`` and the like;
 * library calls CuPy cannot capture: ``@`` / ``np.matmul`` / ``np.dot`` / ``np.einsum`` / ...
   (cuBLAS) and ``np.linalg`` (cuSOLVER). ``cupygraph.matmul`` / ``cupygraph.linalg`` and
-  ``cupygraph.random`` capture on the GPU, so they run here on plain views (``capture_run_active``).
+  ``cupygraph.random`` capture on the GPU, so they run here on plain views (``host_capturable``).
 
 Every array derived from a ``CaptureArray`` is one too (ufuncs, array functions, views,
 indexing), and results that NumPy would hand back as scalars stay 0-d arrays, as CuPy's do, so
@@ -372,18 +372,6 @@ def capture_run_active() -> bool:
 def guarded(array: Any) -> Any:
     """``array`` as the capture run sees it: a CaptureArray view (no copy) of a NumPy array."""
     return array.view(CaptureArray) if type(array) is np.ndarray else array
-
-
-def plain_array(x: Any) -> Any:
-    """``x`` as a plain ``np.ndarray`` view (no copy) when it is a subclass (a capture run's
-    ``CaptureArray``): for ops that capture on the GPU, which compute here on plain views."""
-    return x.view(np.ndarray) if isinstance(x, np.ndarray) and type(x) is not np.ndarray else x
-
-
-def handed_back(array: Any) -> Any:
-    """``array`` as an op that captures on the GPU hands it back: guarded during a capture run,
-    plain otherwise."""
-    return guarded(array) if capture_run_active() else array
 
 
 @contextmanager
