@@ -23,7 +23,7 @@ import ast
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
@@ -53,6 +53,26 @@ class UnresolvedLoad:
     path: Path
     line: int
     call: str
+
+
+@dataclass(frozen=True)
+class LibraryLoad:
+    """A module of another library loaded by name (``library``: its top-level package)."""
+
+    library: str
+    path: Path
+    line: int
+
+
+@dataclass
+class ImportScan:
+    """What ``scan`` found in a package."""
+
+    edges: list[Edge] = field(default_factory=list)
+    unresolved: list[UnresolvedLoad] = field(default_factory=list)
+    """Loads by a name the scan cannot read: the graph cannot see where they point."""
+    libraries: list[LibraryLoad] = field(default_factory=list)
+    """Other libraries' modules loaded by name (a plain import scan does not see them)."""
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -117,9 +137,10 @@ def _spelled(node: ast.expr) -> Optional[list[Union[str, None]]]:
     return None
 
 
-def _loaded(call: ast.Call, own_package: str, current: str, known: dict[str, Path]) -> Optional[list[str]]:
-    """The modules of ``known`` a load by name can reach ([] for another library's); None when the
-    name, or the package a relative name needs, cannot be read."""
+def _load_pattern(call: ast.Call, own_package: str, current: str) -> Optional[tuple[str, str]]:
+    """(a regular expression for the full module names a load by name can reach, the top-level
+    package its name spells, "" when a field starts it); None when the name, or the package a
+    relative name needs, cannot be read."""
     pieces = _spelled(call.args[0])
     if pieces is None:
         return None
@@ -136,22 +157,21 @@ def _loaded(call: ast.Call, own_package: str, current: str, known: dict[str, Pat
                    else given.value if isinstance(given, ast.Constant) and isinstance(given.value, str) else None)
         pieces = [first[dots:], *pieces[1:]]
     pattern = "".join(re.escape(p) if p is not None else r"[\w.]+" for p in pieces)
-    if dots:
-        if package is None:
-            return None
-        pattern = re.escape(_anchor(package, dots)) + (r"\." + pattern if pattern else "")
-    return sorted({_within(name, known) for name in known if re.fullmatch(pattern, name)} - {""})
+    if not dots:
+        top = first.split(".")[0] if pieces[0] and (len(pieces) == 1 or "." in first) else ""
+        return pattern, top
+    if package is None:
+        return None
+    return re.escape(_anchor(package, dots)) + (r"\." + pattern if pattern else ""), package.split(".")[0]
 
 
-def _scan_module(name: str, path: Path, known: dict[str, Path], package: Path
-                 ) -> tuple[list[Edge], list[UnresolvedLoad]]:
+def _scan_module(name: str, path: Path, known: dict[str, Path], package: Path, found: ImportScan) -> None:
     root, shown = package.name, path.relative_to(package.parent)
     is_package = path.name == "__init__.py"
     own_package = name if is_package else name.rpartition(".")[0]
     tree = ast.parse(path.read_text(encoding="utf-8"))
     type_only = _type_only(tree)
-    edges: list[Edge] = []
-    unresolved: list[UnresolvedLoad] = []
+    edges, unresolved, libraries = found.edges, found.unresolved, found.libraries
 
     def add(target: str, node: ast.AST, kind: str, names: tuple[str, ...] = ()) -> None:
         target = _within(target, known)
@@ -179,37 +199,38 @@ def _scan_module(name: str, path: Path, known: dict[str, Path], package: Path
                 else:
                     add(base, node, STATEMENT, (alias.name,))
         elif (call := _load_call(node)) is not None:
-            loaded = _loaded(call, own_package, name, known)
-            if loaded is None:
+            spelled = _load_pattern(call, own_package, name)
+            if spelled is None:
                 unresolved.append(UnresolvedLoad(shown, call.lineno, ast.unparse(call)))
-            for target in loaded or ():
+                continue
+            pattern, top = spelled
+            if top and top != root:
+                libraries.append(LibraryLoad(top, shown, call.lineno))
+            for target in sorted({_within(m, known) for m in known if re.fullmatch(pattern, m)} - {""}):
                 add(target, call, BY_NAME)
     for node in ast.walk(tree):
         if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
                 and _is_private(node.attr)):
             add(bound[node.value.id], node, PRIVATE_READ, (node.attr,))
-    return edges, unresolved
 
 
-def scan(package: Path = PACKAGE) -> tuple[list[Edge], list[UnresolvedLoad]]:
-    """Every import edge between modules of ``package``, and the loads by a name it cannot read."""
+def scan(package: Path = PACKAGE) -> ImportScan:
+    """Every import edge between modules of ``package``, the loads by a name it cannot read, and the
+    other libraries' modules loaded by name."""
     known = modules(package)
-    edges: list[Edge] = []
-    unresolved: list[UnresolvedLoad] = []
+    found = ImportScan()
     for name, path in sorted(known.items()):
         if path.suffix == ".py":
-            found, blind = _scan_module(name, path, known, package)
-            edges.extend(found)
-            unresolved.extend(blind)
-    return edges, unresolved
+            _scan_module(name, path, known, package, found)
+    return found
 
 
 def edges(package: Path = PACKAGE) -> list[Edge]:
-    return scan(package)[0]
+    return scan(package).edges
 
 
 def unresolved_loads(package: Path = PACKAGE) -> list[UnresolvedLoad]:
-    return scan(package)[1]
+    return scan(package).unresolved
 
 
 def graph_of(names: Iterable[str], found: Iterable[Edge]) -> dict[str, set[str]]:
@@ -264,10 +285,10 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def _report(package: Path) -> Iterator[str]:
-    found, unresolved = scan(package)
-    for component in cycles(graph_of(modules(package), found)):
+    found = scan(package)
+    for component in cycles(graph_of(modules(package), found.edges)):
         yield "cycle: " + " <-> ".join(component)
-    for load in unresolved:
+    for load in found.unresolved:
         yield f"unresolved load: {load.path}:{load.line}: {load.call}"
 
 

@@ -10,13 +10,12 @@ show it can fail, on a small made-up package where the real one has nothing to f
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
+
+from repo_files import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "cupygraph"
@@ -57,16 +56,7 @@ KNOWN_UPWARD_IMPORTS_TO_FIX = {
 KNOWN_LONG_MODULES_TO_FIX = {"cupygraph/api/jit.py", "cupygraph/cache/store.py"}
 
 
-def _load_tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("cupygraph_import_graph", ROOT / "tools" / "import_graph.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-TOOL = _load_tool()
+TOOL = load_tool("import_graph")
 
 
 def layer_of(module: str) -> int:
@@ -208,7 +198,9 @@ def test_modules_loaded_by_name_are_edges(tmp_path: Path) -> None:
                              ("cupygraph.d", TOOL.BY_NAME, 8), ("cupygraph.pkg.x", TOOL.BY_NAME, 7),
                              ("cupygraph.pkg.y", TOOL.BY_NAME, 7)]
     assert TOOL.cycles(TOOL.import_graph(package)) == [["cupygraph.a", "cupygraph.b"]]
-    assert TOOL.unresolved_loads(package) == []
+    scan = TOOL.scan(package)
+    assert scan.unresolved == []
+    assert scan.libraries == [TOOL.LibraryLoad("numpy", Path("cupygraph/a.py"), 9)]  # test_packaging reads these
 
 
 def test_no_module_is_loaded_by_a_name_the_graph_cannot_read() -> None:
