@@ -8,8 +8,8 @@ Counts every import of a cupygraph module, wherever the interpreter or the type 
   import through one is the same knot in the design;
 * modules loaded by name, ``importlib.import_module(name, package)`` and ``__import__(name, ...,
   level)``, relative names included. An f-string name is an edge to every module it can spell.
-  A name the scan cannot read (a variable) is listed by ``unresolved_loads``: the graph cannot see
-  where it points;
+  A name the scan cannot read (a variable) is listed as unresolved: the graph cannot see where it
+  points. Other libraries' modules loaded by name are listed too (the packaging test reads them);
 * reads of a private name on an imported module (``from . import x`` then ``x._y``), as edges of
   their own kind: the import is already an edge, these say which private name crosses it.
 
@@ -109,7 +109,8 @@ def _type_only(tree: ast.AST) -> set[int]:
             for statement in node.body for inner in ast.walk(statement)}
 
 
-def _is_private(name: str) -> bool:
+def is_private(name: str) -> bool:
+    """A leading underscore, not a dunder (``_refuse``, not ``__version__``)."""
     return name.startswith("_") and not name.startswith("__")
 
 
@@ -210,7 +211,7 @@ def _scan_module(name: str, path: Path, known: dict[str, Path], package: Path, f
                 add(target, call, BY_NAME)
     for node in ast.walk(tree):
         if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
-                and _is_private(node.attr)):
+                and is_private(node.attr)):
             add(bound[node.value.id], node, PRIVATE_READ, (node.attr,))
 
 

@@ -82,10 +82,6 @@ def upward_imports(edges: Iterable[Any], known: Iterable[tuple[str, str]] = ()) 
     return found
 
 
-def _is_private(name: str) -> bool:
-    return name.startswith("_") and not name.startswith("__")
-
-
 def private_imports(edges: Iterable[Any]) -> list[str]:
     """Each private name (a leading underscore) a cupygraph module takes from another: imported
     (``from .x import _y``), read off an imported module (``x._y``), or a private module imported
@@ -97,12 +93,12 @@ def private_imports(edges: Iterable[Any]) -> list[str]:
         parts = edge.target.split(".")
         for i, part in enumerate(parts):
             owner = ".".join(parts[:i])
-            if _is_private(part) and edge.source != owner and not edge.source.startswith(owner + "."):
+            if TOOL.is_private(part) and edge.source != owner and not edge.source.startswith(owner + "."):
                 found.append(f"{edge.path}:{edge.line}: {edge.source} imports {edge.target}, a module private to "
                              f"{owner}: make it public under a good name, or move what it needs into {owner}")
                 break
         for name in edge.names:
-            if _is_private(name):
+            if TOOL.is_private(name):
                 found.append(f"{edge.path}:{edge.line}: {edge.source} takes {name} from {edge.target} ({edge.kind}): "
                              "a private name of another module; make it public under a good name, or move the "
                              "code that needs it to its owner")
