@@ -14,8 +14,11 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from ..cache.entry import CUDAGraphEntry
-from ..cache.key import GraphKey
+from ..cache.key import ConstArg, GraphKey
 from ..cache.registry import CUDAGraphRegistry
+from ..cache.stats import CUDAGraphStats
+from ..errors import InputMismatchError
+from ..reasons import RecaptureReason
 
 logger = logging.getLogger("cupygraph")
 
@@ -42,3 +45,23 @@ def rebind_constants(registry: CUDAGraphRegistry, key: GraphKey, args: tuple[Any
                         name, positions, key.descriptor)
             return entry
     return None
+
+
+def count_moved_constants(seen: dict[tuple[Any, ...], tuple[ConstArg, ...]], key: GraphKey, *, name: str,
+                          stats: CUDAGraphStats, raises: bool) -> None:
+    """Before capturing ``key``: count a re-capture caused by a constant argument that moved since the
+    constants ``seen`` last for the rest of its key, and say which one (``InputMismatchError`` under raise)."""
+    consts = key.signature.constants()
+    if not consts:
+        return
+    previous = seen.get(rest := key.without_constants())
+    if previous is not None and previous != consts:
+        if raises:
+            raise InputMismatchError(
+                f"a constant argument of {name}() changed (address, shape, dtype or strides) "
+                f"since capture; was {', '.join(c.describe() for c in previous)}, "
+                f"now {', '.join(c.describe() for c in consts)}"
+            )
+        stats.record_recapture(RecaptureReason.CONSTANT_CHANGED)
+        logger.info("%s() re-captures %s: a constant argument changed", name, key.descriptor)
+    seen[rest] = consts

@@ -10,12 +10,12 @@ import functools
 import logging
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 from ..backends.base import ReplayMismatch
 from ..backends.compiled import FastFunction
 from ..cache.capture import CaptureRequest
-from ..cache.failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
+from ..cache.failures import EMPTY_BATCH, MODE_NONE, Eager, count_eager_run, run_eagerly
 from ..cache.freshness import stale_reason
 from ..cache.key import ConstArg, GraphKey, Namespace
 from ..cache.registry import CUDAGraphRegistry
@@ -25,15 +25,16 @@ from ..compat.dispatcher import CudagraphDispatcher
 from ..config.model import CUDAGraphMode
 from ..diagnostics.explain import configure_logging, explain_new_key
 from ..dispatch.descriptor import BatchDescriptor
-from ..errors import AliasedWrite, CaptureError, InputMismatchError, StaleOutputError
-from ..reasons import FallbackReason, RecaptureReason
+from ..errors import AliasedWrite, StaleOutputError
+from ..reasons import FallbackReason
 from .arguments import ArgumentRules
-from .constants import rebind_constants
+from .constants import count_moved_constants, rebind_constants
 from .devices import DeviceRouter
+from .first_call import FirstCall, capture_after_running, padded_call
 from .live import announce, live_functions, on_creation
 from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
 from .plans import Plan, PlanCache
-from .warmup import Template, calls_per_size, example_call, progress_bar, remember_call
+from .warmup import Template, calls_per_size, capture_each, example_call, remember_call
 
 logger = logging.getLogger("cupygraph")
 
@@ -176,14 +177,16 @@ class GraphedFunction(FastFunction):
         """The plan (the entry that serves this call) for ``args`` under ``descriptor``, capturing now
         when ``force`` (``capture_after`` does not apply), or why the call runs eagerly. The caller
         holds ``registry.family_lock`` (``CUDAGraphManager.capture_graph`` does)."""
-        return self._resolve(args, {}, force=force, descriptor=descriptor)[0]
+        # Not a user's call (``traffic`` off): it never runs the function as it is, so never a FirstCall.
+        return cast(Union[Plan, Eager], self._resolve(args, {}, force=force, descriptor=descriptor)[0])
 
     def _resolve(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], *, force: bool = False,
         descriptor: Optional[Any] = None, traffic: bool = False,
-    ) -> tuple[Union[Plan, Eager], bool]:
-        """Find or capture the entry for this call: (plan, whether it was captured now), or
-        (why it runs eagerly, False). ``traffic``: a user's call, counted in the batch sizes."""
+    ) -> tuple[Union[Plan, Eager, FirstCall], bool]:
+        """Find or capture the entry for this call: (plan, whether it was captured now), or (why it runs
+        eagerly, False). ``traffic``: a user's call, counted in the batch sizes; one that captures, or
+        the first padded one, runs the function as it is: a ``FirstCall`` (``api/first_call.py``)."""
         batched, whole, signature = self._rules.classify(args, kwargs)
         rows = self._rules.rows(args, batched)
         if traffic and rows:
@@ -203,37 +206,31 @@ class GraphedFunction(FastFunction):
             return verdict, False
         if isinstance(verdict, CaptureNow):
             rebound = rebind_constants(self.registry, key, args, self.constant_argnums, name=self.__name__)
-            if rebound is not None:  # a later re-capture compares with the constants bound now
-                self._constants_seen[key.without_constants()] = key.signature.constants()
-                return Plan(rebound, mode.name, batched, whole), False
-            self._rules.check_padding(args, self.config.pad_value)
-            self._explain_capture(key)
-            if logger.isEnabledFor(logging.DEBUG):
-                logger.debug("%s() captures %s: %s", self.__name__, padded,
-                             explain_new_key(key, [e.key for e in self.registry.entries()]))
-            request = CaptureRequest(self._fn, args, kwargs, batched, whole, self.out_batched)
-            captured = self.registry.capture_or_fail(key, request, name=self.__name__)
-            if isinstance(captured, Eager):
-                return captured, False
-            return Plan(captured, mode.name, batched, whole), True
-        return Plan(verdict, mode.name, batched, whole), False
+            if rebound is None:
+                return self._capture(key, args, kwargs, batched, whole, rows if batched else padded.num_tokens, traffic)
+            self._constants_seen[key.without_constants()] = key.signature.constants()  # what a re-capture compares
+            verdict = rebound
+        plan = Plan(verdict, mode.name, batched, whole)
+        if traffic and batched and rows != padded.num_tokens:  # are its outputs cut right? checked once (first_call.py)
+            checked = padded_call(self.registry, plan, self._fn, args, kwargs, rows, self.out_batched, self.__name__)
+            return checked, False
+        return plan, False
 
-    def _explain_capture(self, key: GraphKey) -> None:
-        """Count re-captures caused by a constant argument that moved, and say which one."""
-        consts = key.signature.constants()
-        if not consts:
-            return
-        previous = self._constants_seen.get(rest := key.without_constants())
-        if previous is not None and previous != consts:
-            if self.config.on_capture_error == "raise":
-                raise InputMismatchError(
-                    f"a constant argument of {self.__name__}() changed (address, shape, dtype or strides) "
-                    f"since capture; was {', '.join(c.describe() for c in previous)}, "
-                    f"now {', '.join(c.describe() for c in consts)}"
-                )
-            self._stats.record_recapture(RecaptureReason.CONSTANT_CHANGED)
-            logger.info("%s() re-captures %s: a constant argument changed", self.__name__, key.descriptor)
-        self._constants_seen[rest] = consts
+    def _capture(self, key: GraphKey, args: tuple[Any, ...], kwargs: dict[str, Any], batched: tuple[int, ...],
+                 whole: tuple[int, ...], rows: int, traffic: bool) -> tuple[Union[Plan, Eager, FirstCall], bool]:
+        self._rules.check_padding(args, self.config.pad_value)
+        count_moved_constants(self._constants_seen, key, name=self.__name__, stats=self._stats,
+                              raises=self.config.on_capture_error == "raise")
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%s() captures %s: %s", self.__name__, key.descriptor,
+                         explain_new_key(key, [e.key for e in self.registry.entries()]))
+        request = CaptureRequest(self._fn, args, kwargs, batched, whole, self.out_batched)
+        mode = key.mode.name
+        if traffic:  # a user's call runs as it is, then captures: its graph serves the next calls
+            return capture_after_running(self.registry, key, request, rows,
+                                         lambda entry: Plan(entry, mode, batched, whole), self.__name__), True
+        captured = self.registry.capture_or_fail(key, request, name=self.__name__)
+        return (captured, False) if isinstance(captured, Eager) else (Plan(captured, mode, batched, whole), True)
 
     def _call_slow(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool,
@@ -248,11 +245,10 @@ class GraphedFunction(FastFunction):
             self._check_arguments_fresh(args)
         with self._family_lock:
             # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
-            plan, captured = self._resolve(args, kwargs, descriptor=descriptor, traffic=True)
+            plan, _ = self._resolve(args, kwargs, descriptor=descriptor, traffic=True)
+            if isinstance(plan, FirstCall):  # the call ran as it is: its result is the call's
+                return self._ran_as_it_is(plan, args, kwargs, cacheable and not debug)
             if isinstance(plan, Plan):
-                if self._generation != registry.generation:
-                    self._plans.clear()
-                    self._generation = registry.generation
                 batched = [args[i] for i in plan.batched]
                 rows = batched[0].shape[0] if batched else plan.entry.padded
                 whole = [args[i] for i in plan.whole]
@@ -267,19 +263,34 @@ class GraphedFunction(FastFunction):
                 except (ReplayMismatch, AliasedWrite) as err:
                     why = self._why_not_replayed(plan, err)  # run eagerly below, outside the lock
                 else:
-                    if captured:
-                        self._stats.record_first_replay(plan.mode_name)
-                    else:
-                        self._stats.record_hit(plan.mode_name)
-                    # Debug mode checks every call, so it never takes the fast path.
-                    if cacheable and batched and not debug:
-                        plan.rows = rows
-                        self._plans.remember(args, plan)
-                    self._template = remember_call(args, kwargs, plan.batched + plan.whole)
+                    self._stats.record_hit(plan.mode_name)
+                    self._remember(args, kwargs, plan, rows, cacheable and not debug)  # debug checks every call
                     return out
             else:
                 why = plan
         return self._run_eagerly(args, kwargs, why)
+
+    def _ran_as_it_is(self, first: FirstCall, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool) -> Any:
+        """Count a call whose result is its own eager run's (``api/first_call.py``) and return it."""
+        verdict = first.verdict
+        if isinstance(verdict, Eager):
+            count_eager_run(verdict, name=self.__name__, stats=self._stats, raises=self.registry.raises)
+        else:
+            self._stats.record_eager_miss()
+            self.registry.note_seen(verdict.entry.key)  # a use of the key (``get_hot_shapes``), not a replay
+            rows = args[verdict.batched[0]].shape[0] if verdict.batched else verdict.entry.padded
+            self._remember(args, kwargs, verdict, rows, cacheable)
+        return first.result
+
+    def _remember(self, args: tuple[Any, ...], kwargs: dict[str, Any], plan: Plan, rows: int, cacheable: bool) -> None:
+        """Keep the plan for the fast path (plans of entries gone since are dropped) and the call for ``warmup()``."""
+        if self._generation != self.registry.generation:
+            self._plans.clear()
+            self._generation = self.registry.generation
+        if cacheable and plan.batched:
+            plan.rows = rows
+            self._plans.remember(args, plan)
+        self._template = remember_call(args, kwargs, plan.batched + plan.whole)
 
     def _run_eagerly(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager) -> Any:
         return run_eagerly(self._fn, args, kwargs, why, name=self.__name__, stats=self._stats,
@@ -315,23 +326,9 @@ class GraphedFunction(FastFunction):
         chosen = (sorted(self.config.cudagraph_capture_sizes, reverse=True) if sizes is None
                   else self._rules.warmup_sizes(sizes, largest))
         self._rules.check_padding(template_args, self.config.pad_value)
-        bar = progress_bar(len(chosen), f"capturing {self.__name__}", progress)
-        count = 0
-        try:
-            for size, args in calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp,
-                                             self.config.pad_value):
-                plan, captured = self._resolve(args, template_kwargs, force=True)
-                count += captured
-                if isinstance(plan, Eager):
-                    if plan.failure == RAISED and self.registry.raises:
-                        raise CaptureError(f"warmup of {self.__name__}() size {size}: {plan}")
-                    logger.info("warmup of %s() size %d: %s", self.__name__, size, plan)
-                if bar is not None:
-                    bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
-        return count
+        calls = calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp, self.config.pad_value)
+        return capture_each(self.__name__, calls, lambda args: self._resolve(args, template_kwargs, force=True),
+                            len(chosen), raises=self.registry.raises, progress=progress)
 
     def call_with_descriptor(self, descriptor: BatchDescriptor, *args: Any, **kwargs: Any) -> Any:
         """Call with an explicit batch descriptor (request count, uniform decode, sequence length).

@@ -121,6 +121,10 @@ class CUDAGraphEntry:
                 sliced[i] = bool(flag)
         self.batched_outputs = tuple(sliced)
         """Per output leaf (in ``flatten`` order): whether it carries the batch axis and is cut to the real rows."""
+        self.padding_checked = False
+        """Whether a padded call compared its eager outputs with these (``cache/batch_axis.py``), which set
+        ``batched_outputs`` then; ``padded_refusal`` says why padded calls run eagerly, if they must."""
+        self.padded_refusal: Optional[str] = None
         self._single = self._spec is None
         self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
         self.written = tuple(written)

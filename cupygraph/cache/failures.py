@@ -107,10 +107,17 @@ def run_eagerly(
     """
     if why.failure == RAISED and raises:
         fn(*args, **kwargs)
+    count_eager_run(why, name=name, stats=stats, raises=raises, mode=mode)
+    return fn(*args, **kwargs)
+
+
+def count_eager_run(why: Eager, *, name: str, stats: CUDAGraphStats, raises: bool, mode: str = "NONE") -> None:
+    """Count a call that runs (or ran) the function eagerly because of ``why``; under raise mode a key
+    whose capture raised is a ``CaptureError`` naming what failed, the function having worked eagerly."""
+    if why.failure == RAISED and raises:
         raise CaptureError(f"cannot capture {name}() (it works eagerly): {why}")
     stats.record_fallback(why.reason, mode, why.detail)
     logger.debug("%s runs eagerly: %s", name, why)
-    return fn(*args, **kwargs)
 
 
 def _warn(name: str, key: GraphKey, why: Eager) -> None:
