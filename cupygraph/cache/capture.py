@@ -24,6 +24,7 @@ from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError
 from ..pytree import flatten
+from ..random import draws_given_back
 from ..reasons import FallbackReason
 from .entry import CUDAGraphEntry, InputArena
 from .key import GraphKey
@@ -77,7 +78,9 @@ def record(
         with _memory_refusal_fails_capture(key.descriptor):
             staging.stage(request)
             start = time.perf_counter()
-            with upload_policy(config.host_uploads, warmups):
+            # The warm-ups' and capture run's draws from cupygraph.random are given back: a call's
+            # draws are its own eager run's and its replays' (api/first_call.py).
+            with upload_policy(config.host_uploads, warmups), draws_given_back():
                 staging.recording = backend.capture(
                     request.fn, staging.call_args, dict(request.kwargs),
                     num_warmups=warmups,

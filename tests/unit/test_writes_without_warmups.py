@@ -1,10 +1,11 @@
 """A function that writes into its arguments changes the caller's arrays once per call, as eagerly,
 also when its capture ran no warm-up.
 
-A CUDA stream capture executes nothing, so under ``num_warmups=0`` only the first replay can show
-that a function writes into its copied arguments (it is checked there). The host backend undoes
-what its capture run wrote, so a first call does not change the caller's arrays twice (capture
-run, then replay) where the GPU changes them once.
+A CUDA stream capture executes nothing, so under ``num_warmups=0`` no run on the static copies can
+show that a function writes into its copied arguments: the call that captures runs the function as
+it is and shows it, and where that run changed no byte, the first replay checks. The host backend
+undoes what its capture run wrote, so a first call does not change the caller's arrays twice
+where the GPU changes them once.
 """
 
 from __future__ import annotations
