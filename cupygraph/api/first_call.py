@@ -42,9 +42,10 @@ from ..backends.foreign import describe_array, find_arrays
 from ..cache.batch_axis import check_padded_call, difference_at_capture_size
 from ..cache.capture import CaptureRequest
 from ..cache.entry import CUDAGraphEntry
-from ..cache.failures import Eager
+from ..cache.failures import Eager, count_eager_run
 from ..cache.key import GraphKey
 from ..cache.registry import CUDAGraphRegistry
+from ..cache.stats import CUDAGraphStats
 from ..reasons import FallbackReason
 from .plans import Plan
 
@@ -54,13 +55,25 @@ __all__ = ["FirstCall", "capture_after_running", "padded_call"]
 
 
 class FirstCall:
-    """A call that ran the function as it is for its ``result``; ``verdict``: the plan that serves its
-    key from now on, or why the key (or its padded calls) runs eagerly."""
+    """A call of ``rows`` rows that ran the function as it is for its ``result``; ``verdict``: the plan
+    that serves its key from now on, or why the key (or its padded calls) runs eagerly."""
 
-    __slots__ = ("result", "verdict")
+    __slots__ = ("result", "rows", "verdict")
 
-    def __init__(self, result: Any, verdict: Union[Plan, Eager]):
-        self.result, self.verdict = result, verdict
+    def __init__(self, result: Any, verdict: Union[Plan, Eager], rows: int):
+        self.result, self.verdict, self.rows = result, verdict, rows
+
+    def count(self, stats: CUDAGraphStats, registry: CUDAGraphRegistry, name: str) -> Optional[Plan]:
+        """Count the call (a fallback with its reason, or a miss and a use of its key); the plan to keep
+        for the key's next calls, if one serves it. Under raise mode a key whose capture raised is a
+        ``CaptureError`` (the function, having run as it is, is not run again)."""
+        verdict = self.verdict
+        if isinstance(verdict, Eager):
+            count_eager_run(verdict, name=name, stats=stats, raises=registry.raises)
+            return None
+        stats.record_eager_miss()
+        registry.note_seen(verdict.entry.key)  # a use of the key (``get_hot_shapes``), not a replay
+        return verdict
 
 
 def _watched(request: CaptureRequest, backend: Backend) -> list[tuple[Optional[int], str, Any]]:
@@ -97,9 +110,9 @@ def capture_after_running(registry: CUDAGraphRegistry, key: GraphKey, request: C
         request = dataclasses.replace(request, warmups=0)
     captured = registry.capture_or_fail(key, request, name=name)
     if isinstance(captured, Eager):
-        return FirstCall(result, captured)
+        return FirstCall(result, captured, rows)
     why = _compare(registry, captured, result, rows, request.out_batched, name)
-    return FirstCall(result, why if why is not None else plan_of(captured))
+    return FirstCall(result, why if why is not None else plan_of(captured), rows)
 
 
 def padded_call(registry: CUDAGraphRegistry, plan: Plan, fn: Callable[..., Any], args: Sequence[Any],
@@ -113,7 +126,7 @@ def padded_call(registry: CUDAGraphRegistry, plan: Plan, fn: Callable[..., Any],
     with registry.instruments.running_as_it_is(name, entry.key, "first padded call"):
         result = fn(*args, **kwargs)  # the call itself, at its real batch
     why = _compare(registry, entry, result, rows, out_batched, name)
-    return FirstCall(result, why if why is not None else plan)
+    return FirstCall(result, why if why is not None else plan, rows)
 
 
 def _compare(registry: CUDAGraphRegistry, entry: CUDAGraphEntry, result: Any, rows: int, out_batched: Any,

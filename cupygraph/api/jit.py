@@ -15,7 +15,7 @@ from typing import Any, Optional, Union, cast
 from ..backends.base import ReplayMismatch
 from ..backends.compiled import FastFunction
 from ..cache.capture import CaptureRequest
-from ..cache.failures import EMPTY_BATCH, MODE_NONE, Eager, count_eager_run, run_eagerly
+from ..cache.failures import EMPTY_BATCH, MODE_NONE, Eager, run_eagerly
 from ..cache.freshness import stale_reason
 from ..cache.key import ConstArg, GraphKey, Namespace
 from ..cache.registry import CUDAGraphRegistry
@@ -49,13 +49,13 @@ class GraphedFunction(FastFunction):
          capture size run eagerly. The graph cache (``registry``) says what the key does: replay
          its graph, run eagerly (a cold key under ``capture_after``, or a key whose capture
          failed), or capture now.
-      3. A key is captured by warming the function up and recording it onto static buffers.
+      3. The call that captures a key runs the function as it is (its result, writes and draws are
+         the call's), then warms it up and records it onto static buffers (``api/first_call.py``).
       4. Arrays of exactly the captured layout are read where they are (``input_binding="auto"``:
          the graph is re-pointed); others are copied into static buffers (padding rewritten only
          when the real size changed); constants are read by address; replay on the caller's stream.
-      5. Outputs whose leading axis is the padded size are cut back to the real batch (declare
-         ``out_batched`` — a bool or the outputs' structure of bools — when an unbatched output
-         happens to have that length).
+      5. Outputs are cut back to the real batch on axis 0, those the first padded call of the key
+         (run as it is) showed to carry the batch there; ``out_batched`` must agree with it.
 
     Contract: under ``output_mode="copy"`` (default) the caller owns the returned arrays. Under
     ``"view"`` they are views into static buffers, valid until the next call of this function.
@@ -70,11 +70,10 @@ class GraphedFunction(FastFunction):
         cuSOLVER call, memory) fails the capture with a ``CaptureError`` naming the op and the
         line. With ``on_capture_error="fallback"`` the key runs eagerly from then on, counted
         under the reason's code; with ``"raise"`` every call of the key raises it.
-      * Any other exception during warm-up, capture or output handling marks the key failed
-        too, and the call runs the function eagerly on the caller's arrays. A bug in the
-        function then raises its own exception, exactly as without ``jit`` (on every call, with
-        no new capture); a function that works eagerly is counted as a fallback, or under
-        ``"raise"`` gets a ``CaptureError`` naming the exception and the line.
+      * A bug in the function raises its own exception from the run as it is, exactly as without
+        ``jit`` (on every call; nothing is captured). Any other exception during warm-up, capture
+        or output handling marks the key failed too: counted as a fallback, or under ``"raise"``
+        a ``CaptureError`` naming the exception and the line.
       * A replay (host backend) that returns another structure, shape or Python value than the
         capture drops the graph and the key runs eagerly: a stale result is never returned.
       * Errors in the call itself (an argument, ``pad_value`` or ``out_batched`` that does not
@@ -247,7 +246,10 @@ class GraphedFunction(FastFunction):
             # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
             plan, _ = self._resolve(args, kwargs, descriptor=descriptor, traffic=True)
             if isinstance(plan, FirstCall):  # the call ran as it is: its result is the call's
-                return self._ran_as_it_is(plan, args, kwargs, cacheable and not debug)
+                kept = plan.count(self._stats, self.registry, self.__name__)
+                if kept is not None:
+                    self._remember(args, kwargs, kept, plan.rows, cacheable and not debug)
+                return plan.result
             if isinstance(plan, Plan):
                 batched = [args[i] for i in plan.batched]
                 rows = batched[0].shape[0] if batched else plan.entry.padded
@@ -269,18 +271,6 @@ class GraphedFunction(FastFunction):
             else:
                 why = plan
         return self._run_eagerly(args, kwargs, why)
-
-    def _ran_as_it_is(self, first: FirstCall, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool) -> Any:
-        """Count a call whose result is its own eager run's (``api/first_call.py``) and return it."""
-        verdict = first.verdict
-        if isinstance(verdict, Eager):
-            count_eager_run(verdict, name=self.__name__, stats=self._stats, raises=self.registry.raises)
-        else:
-            self._stats.record_eager_miss()
-            self.registry.note_seen(verdict.entry.key)  # a use of the key (``get_hot_shapes``), not a replay
-            rows = args[verdict.batched[0]].shape[0] if verdict.batched else verdict.entry.padded
-            self._remember(args, kwargs, verdict, rows, cacheable)
-        return first.result
 
     def _remember(self, args: tuple[Any, ...], kwargs: dict[str, Any], plan: Plan, rows: int, cacheable: bool) -> None:
         """Keep the plan for the fast path (plans of entries gone since are dropped) and the call for ``warmup()``."""
@@ -388,8 +378,12 @@ def jit(fn: Optional[Callable[..., Any]] = None, /, **options: Any) -> Any:
     hold (a device-to-host read such as ``float(x.sum())``, a data-dependent shape such as
     ``x[x > 0]``, cuBLAS/cuSOLVER) falls back to eager with the reason counted, or raises
     ``CaptureError`` naming the op and the line under ``on_capture_error="raise"``. Any other
-    exception while capturing runs the call eagerly: a bug in ``fn`` then raises its own
-    exception, as without ``jit``, and is not captured again on every call.
+    exception while capturing runs the key eagerly; a bug in ``fn`` raises its own exception.
+
+    Like ``jax.jit``'s tracing, the call that captures a key runs ``fn``'s Python body 2 +
+    ``num_warmups`` times (as it is, warm-ups, capture run; 2 where it wrote into an array it reads
+    by address), a replay once on the host backend and never on the GPU: side effects repeat.
+    README.md, "What a call runs", has the table, checked by tests.
     """
     chosen = JitOptions(**options)
     if fn is None:

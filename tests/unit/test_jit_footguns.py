@@ -169,3 +169,17 @@ def test_8_functions_writing_into_copied_arguments_write_back():
     assert f(x).tolist() == [[3.0, 3.0]] * 3
     assert x.tolist() == [[2.0, 2.0]] * 3  # copied back after the replay
     assert f.registry.num_graphs() == 1 and f.registry.entries()[0].written == (0,)
+
+
+def test_11_the_function_runs_several_times_on_the_first_call_of_a_key():
+    runs = []
+
+    def fn(x):
+        runs.append(x.shape[0])  # a Python side effect
+        return x + 1
+
+    f = cg.jit(fn, config=dict(HOST, num_warmups=1))
+    f(np.ones((3, 2)))
+    assert runs == [3, 4, 4]  # the call as it is, the warm-up and the capture run (padded to 4)
+    f(np.ones((3, 2)))
+    assert runs[3:] == [4]  # a host replay runs it again (a GPU replay runs no Python)
