@@ -28,6 +28,21 @@ A padded call of a key captured otherwise (by a call of exactly its size, or ``w
 the function eagerly once for the same comparison (``check_padded_call``), its result the call's.
 The price is an eager run per captured key (the replay it replaces cost next to nothing) and, where
 arrays are read by address, two fingerprints of each.
+
+Why this design, and not another (issue 27):
+
+* restoring what the warm-ups wrote needs a copy, taken before them, of every array the function
+  reads by address: the weights or a KV cache, their size again in memory (device, or host plus a
+  transfer both ways) at every capture;
+* returning the first warm-up's result instead of a replay's still repeats the writes for
+  ``num_warmups > 1``, cannot show the outputs' shapes at the real batch (a warm-up runs padded),
+  and would need the copied arguments written back from the static copies before the next warm-up;
+* refusing to graph a key whose function writes outside its copies would refuse the decode step
+  that writes into its KV cache, which graphs well (each replay writes once).
+
+Running the call as it is needs no copy, shows the real shapes, and costs one eager run per key;
+the warm-ups it skips after a write only make capture riskier for that key (a first-time setup
+during the capture fails it with a clear reason: the key runs eagerly).
 """
 
 from __future__ import annotations
