@@ -20,6 +20,8 @@ from .capturing import stream_is_capturing
 from .cupy_audit import audit_capture, audit_enabled
 from .cupy_failures import describe_capture_failure
 from .cupy_fft import isolated_plan_cache
+from .cupy_fingerprint import fingerprint as device_fingerprint
+from .cupy_legacy_random import legacy_random_refused
 from .cupy_pieces import MEMCPY_D2D, EagerStep, PiecewiseRecorder
 from .cupy_pool import DeviceBlocks, fill_free_blocks
 from .cupy_rebind import analyze_safely, make_extent_recorder
@@ -207,6 +209,9 @@ class CupyBackend(Backend):
         else:
             tail.fill(value)
 
+    def fingerprint(self, array: Any) -> Any:
+        return device_fingerprint(array)  # a hash on the device: no copy of the array
+
     def copy_out(self, array: Any, stream: Any = None) -> Any:
         if array._c_contiguous:
             out = cupy.empty(array.shape, dtype=array.dtype)
@@ -233,8 +238,10 @@ class CupyBackend(Backend):
                 # The function's own cuFFT plan cache: its plans get their work areas from this pool
                 # and live as long as the recording, whatever happens to CuPy's cache.
                 # cuBLAS workspaces/handles and RNG states used by the graph join ``held`` (holding.py).
+                # Legacy cupy.random is refused before it draws, in the warm-ups too (cupy_legacy_random).
                 with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held), \
-                        collecting_held(held), collecting_bodies() as bodies, intercepted_uploads(fn) as uploads:
+                        collecting_held(held), collecting_bodies() as bodies, intercepted_uploads(fn) as uploads, \
+                        legacy_random_refused(fn):
                     sample = None
                     for _ in range(num_warmups):
                         sample = EventSample()  # the last run's: the first may compile kernels, make plans

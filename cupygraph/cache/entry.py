@@ -108,6 +108,10 @@ class CUDAGraphEntry:
         self._returned = tuple(_SCALAR if i in scalars else _COPY if copy and is_array(leaf) else _AS_IS
                                for i, leaf in enumerate(self._leaves))
         """Per output leaf: how the caller gets it (as it is, a copy, or the NumPy scalar the plain function gives)."""
+        self.padding_checked = False
+        """Whether a padded call compared its eager outputs with these (``cache/batch_axis.py``), which set
+        ``batched_outputs`` then; ``padded_refusal`` says why padded calls run eagerly, if they must."""
+        self.padded_refusal: Optional[str] = None
         self._single = self._spec is None
         self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
         self.written = tuple(written)

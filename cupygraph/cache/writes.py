@@ -2,11 +2,13 @@
 
 A function that writes into a copied argument writes, under a graph, into the static copy; the
 caller's array keeps its old values unless the entry copies the rows back (``_WriteBack``). The
-capture finds such writes by comparing the static buffers before and after the warm-ups, but a
-capture without warm-ups executes nothing (a CUDA stream capture only records; the host backend
-undoes its capture run to match), so nothing can show there. Such an entry checks its first
-replay instead: the static inputs are copied before the launch and compared after it; if the
-function wrote into them, the write-back is installed for this entry and applied to this call.
+capture finds such writes by comparing the static buffers before and after the warm-ups (and
+``jit``'s call that captures by its own run as it is: ``CaptureRequest.written``), but a capture
+without warm-ups executes nothing (a CUDA stream capture only records; the host backend undoes its
+capture run to match), so nothing can show there. Such an entry, where nothing showed a write,
+checks its first replay instead: the static inputs are copied before the launch and compared after
+it; if the function wrote into them, the write-back is installed for this entry and applied to
+this call.
 
 A write that leaves a value as it was (``np.maximum(x, 0, out=x)`` on positive data) cannot be
 seen by comparing bytes, at capture or here.
