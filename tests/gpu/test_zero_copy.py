@@ -111,7 +111,7 @@ def test_output_that_is_an_input():
         return x
 
     g = jit(f)
-    for rows in (8, 8, 5):
+    for i, rows in enumerate((8, 8, 8, 5, 5)):
         x = rand(rng, rows)
         want_x = x.copy()
         want = f(want_x)
@@ -119,7 +119,9 @@ def test_output_that_is_an_input():
         got = g(x)
         same(got, want)
         same(x, want_x)
-        assert got.data.ptr != x.data.ptr
+        # The call that captures, and the key's first padded call, run f as it is (f returns x itself); a
+        # replay returns an output the caller owns.
+        assert (got.data.ptr == x.data.ptr) == (i in (0, 3))
 
 
 def test_views_offsets_and_non_contiguous():
