@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -110,3 +111,18 @@ def expand_out_batched(out_batched: Any, outputs: Any, count: int) -> list[bool]
             f"got {out_batched!r}"
         )
     return flags
+
+
+def same_value(old: Any, new: Any) -> bool:
+    """Whether a non-array output is ``old`` again: same type and equal (NaN equals NaN). A graph
+    returns the capture's value of such an output on every replay."""
+    if old is new:
+        return True
+    if type(old) is not type(new):
+        return False
+    try:
+        if isinstance(old, float) and math.isnan(old):
+            return math.isnan(new)
+        return bool(old == new)
+    except Exception:  # a value whose comparison fails cannot be shown to be the same
+        return False

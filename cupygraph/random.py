@@ -14,9 +14,12 @@ What is reproducible:
   numbers, whether the draws run eagerly or as graph replays: replay k continues the stream exactly
   where replay k-1 left it;
 * two generators with one seed, used by the same sequence of calls, agree;
-* a jitted function's warm-ups draw too (and, on the host, so does its capture run), so a jitted
-  function's draws equal those of calling it eagerly the same number of times *plus* its warm-ups:
-  reproducible from run to run with the same config, not equal to a plain eager loop.
+* a jitted function draws what calling it as it is the same number of times draws, for batches of
+  a capture size (a replay of a padded batch draws for its padding rows too): the call that
+  captures a key runs it as it is (``api/first_call.py``), and the draws its warm-ups and capture
+  run make are given back when the capture ends (``draws_given_back``: the state is copied before
+  the first of them, 2 MiB on the GPU, and copied back), so its graph's replays continue the stream
+  where that call left it.
 
 What is not: the GPU (Philox) and host (PCG64) streams differ from each other and from
 ``numpy.random``; CuPy does not promise the same stream across versions; one generator shared by
@@ -30,14 +33,36 @@ so a draw can stay inside a graph.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Optional
 
 import numpy as np
 
+from .backends.capturing import stream_is_capturing
 from .backends.guards.host_capturable import handed_back, plain_array
 from .backends.holding import hold, holding_active
 
-__all__ = ["Generator", "default_rng"]
+__all__ = ["Generator", "default_rng", "draws_given_back"]
+
+_local = threading.local()
+
+
+@contextmanager
+def draws_given_back() -> Iterator[None]:
+    """What this thread draws meanwhile from any ``Generator`` is given back when the block ends (a
+    capture's warm-ups and capture run: ``cache/capture.py``): each generator's state is kept before
+    its first draw here and put back at the end, also when the block raises."""
+    saved: dict[int, tuple[Generator, Any]] = {}
+    previous = getattr(_local, "saved", None)
+    _local.saved = saved
+    try:
+        yield
+    finally:
+        _local.saved = previous
+        for generator, state in saved.values():
+            generator._put_back(state)
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _BACKENDS = ("auto", "cupy", "host")
@@ -106,6 +131,31 @@ class Generator:
                                  "or make one generator per device")
         if holding_active():
             hold(self)
+        saved: Optional[dict[int, tuple[Generator, Any]]] = getattr(_local, "saved", None)
+        if saved is not None and id(self) not in saved:
+            state = self._kept()
+            if state is not None:
+                saved[id(self)] = (self, state)
+
+    def _kept(self) -> Any:
+        """The state as it is now, to be put back by ``_put_back``; None on a capturing stream, where a
+        draw only records a kernel (and a copy would be recorded too, not made)."""
+        if self.backend == "host":
+            return self._gen.bit_generator.state
+        import cupy
+
+        if stream_is_capturing(cupy.cuda.get_current_stream()):
+            return None
+        return self._gen.bit_generator._state.copy()  # ordered before the draw, on the current stream
+
+    def _put_back(self, state: Any) -> None:
+        if self.backend == "host":
+            self._gen.bit_generator.state = state
+            return
+        import cupy
+
+        with cupy.cuda.Device(self.device_id):  # on the current stream: after the draws it undoes
+            self._gen.bit_generator._state[...] = state
 
     def _done(self, value: Any, out: Any = None) -> Any:
         if out is not None:

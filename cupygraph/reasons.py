@@ -49,6 +49,7 @@ class FallbackReason(_Reason):
     COLLECTIVE_IN_CONDITIONAL = "collective_in_conditional"
     PEER_CAPTURE_FAILED = "capture_failed_on_another_rank"
     ALIASED_WRITE = "aliased_write"
+    BATCH_NOT_LEADING = "batch_axis_not_leading"
 
 
 class EvictionReason(_Reason):
@@ -95,6 +96,7 @@ _TEXTS = {
     "collective_in_conditional": "a collective inside a while_loop/cond body",
     "capture_failed_on_another_rank": "the capture failed on another rank (ranks fall back together)",
     "aliased_write": "the function writes into an argument that shares memory with another argument",
+    "batch_axis_not_leading": "a padded batch whose output cannot be cut back to the real rows",
     "max_cached_graphs": "max_cached_graphs reached",
     "memory_budget": "memory_budget reached",
     "pool_over_memory_budget": "memory_budget reached by the pool with cached blocks: all graphs dropped",

@@ -132,6 +132,31 @@ def eager_at_padded_size(graphed: Any, *args: Any) -> Any:
                             else leaf for leaf in leaves])
 
 
+class AsItIs:
+    """Which calls of a jitted function run the function as it is, at their real rows (api/first_call.py):
+    the first call of a key, and the first padded call of a key whose first call was not padded. Every
+    other call replays the graph: the padded eager call bit for bit (``eager_at_padded_size``)."""
+
+    def __init__(self, graphed: Any):
+        self.graphed = graphed
+        self.keys: dict[int, bool] = {}
+        """Padded size -> whether a padded call of it ran as it is (its outputs checked)."""
+
+    def __call__(self, *args: Any) -> bool:
+        """Whether the next call with ``args`` runs the function as it is (call it before the call)."""
+        from cupygraph.dispatch.decision import decide_batch_size
+
+        rows = args[self.graphed.batch_argnums[0]].shape[0]
+        size = decide_batch_size(self.graphed.config, rows).padded.num_tokens
+        if size not in self.keys:
+            self.keys[size] = rows < size
+            return True
+        if rows < size and not self.keys[size]:
+            self.keys[size] = True
+            return True
+        return False
+
+
 def gemm_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """How far apart two computations of ``a @ b`` may be, per element, whatever their order of summation
     (a BLAS or cuBLAS kernel, blocking and thread split chosen by the row count): 2 γ_k (|a| @ |b|), with

@@ -1,4 +1,5 @@
-"""Load the repository's example scripts and tools by path (they are not packages on sys.path).
+"""Load the repository's example scripts and tools by path (they are not packages on sys.path), and
+read what README.md states for tests to check.
 
 Shared by the unit, GPU and reliability tests: each load executes the file as a fresh module, so
 a test sees the file as a user running it would.
@@ -11,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -54,3 +56,18 @@ def run_make(*args: str) -> subprocess.CompletedProcess[str]:
     """``make -C ROOT ARGS`` in ``make_environment()``, output captured."""
     return subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), *args],
                           capture_output=True, text=True, env=make_environment())
+def documented_runs(backend: str) -> dict[str, Callable[[int], int]]:
+    """README.md's table of how many times a call runs the function ("What a call runs"): per row (its
+    first cell), the count on ``backend`` ("host" or "GPU") as a function of ``num_warmups``."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("<!-- execution counts:"))
+    header = [cell.strip() for cell in lines[start + 1].strip("|").split("|")]
+    column = next(i for i, cell in enumerate(header) if cell.endswith(f"{backend} backend"))
+    table: dict[str, Callable[[int], int]] = {}
+    for line in lines[start + 3:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        terms = [term.strip().strip("`") for term in cells[column].split("+")]
+        table[cells[0]] = lambda warmups, terms=terms: sum(warmups if t == "num_warmups" else int(t) for t in terms)
+    return table

@@ -9,12 +9,12 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 from ..backends.base import ReplayMismatch
 from ..backends.fastpath.compiled import COMPILED, FastFunction
 from ..cache.capture import CaptureRequest
-from ..cache.failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
+from ..cache.failures import EMPTY_BATCH, MODE_NONE, Eager, run_eagerly
 from ..cache.freshness import check_arguments_fresh
 from ..cache.key import GraphKey, Namespace
 from ..cache.registry import CUDAGraphRegistry
@@ -24,21 +24,21 @@ from ..compat.dispatcher import CudagraphDispatcher
 from ..config.model import CUDAGraphMode
 from ..diagnostics.explain import explain_new_key
 from ..dispatch.descriptor import BatchDescriptor
-from ..errors import AliasedWrite, CaptureError
+from ..errors import AliasedWrite
 from ..logs import debugging, function_log, logger
 from ..reasons import FallbackReason
 from .arguments import ArgumentRules
 from .constants import rebind_constants
 from .devices import DeviceRouter
+from .first_call import FirstCall, capture_after_running, padded_call
 from .live import announce, live_functions, on_creation
 from .methods import BoundFunction, plain_function
 from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
 from .plans import Plan, PlanCache, publisher
 from .recaptures import Recaptures
-from .warmup import Template, calls_per_size, example_call, progress_bar, remember_call
+from .warmup import Template, calls_per_size, capture_each, example_call, remember_call
 
-_UNBOUND = object()
-"""``capture_ahead``'s instance of a function that is not a bound method."""
+_UNBOUND = object()  # ``capture_ahead``'s instance of a function that is not a bound method
 
 __all__ = ["ConfigLike", "GraphedFunction", "jit", "live_functions", "on_creation", "resolve_config"]
 
@@ -51,13 +51,13 @@ class GraphedFunction(FastFunction):
          capture size run eagerly. The graph cache (``registry``) says what the key does: replay
          its graph, run eagerly (a cold key under ``capture_after``, or a key whose capture
          failed), or capture now.
-      3. A key is captured by warming the function up and recording it onto static buffers.
+      3. The call that captures a key runs the function as it is (its result, writes and draws are
+         the call's), then warms it up and records it onto static buffers (``api/first_call.py``).
       4. Arrays of exactly the captured layout are read where they are (``input_binding="auto"``:
          the graph is re-pointed); others are copied into static buffers (padding, ``pad_value`` or
          the last real row, rewritten when it changed); constants are read by address; replay.
-      5. Outputs whose leading axis is the padded size are cut back to the real batch (declare
-         ``out_batched`` — a bool or the outputs' structure of bools — when an unbatched output
-         happens to have that length).
+      5. Outputs are cut back to the real batch on axis 0, those the first padded call of the key
+         (run as it is) showed to carry the batch there; ``out_batched`` must agree with it.
 
     Contract: under ``output_mode="copy"`` (default) the caller owns the returned arrays. Under
     ``"view"`` they are views into static buffers, valid until the next call of this function.
@@ -74,11 +74,10 @@ class GraphedFunction(FastFunction):
         cuSOLVER call, memory) fails the capture with a ``CaptureError`` naming the op and the
         line. With ``on_capture_error="fallback"`` the key runs eagerly from then on, counted
         under the reason's code; with ``"raise"`` every call of the key raises it.
-      * Any other exception during warm-up, capture or output handling marks the key failed
-        too, and the call runs the function eagerly on the caller's arrays. A bug in the
-        function then raises its own exception, exactly as without ``jit`` (on every call, with
-        no new capture); a function that works eagerly is counted as a fallback, or under
-        ``"raise"`` gets a ``CaptureError`` naming the exception and the line.
+      * A bug in the function raises its own exception from the run as it is, exactly as without
+        ``jit`` (on every call; nothing is captured). Any other exception during warm-up, capture
+        or output handling marks the key failed too: counted as a fallback, or under ``"raise"``
+        a ``CaptureError`` naming the exception and the line.
       * A replay (host backend) that returns another structure, shape or Python value than the
         capture drops the graph and the key runs eagerly: a stale result is never returned.
       * Errors in the call itself (an argument, ``pad_value`` or ``out_batched`` that does not
@@ -190,14 +189,16 @@ class GraphedFunction(FastFunction):
         """The plan (the entry that serves this call) for ``args`` under ``descriptor``, capturing now
         when ``force`` (``capture_after`` does not apply), or why the call runs eagerly. The caller
         holds ``registry.family_lock`` (``CUDAGraphManager.capture_graph`` does)."""
-        return self._resolve(args, {}, force=force, descriptor=descriptor)[0]
+        # Not a user's call (``traffic`` off): it never runs the function as it is, so never a FirstCall.
+        return cast(Union[Plan, Eager], self._resolve(args, {}, force=force, descriptor=descriptor)[0])
 
     def _resolve(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], *, force: bool = False,
         descriptor: Optional[Any] = None, traffic: bool = False,
-    ) -> tuple[Union[Plan, Eager], bool]:
-        """Find or capture the entry for this call: (plan, whether it was captured now), or
-        (why it runs eagerly, False). ``traffic``: a user's call, counted in the batch sizes."""
+    ) -> tuple[Union[Plan, Eager, FirstCall], bool]:
+        """Find or capture the entry for this call: (plan, whether it was captured now), or (why it runs
+        eagerly, False). ``traffic``: a user's call, counted in the batch sizes; one that captures, or
+        the first padded one, runs the function as it is: a ``FirstCall`` (``api/first_call.py``)."""
         batched, whole, signature = self._rules.classify(args, kwargs)
         rows = self._rules.rows(args, batched)
         if traffic and rows:
@@ -217,20 +218,30 @@ class GraphedFunction(FastFunction):
             return verdict, False
         if isinstance(verdict, CaptureNow):
             rebound = rebind_constants(self.registry, key, args, self.constant_argnums, name=self.__name__)
-            if rebound is not None:
-                self._recaptures.bound(key)
-                return Plan(rebound, mode.name, batched, whole), False
-            self._rules.check_padding(args, self.config.pad_value)
-            self._recaptures.before_capture(key, self.registry.entries())
-            if logger.isEnabledFor(logging.DEBUG):
-                logger.debug("%s() captures %s: %s", self.__name__, padded,
-                             explain_new_key(key, [e.key for e in self.registry.entries()]))
-            request = CaptureRequest(self._fn, args, kwargs, batched, whole, self.out_batched)
-            captured = self.registry.capture_or_fail(key, request, name=self.__name__)
-            if isinstance(captured, Eager):
-                return captured, False
-            return Plan(captured, mode.name, batched, whole), True
-        return Plan(verdict, mode.name, batched, whole), False
+            if rebound is None:
+                return self._capture(key, args, kwargs, batched, whole, rows if batched else padded.num_tokens, traffic)
+            self._recaptures.bound(key)  # what a later re-capture compares with
+            verdict = rebound
+        plan = Plan(verdict, mode.name, batched, whole)
+        if traffic and batched and rows != padded.num_tokens:  # are its outputs cut right? checked once (first_call.py)
+            checked = padded_call(self.registry, plan, self._fn, args, kwargs, rows, self.out_batched, self.__name__)
+            return checked, False
+        return plan, False
+
+    def _capture(self, key: GraphKey, args: tuple[Any, ...], kwargs: dict[str, Any], batched: tuple[int, ...],
+                 whole: tuple[int, ...], rows: int, traffic: bool) -> tuple[Union[Plan, Eager, FirstCall], bool]:
+        self._rules.check_padding(args, self.config.pad_value)
+        self._recaptures.before_capture(key, self.registry.entries())
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%s() captures %s: %s", self.__name__, key.descriptor,
+                         explain_new_key(key, [e.key for e in self.registry.entries()]))
+        request = CaptureRequest(self._fn, args, kwargs, batched, whole, self.out_batched)
+        mode = key.mode.name
+        if traffic:  # a user's call runs as it is, then captures: its graph serves the next calls
+            return capture_after_running(self.registry, key, request, rows,
+                                         lambda entry: Plan(entry, mode, batched, whole), self.__name__), True
+        captured = self.registry.capture_or_fail(key, request, name=self.__name__)
+        return (captured, False) if isinstance(captured, Eager) else (Plan(captured, mode, batched, whole), True)
 
     def _call_slow(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool,
@@ -253,11 +264,13 @@ class GraphedFunction(FastFunction):
             check_arguments_fresh(args, self.__name__)
         with self._family_lock:
             # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
-            plan, captured = self._resolve(args, kwargs, descriptor=descriptor, traffic=True)
+            plan, _ = self._resolve(args, kwargs, descriptor=descriptor, traffic=True)
+            if isinstance(plan, FirstCall):  # the call ran as it is: its result is the call's
+                kept = plan.count(self._stats, self.registry, self.__name__)
+                if kept is not None:
+                    self._remember(args, kwargs, kept, plan.rows, cacheable and not debug)
+                return plan.result
             if isinstance(plan, Plan):
-                if self._generation != registry.generation:
-                    self._plans.clear()
-                    self._generation = registry.generation
                 batched = [args[i] for i in plan.batched]
                 rows = batched[0].shape[0] if batched else plan.entry.padded
                 whole = [args[i] for i in plan.whole]
@@ -272,19 +285,22 @@ class GraphedFunction(FastFunction):
                 except (ReplayMismatch, AliasedWrite) as err:
                     why = self._why_not_replayed(plan, err)  # run eagerly below, outside the lock
                 else:
-                    if captured:
-                        self._stats.record_first_replay(plan.mode_name)
-                    else:
-                        self._stats.record_hit(plan.mode_name)
-                    # Debug mode checks every call, so it never takes the fast path.
-                    if cacheable and batched and not debug:
-                        plan.rows = rows
-                        self._plans.remember(args, plan)
-                    self._template = remember_call(args, kwargs, plan.batched + plan.whole)
+                    self._stats.record_hit(plan.mode_name)
+                    self._remember(args, kwargs, plan, rows, cacheable and not debug)  # debug checks every call
                     return out
             else:
                 why = plan
         return self._run_eagerly(args, kwargs, why)
+
+    def _remember(self, args: tuple[Any, ...], kwargs: dict[str, Any], plan: Plan, rows: int, cacheable: bool) -> None:
+        """Keep the plan for the fast path (plans of entries gone since are dropped) and the call for ``warmup()``."""
+        if self._generation != self.registry.generation:
+            self._plans.clear()
+            self._generation = self.registry.generation
+        if cacheable and plan.batched:
+            plan.rows = rows
+            self._plans.remember(args, plan)
+        self._template = remember_call(args, kwargs, plan.batched + plan.whole)
 
     def _run_eagerly(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager) -> Any:
         ranges = self._eager_ranges
@@ -330,29 +346,14 @@ class GraphedFunction(FastFunction):
         chosen = (sorted(self.config.cudagraph_capture_sizes, reverse=True) if sizes is None
                   else self._rules.warmup_sizes(sizes, largest))
         self._rules.check_padding(template_args, self.config.pad_value)
-        bar = progress_bar(len(chosen), f"capturing {self.__name__}", progress)
-        count = 0
-        try:
-            for size, args in calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp,
-                                             self.config.pad_value, self.config.pad_mode):
-                plan, captured = self._resolve(args, template_kwargs, force=True)
-                count += captured
-                if isinstance(plan, Eager):
-                    if plan.failure == RAISED and self.registry.raises:
-                        raise CaptureError(f"warmup of {self.__name__}() size {size}: {plan}")
-                    logger.info("warmup of %s() size %d: %s", self.__name__, size, plan)
-                if bar is not None:
-                    bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
-        return count
+        calls = calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp, self.config.pad_value,
+                               self.config.pad_mode)
+        return capture_each(self.__name__, calls, lambda args: self._resolve(args, template_kwargs, force=True),
+                            len(chosen), raises=self.registry.raises, progress=progress)
 
     def call_with_descriptor(self, descriptor: BatchDescriptor, *args: Any, **kwargs: Any) -> Any:
-        """Call with an explicit batch descriptor (request count, uniform decode, sequence length).
-
-        ``descriptor.num_tokens`` must be at least the batched arguments' rows.
-        """
+        """Call with an explicit batch descriptor (request count, uniform decode, sequence length);
+        ``descriptor.num_tokens`` must be at least the batched arguments' rows."""
         return self._call_slow(args, kwargs, False, descriptor)
 
     def stats(self) -> CUDAGraphStats:
@@ -392,14 +393,13 @@ def jit(fn: Optional[Callable[..., Any]] = None, /, **options: Any) -> Any:
 
     The keyword options are ``JitOptions``'s fields: ``config``, ``batch_argnums``,
     ``static_argnums``, ``constant_argnums``, ``descriptor_fn``, ``out_batched``. See
-    ``GraphedFunction`` for what is copied, what is owned and what stays valid until when.
+    ``GraphedFunction`` for what is copied, what is owned, what stays valid until when, and what
+    happens to a key that cannot be graphed.
 
-    When a key cannot be graphed it is remembered (until ``clear()``): an op the graph cannot
-    hold (a device-to-host read such as ``float(x.sum())``, a data-dependent shape such as
-    ``x[x > 0]``, cuBLAS/cuSOLVER) falls back to eager with the reason counted, or raises
-    ``CaptureError`` naming the op and the line under ``on_capture_error="raise"``. Any other
-    exception while capturing runs the call eagerly: a bug in ``fn`` then raises its own
-    exception, as without ``jit``, and is not captured again on every call.
+    Like ``jax.jit``'s tracing, the call that captures a key runs ``fn``'s Python body 2 +
+    ``num_warmups`` times (as it is, warm-ups, capture run; 2 where it wrote into an array it reads
+    by address), a replay once on the host backend and never on the GPU: side effects repeat.
+    README.md, "What a call runs", has the table, checked by tests.
     """
     chosen = JitOptions(**options)
     if fn is None:

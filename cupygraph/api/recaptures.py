@@ -65,8 +65,8 @@ class Recaptures:
         twins, what = 0, None
         for entry in held:
             other = entry.key
-            # A first replay comes with every capture: more means some call found the graph again.
-            if other.descriptor == key.descriptor and other.mode is key.mode and entry.replay_count <= 1:
+            # The capturing call runs the function as it is: any replay means some call found the graph again.
+            if other.descriptor == key.descriptor and other.mode is key.mode and entry.replay_count == 0:
                 differ = never_equal_statics(other.signature, key.signature)
                 if differ is not None:
                     twins, what = twins + 1, differ

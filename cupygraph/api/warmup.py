@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Optional, Union
 
-from ..errors import InputMismatchError
+from ..cache.failures import RAISED, Eager
+from ..errors import CaptureError, InputMismatchError
+from ..logs import logger
 from .arguments import ArraySpec
 
 Template = tuple[tuple[Any, ...], dict[str, Any]]
@@ -64,3 +66,27 @@ def progress_bar(total: int, desc: str, enabled: bool) -> Any:
     from tqdm import tqdm  # a hard dependency (setup.cfg); imported here to keep `import cupygraph` light
 
     return tqdm(total=total, desc=desc, unit="graph", leave=False)
+
+
+def capture_each(name: str, calls: Iterable[tuple[int, tuple[Any, ...]]],
+                 resolve: Callable[[tuple[Any, ...]], tuple[Any, bool]], total: int, *, raises: bool,
+                 progress: bool) -> int:
+    """``warmup``'s loop: ``resolve`` each call of ``calls`` ((size, arguments), ``total`` of them) into
+    (plan, or why it runs eagerly; whether it was captured now); how many were captured. A size whose
+    capture raised is a ``CaptureError`` under raise mode, else logged."""
+    bar = progress_bar(total, f"capturing {name}", progress)
+    count = 0
+    try:
+        for size, args in calls:
+            plan, captured = resolve(args)
+            count += captured
+            if isinstance(plan, Eager):
+                if plan.failure == RAISED and raises:
+                    raise CaptureError(f"warmup of {name}() size {size}: {plan}")
+                logger.info("warmup of %s() size %d: %s", name, size, plan)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return count

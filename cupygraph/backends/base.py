@@ -146,6 +146,12 @@ class Backend(abc.ABC):
         replay record describes may have changed (``backends/fastpath/record.py``)."""
         return FamilyState()
 
+    def fingerprint(self, array: Any) -> Any:
+        """What tells later, by ``==``, whether any byte of ``array`` changed: a function writing into
+        an array it reads by address (``api/first_call.py``). Here its bytes (a host copy); the GPU
+        backend hashes them on the device, where a copy of large weights would double their memory."""
+        return array.tobytes()
+
     def may_share_memory(self, a: Any, b: Any) -> bool:
         """Whether two arrays of this backend may overlap in memory (bounds, not elements)."""
         return bool(self.xp.may_share_memory(a, b))

@@ -24,6 +24,7 @@ from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError
 from ..logs import logger
 from ..pytree import flatten
+from ..random import draws_given_back
 from ..reasons import FallbackReason
 from .buffers import changed
 from .entry import CUDAGraphEntry
@@ -39,6 +40,10 @@ class CaptureRequest:
     (padding filled per ``pad_mode``: ``padding.pad_rows``); those at ``copied`` into static buffers of their own
     shape; every other argument is passed as it is, so arrays among them are read by address.
     ``out_batched`` declares which outputs carry the batch axis (see ``CUDAGraphEntry``).
+    ``warmups``: eager runs before the capture (None: the config's ``num_warmups``; 0 where they
+    would write again where the call itself wrote, ``api/first_call.py``). ``written``: positions of
+    copied arguments the function is known to write into (the call's own run changed them, so the
+    static copies already hold what a warm-up would write there).
     """
 
     fn: Callable[..., Any]
@@ -47,6 +52,8 @@ class CaptureRequest:
     batched: Sequence[int] = ()
     copied: Sequence[int] = ()
     out_batched: Any = None
+    warmups: Optional[int] = None
+    written: Sequence[int] = ()
 
     @property
     def name(self) -> str:
@@ -68,15 +75,18 @@ def record(
     could not reproduce; any other exception of the function propagates as it is.
     """
     backend.order_after_last_use()
+    warmups = config.num_warmups if request.warmups is None else request.warmups
     staging = _Staging(backend, arena, key.descriptor.num_tokens, config.pad_value, config.pad_mode)
     try:
         with _memory_refusal_fails_capture(key.descriptor):
             staging.stage(request)
             start = time.perf_counter()
-            with upload_policy(config.host_uploads, config.num_warmups):
+            # The warm-ups' and capture run's draws from cupygraph.random are given back: a call's
+            # draws are its own eager run's and its replays' (api/first_call.py).
+            with upload_policy(config.host_uploads, warmups), draws_given_back():
                 staging.recording = backend.capture(
                     request.fn, staging.call_args, dict(request.kwargs),
-                    num_warmups=config.num_warmups,
+                    num_warmups=warmups,
                     capture_mode=config.capture_mode,
                     gc_freeze=config.gc_freeze,
                     piecewise=key.mode is CUDAGraphMode.PIECEWISE,
@@ -85,7 +95,7 @@ def record(
                 )
             seconds = time.perf_counter() - start
         check_outputs(staging.recording.outputs, backend.is_array)
-        written = staging.written()
+        written = sorted({*staging.written(), *(k for k, p in enumerate(staging.positions) if p in request.written)})
         if written:
             logger.info(
                 "%s() writes into its argument(s) %s: each replay copies them back into the caller's arrays, "
@@ -103,7 +113,7 @@ def record(
                        if i not in staging.positions and backend.is_array(a)],
             # Nothing ran on the static buffers without warm-ups (a stream capture only records; the host
             # undoes its capture run): the first replay is the first chance to see writes into them.
-            check_first_replay=config.num_warmups == 0,
+            check_first_replay=warmups == 0,
         )
         staging.recording = None  # the entry owns it now
         return entry

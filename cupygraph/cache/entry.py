@@ -124,6 +124,10 @@ class CUDAGraphEntry:
         self.returned = tuple(SCALAR if i in scalars else COPY if copy and is_array(leaf) else AS_IS
                               for i, leaf in enumerate(self.leaves))
         """Per output leaf: how the caller gets it (as it is, a copy, or the NumPy scalar the plain function gives)."""
+        self.padding_checked = False
+        """Whether a padded call compared its eager outputs with these (``cache/batch_axis.py``), which set
+        ``batched_outputs`` then; ``padded_refusal`` says why padded calls run eagerly, if they must."""
+        self.padded_refusal: Optional[str] = None
         self.single_output = self.spec is None
         self.nbytes = recording.nbytes + sum(int(b.nbytes) for b in static_inputs + self.whole_inputs)
         count = len(static_inputs) + len(self.whole_inputs)

@@ -114,26 +114,41 @@ def run_eagerly(
     own exception here, as without cupygraph. Under raise mode (``raises``) a function that works
     eagerly then gets a ``CaptureError`` naming what failed at capture.
     """
-    padding, why.padding = why.padding, None
-    if padding is not None:
+    if why.padding is not None:
         try:
             out = fn(*args, **kwargs)
         except BaseException:  # it fails at the real batch too: its own error, as without cupygraph
-            _warn(name, padding.key, why)
+            _warn(name, why.padding.key, why)
+            why.padding = None
             stats.record_fallback(why.reason, mode, why.detail)
             raise
-        padding.blame(why)  # it works at the real batch: the padding rows made it raise
-        _warn(name, padding.key, why)
+        worked_at_real_batch(why, name)
         if raises:
             raise CaptureError(f"cannot capture {name}() (it works eagerly): {why}")
         stats.record_fallback(why.reason, mode, why.detail)
         return out
     if why.failure == RAISED and raises:
         fn(*args, **kwargs)
+    count_eager_run(why, name=name, stats=stats, raises=raises, mode=mode)
+    return fn(*args, **kwargs)
+
+
+def worked_at_real_batch(why: Eager, name: str) -> None:
+    """The function, whose capture raised on a padded batch, works at the call's real batch: the padding
+    rows made it raise, and ``why`` says so (once, with what to do)."""
+    padding, why.padding = why.padding, None
+    if padding is not None:
+        padding.blame(why)
+        _warn(name, padding.key, why)
+
+
+def count_eager_run(why: Eager, *, name: str, stats: CUDAGraphStats, raises: bool, mode: str = "NONE") -> None:
+    """Count a call that runs (or ran) the function eagerly because of ``why``; under raise mode a key
+    whose capture raised is a ``CaptureError`` naming what failed, the function having worked eagerly."""
+    if why.failure == RAISED and raises:
         raise CaptureError(f"cannot capture {name}() (it works eagerly): {why}")
     stats.record_fallback(why.reason, mode, why.detail)
     logger.debug("%s runs eagerly: %s", name, why)
-    return fn(*args, **kwargs)
 
 
 class _PaddedFailure:

@@ -52,6 +52,13 @@ class Instruments:
             return nullcontext()
         return _range(self.ranges, f"cupygraph capture {name} {key_label(key)}")
 
+    def running_as_it_is(self, name: str, key: GraphKey, why: str) -> AbstractContextManager[Any]:
+        """A range around the function run as it is for a call that captures its key or checks its padding
+        (``api/first_call.py``; ``why`` says which), when ranges are on."""
+        if self.ranges is None:
+            return nullcontext()
+        return _range(self.ranges, f"cupygraph {why} {name} {key_label(key)}")
+
     def install(self, entry: CUDAGraphEntry, name: str) -> None:
         """Give ``entry`` its measured times, and the launch hooks this cache's config asks for."""
         timing = entry.timing = KeyTiming(entry.recording.warmup_sample)

@@ -113,6 +113,13 @@ class CUDAGraphStats:
             self.replays += 1
             self.replays_by_mode[mode] += 1
 
+    def record_eager_miss(self) -> None:
+        """A call that ran the function as it is for its result while a graph took its key: the call
+        that captured it, or a key's first padded call, which checks the outputs' batch axis
+        (``api/first_call.py``). A miss, neither a replay nor a fallback."""
+        with self._lock:
+            self.misses += 1
+
     def record_capture(self, mode: str, seconds: float) -> None:
         """A graph was captured (by a call, a warm-up or the registry API); not a call by itself."""
         with self._lock:

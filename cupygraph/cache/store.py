@@ -200,7 +200,7 @@ class GraphStore:
             if not force and seen < self.config.capture_after:
                 self._seen[key] = seen
                 return cold_key(seen, self.config.capture_after)
-            # Not counted: the capture's first replay counts this sighting (or a failure does).
+            # Not counted: the call that captures counts this sighting (``note_seen``), or a failure does.
             return CAPTURE_NOW
 
     def capture_or_fail(self, key: GraphKey, request: CaptureRequest, *, name: str) -> Union[CUDAGraphEntry, Eager]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..backends.pdl.modules import register_module, with_pdl
 
-SOURCES = ("heat.cu", "elementwise.cu", "mlp.cu", "control.cu")
+SOURCES = ("heat.cu", "elementwise.cu", "mlp.cu", "control.cu", "fingerprint.cu")
 
 
 def kernel_source(name: str) -> str:

@@ -37,12 +37,12 @@ def noisy_fn(rng, dtype=np.float32):
 
 
 def test_replays_continue_the_eager_stream_exactly():
-    """Replay k draws what the k-th eager call after the warm-up draws: same state, advanced on the device."""
+    """Call k draws what the k-th eager call draws: the call that captures runs the function as it is,
+    the warm-up's draw is given back, and each replay advances the state on the device."""
     rng, twin = cg.random.default_rng(7), cg.random.default_rng(7)
     assert rng.backend == "cupy"
     graphed = cg.jit(noisy_fn(rng), config=FULL)
     x = cupy.zeros((16, 33), np.float32)
-    twin.standard_normal((16, 33), dtype=np.float32)  # what the one warm-up drew
     outs = []
     for _ in range(5):
         got = cupy.asnumpy(graphed(x))
@@ -121,8 +121,7 @@ def test_while_loop_body_draws_anew_each_iteration():
             total += twin.random(x.shape, dtype=np.float32)
         return total
 
-    twin_call()  # the warm-up's three iterations
-    for _ in range(3):
+    for _ in range(3):  # the call that captures draws as eagerly; its warm-up's draws are given back
         np.testing.assert_array_equal(cupy.asnumpy(graphed(x)), cupy.asnumpy(twin_call()))
     assert graphed.stats().fallbacks == 0 and graphed.stats().hits == 2
 

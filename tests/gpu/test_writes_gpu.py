@@ -1,8 +1,9 @@
 """A function that writes into its arguments, captured with no warm-up, on a real GPU.
 
 A CUDA stream capture executes nothing, so under ``num_warmups=0`` the capture cannot see that the
-function writes into its copied arguments; the first replay checks, and every call changes the
-caller's arrays as the eager call would. Compared with eager on fresh random data, bit for bit.
+function writes into its copied arguments: the call that captures, which runs the function as it
+is, shows it (or, where that run changed no byte, the first replay checks), and every call changes
+the caller's arrays as the eager call would. Compared with eager on fresh random data, bit for bit.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def test_a_function_that_writes_nothing_keeps_its_arguments_without_warmups():
 def test_writes_into_a_copied_argument_reach_the_caller_at_a_capture_size():
     """At a capture size the arguments are bound (zero-copy) except one of another layout, which is
     copied in: the function's write into it must still come back to the caller, as eagerly, although
-    only the first replay (num_warmups=0) can find that it writes."""
+    no warm-up (num_warmups=0) ran on the static copies."""
     rng = np.random.default_rng(23)
     with cupy.cuda.Device(0):
         f = cg.jit(scale_and_shift, config=CFG)

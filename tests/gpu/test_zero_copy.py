@@ -71,8 +71,10 @@ def test_exact_batches_bind_padded_batches_copy():
         poison(g)
         same(g(x, y), f(x, y))
     counts = g.stats().to_dict()
-    # The proof that the GPU binds at all: every exact batch bound both arguments and the output.
-    assert counts["rebinds_by_argument"] == {"argument 0": 6, "argument 1": 6, "output 0": 6}, counts
+    # The proof that the GPU binds at all: every exact batch that replayed (8, 4, 8, 16) bound both
+    # arguments and the output. The calls that captured (8, 16, 3) and the first padded calls of keys
+    # captured at their exact size (5, 13) ran the function as it is.
+    assert counts["rebinds_by_argument"] == {"argument 0": 4, "argument 1": 4, "output 0": 4}, counts
     assert counts["copies_by_argument"] == {}
 
 
@@ -109,7 +111,7 @@ def test_output_that_is_an_input():
         return x
 
     g = jit(f)
-    for rows in (8, 8, 5):
+    for i, rows in enumerate((8, 8, 8, 5, 5)):
         x = rand(rng, rows)
         want_x = x.copy()
         want = f(want_x)
@@ -117,7 +119,9 @@ def test_output_that_is_an_input():
         got = g(x)
         same(got, want)
         same(x, want_x)
-        assert got.data.ptr != x.data.ptr
+        # The call that captures, and the key's first padded call, run f as it is (f returns x itself); a
+        # replay returns an output the caller owns.
+        assert (got.data.ptr == x.data.ptr) == (i in (0, 3))
 
 
 def test_views_offsets_and_non_contiguous():
@@ -142,7 +146,8 @@ def test_views_offsets_and_non_contiguous():
         poison(g)
         same(g(view, other), f(view, other))
     counts = g.stats().to_dict()
-    assert counts["copies_by_argument"]["argument 0"] == 4, counts
+    # The first view's call captured (it ran f as it is); of the five replays, three views are copied.
+    assert counts["copies_by_argument"]["argument 0"] == 3, counts
     assert counts["rebinds_by_argument"]["argument 0"] == 2, counts
 
 
@@ -261,7 +266,8 @@ def test_piecewise_binds_what_no_eager_step_touches():
         same(g(x, w), padded_eager(f, x, w))
         same(d(x, w), padded_eager(g_direct, x, w))
     counts = g.stats().to_dict()["rebinds_by_argument"]
-    assert counts.get("argument 0") == 3 and counts.get("output 0") == 3, counts
+    # The last 8 replays, bound; the calls that captured (8, 16) and the first padded one (5) ran f as it is.
+    assert counts.get("argument 0") == 1 and counts.get("output 0") == 1, counts
     assert d.stats().to_dict()["rebinds_by_argument"].get("argument 0", 0) == 0
 
 
@@ -277,7 +283,8 @@ def test_adjacent_pool_blocks_still_bind():
         x = rand(rng, 1)
         poison(g)
         same(g(x), f(x))
-    assert g.stats().to_dict()["rebinds_by_argument"] == {"argument 0": 3, "output 0": 3}
+    # The call that captured ran f as it is; the two replays bound.
+    assert g.stats().to_dict()["rebinds_by_argument"] == {"argument 0": 2, "output 0": 2}
 
 
 def test_outputs_are_taken_again_only_once_let_go():

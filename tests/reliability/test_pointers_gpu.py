@@ -38,9 +38,14 @@ def test_function_returning_its_input(output_mode):
     f = cg.jit(lambda x: x, config=dict(CFG, output_mode=output_mode))
     for n in (3, 3, 8, 5):
         x = rand(rng, n, 16)
+        hits = f.stats().hits
         out = f(x)
         assert_same(out, x)
-        assert out.data.ptr != x.data.ptr
+        if f.stats().hits == hits:  # the call that captured (or checked) its key ran it as it is: x itself
+            assert out is x
+        else:
+            assert out.data.ptr != x.data.ptr
+    assert f.stats().hits == 1
     y = f(rand(rng, 3, 16))
     want = y.copy()
     assert_same(f(y), want)  # a view of the static input fed back in

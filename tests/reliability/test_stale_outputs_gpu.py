@@ -40,6 +40,7 @@ def test_views_read_after_a_replay_are_reported_on_the_gpu():
     fn = kernel_pipeline()
     f = cg.jit(fn, config=DEBUG_VIEW)
     x1, x2 = rand(rng, 3, 64), rand(rng, 3, 64)
+    f(x1)  # the call that captures returns its own eager result, which the caller owns
     y1, s1 = f(x1)
     cg.check_fresh(y1, s1)
     assert_same(y1, fn(x1)[0])
@@ -51,8 +52,8 @@ def test_views_read_after_a_replay_are_reported_on_the_gpu():
     assert_same(y1, fn(x2)[0])  # what the error protects against
     with pytest.raises(cg.StaleOutputError, match="argument 0"):
         f(y1)
-    f(rand(rng, 7, 64))  # another size of the family: captured and replayed
-    with pytest.raises(cg.StaleOutputError, match="rewritten 2 times"):
+    f(rand(rng, 7, 64))  # another size of the family: captured (its warm-up writes the family's buffers)
+    with pytest.raises(cg.StaleOutputError, match="rewritten 1 time"):
         cg.check_fresh(y2)
     record("stale_outputs", "gpu view outputs after replays", backend="cupy", cases=6)
 

@@ -92,7 +92,9 @@ def test_the_managers_two_apis_share_one_graph():
     entry = manager.capture_graph(5, None, triple, [(5, 3)], inputs=[rows(5)])
     assert entry.key.descriptor.num_tokens == 8
     x = rows(5, seed=7)
-    np.testing.assert_array_equal(manager.execute_or_capture(5, None, triple, [x]), triple(x))
+    # The first padded call runs the function as it is, to see which outputs carry the batch; then replays.
+    for _ in range(2):
+        np.testing.assert_array_equal(manager.execute_or_capture(5, None, triple, [x]), triple(x))
     stats = manager.stats()
     assert (stats.captures, stats.hits, manager.registry.num_graphs()) == (1, 1, 1)
     assert entry.replay_count == 1

@@ -139,7 +139,7 @@ def test_equal_batches_skips_the_agreement():
     f = dist.jit(lambda x: x * 3, comm=comm, equal_batches=True, config=HOST)
     f(rows(3))
     assert [e.key.descriptor.num_tokens for e in f.registry.entries()] == [4]
-    assert comm.agreements == [[0]]  # only the capture's agreement
+    assert comm.agreements == [[0], [0]]  # only the capture's agreements (skip no warm-up; captured)
 
 
 @pytest.mark.parametrize("field,value", [("max_cached_graphs", 2), ("memory_budget", "1MB"), ("num_warmups", 0)])
@@ -219,7 +219,7 @@ def test_warmup_is_agreed_and_captures_on_every_rank_alike():
     comm = ScriptedPeer()
     f = dist.jit(lambda x: x * 2, comm=comm, config=HOST)
     assert f.warmup(rows(4)) == 3
-    assert comm.agreements[0][0] == 0 and comm.agreements[1:] == [[0], [0], [0]]  # one per capture
+    assert comm.agreements[0][0] == 0 and comm.agreements[1:] == [[0], [0]] * 3  # two per capture
     different = ScriptedPeer(peer_code_differs=True)
     g = dist.jit(lambda x: x * 2, comm=different, config=HOST)
     with pytest.raises(dist.DistributedError):

@@ -60,7 +60,7 @@ def test_a_constant_upload_is_baked_and_replays_match_eager(mode, caplog):
             x = data(seed)
             np.testing.assert_array_equal(f(x), scaled(x))
     stats = f.stats()
-    assert f.registry.num_graphs() == 1 and stats.fallbacks == 0 and stats.replays == 4
+    assert f.registry.num_graphs() == 1 and stats.fallbacks == 0 and stats.replays == 3  # the first captured
     ((call, nbytes),) = stats.baked_uploads.items()
     assert nbytes == 24 and call.startswith("numpy.asarray of <f8[3]") and "# upload-line" in call
     assert any("baked into the graph as a constant" in r.getMessage() and "24 bytes" in r.getMessage()
@@ -227,7 +227,7 @@ def test_percentile_and_quantile_bake_q_and_match_eager(mode):
     for seed in range(4):
         np.testing.assert_array_equal(f(data(seed)), both(data(seed)))
     stats = f.stats()
-    assert f.registry.num_graphs() == 1 and stats.fallbacks == 0 and stats.replays == 4
+    assert f.registry.num_graphs() == 1 and stats.fallbacks == 0 and stats.replays == 3  # the first captured
     assert sorted(nbytes for nbytes in stats.baked_uploads.values()) == [8, 16]
 
 

@@ -70,8 +70,9 @@ def test_exact_batch_binds_padded_batch_copies():
         x, y = rand(rows, seed=seed), rand(rows, seed=seed + 10)
         np.testing.assert_array_equal(g(x, y), f(x, y))
     stats = g.stats().to_dict()
-    # Exact batches (8, 8, 8, 4) bind both arguments and the output; the batch of 5 copies.
-    assert stats["rebinds_by_argument"] == {"argument 0": 4, "argument 1": 4, "output 0": 4}
+    # The replays of exact batches (the second and third 8) bind both arguments and the output; the
+    # calls that captured (8, then 4) and the first padded one (5) ran the function as it is.
+    assert stats["rebinds_by_argument"] == {"argument 0": 2, "argument 1": 2, "output 0": 2}
     assert stats["copies_by_argument"] == {}
     assert g.stats().captures == 2
 
@@ -117,6 +118,7 @@ def test_output_that_is_an_input_is_copied_never_aliased():
 
     g = graphed(f)
     x = rand(8)
+    assert g(x) is x  # the call that captures runs the function as it is
     out = g(x)
     np.testing.assert_array_equal(out, x)
     assert not np.shares_memory(out, x)
@@ -133,7 +135,8 @@ def test_views_and_non_contiguous_inputs_are_copied():
         np.testing.assert_array_equal(g(view), f(view))
     contiguous_slice = base[4:12]
     g2 = graphed(f)
-    np.testing.assert_array_equal(g2(contiguous_slice), f(contiguous_slice))
+    for _ in range(2):  # the first call captures; the second replays
+        np.testing.assert_array_equal(g2(contiguous_slice), f(contiguous_slice))
     assert g2.stats().to_dict()["rebinds_by_argument"]["argument 0"] == 1
     assert sum(g.stats().to_dict()["copies_by_argument"].values()) >= 3
 
@@ -166,7 +169,8 @@ def test_outputs_are_fresh_and_owned():
 def test_view_mode_binds_inputs_not_outputs():
     g = graphed(lambda x: x + 1, output_mode="view")
     x = rand(8)
-    np.testing.assert_array_equal(g(x), x + 1)
+    for _ in range(2):  # the first call captures; the second replays
+        np.testing.assert_array_equal(g(x), x + 1)
     counts = g.stats().to_dict()["rebinds_by_argument"]
     assert counts == {"argument 0": 1}
 
@@ -199,7 +203,8 @@ def test_piecewise_copies_like_the_gpu():
 def test_debug_log_says_why_an_argument_is_copied(caplog):
     g = graphed(lambda x: x + 1)
     with caplog.at_level(logging.DEBUG, logger="cupygraph"):
-        g(rand(16)[::2])
+        for _ in range(2):  # the first call captures; the second replays
+            g(rand(16)[::2])
     assert any("argument 0 is copied" in r.getMessage() and "C-contiguous" in r.getMessage()
                for r in caplog.records)
 
@@ -226,7 +231,7 @@ def test_same_array_twice_written_equals_eager(binding):
         want = f(want_x, want_x)
         np.testing.assert_array_equal(g(x, x), want)
         np.testing.assert_array_equal(x, want_x)
-    assert g.stats().fallbacks_by_reason["aliased_write"] >= 2
+    assert g.stats().fallbacks_by_reason["aliased_write"] >= 1  # (the calls that captured ran as they are)
 
 
 # -- constants ------------------------------------------------------------------------------------

@@ -4,9 +4,11 @@
    ``cupygraph.check_fresh`` (and passing one back in) reports a read of an overwritten view.
 2. Constant arguments are captured by address: a new array is a new key (re-capture, counted),
    or an error with on_capture_error="raise".
-3. Outputs whose leading axis equals the padded batch are cut to the real batch, unless
-   ``out_batched`` says otherwise.
-4. Padding rows hold pad_value and take part in row-mixing computations.
+3. Outputs are cut to the real batch on their leading axis: the first padded call of each key runs
+   the function as it is and compares output shapes with the graph's (an unbatched output as long
+   as the padded batch is not cut); an output whose batch axis is not leading makes the key's
+   padded calls run eagerly (``batch_axis_not_leading``).
+4. Padding rows hold pad_value and take part in row-mixing computations of replays.
 5. Sizes above the largest capture size run eagerly, counted with the reason.
 6. Ops that cannot be captured fall back to eager for that key, with the reason (or raise).
 7. Non-array arguments are static: part of the key, so hashable; 1, 1.0 and True differ; NaN keys
@@ -28,6 +30,8 @@
 13. Methods take ``self`` as argument 0 (as with ``jax.jit``), a static argument.
 14. Arguments are plain arrays (a subclass such as ``np.matrix`` is refused); results are what the
    function returns (a NumPy scalar stays a scalar).
+15. The function runs several times on the first call of a key (the call itself as it is, its
+   warm-ups, the capture): Python side effects happen each time (``test_execution_counts.py``).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ HOST = dict(backend="host", max_capture_size=16)
 
 def test_1_view_outputs_are_overwritten_by_the_next_call():
     f = cg.jit(lambda x: x * 2, config=dict(HOST, output_mode="view"))
+    f(np.ones((3, 2)))  # the call that captures returns its own eager result
     first = f(np.ones((3, 2)))
     f(np.full((3, 2), 5.0))
     assert first.tolist() == [[10.0, 10.0]] * 3  # the first result changed under our feet
@@ -54,6 +59,7 @@ def test_1_view_outputs_are_overwritten_by_the_next_call():
 
 def test_1_debug_mode_reports_reads_of_overwritten_views():
     f = cg.jit(lambda x: x * 2, config=dict(HOST, output_mode="view", debug=True))
+    f(np.ones((3, 2)))  # the call that captures returns its own eager result
     first = f(np.ones((3, 2)))
     f(np.full((3, 2), 5.0))
     with pytest.raises(cg.StaleOutputError, match="valid until the next call"):
@@ -78,18 +84,27 @@ def test_2_constant_arguments_are_captured_by_address():
         strict(x, np.full(3, 4.0))
 
 
-def test_3_leading_axis_equal_to_the_padded_batch_means_batched():
+def test_3_outputs_are_cut_on_their_leading_axis_as_the_first_padded_call_shows():
     fn = lambda x: (x.sum(axis=0), x + 1)
-    x = np.ones((5, 8))  # padded to 8: the column sums are 8 long too
-    assert cg.jit(fn, config=HOST)(x)[0].shape == (5,)  # wrongly cut
-    assert cg.jit(fn, config=HOST, out_batched=(False, True))(x)[0].shape == (8,)
+    x = np.ones((5, 8))  # padded to 8: the column sums are 8 long too, but not batched
+    f = cg.jit(fn, config=HOST)
+    for _ in range(2):  # the call that captures shows it, its replay keeps it
+        total, plus = f(x)
+        assert total.shape == (8,) and plus.shape == (5, 8)
+    assert f.stats().hits == 1
+    transposed = cg.jit(lambda x: x.T, config=HOST)  # the batch on axis 1: no cut can be right
+    for _ in range(2):
+        assert transposed(x).shape == (8, 5)
+    assert transposed.stats().fallbacks_by_reason == {"batch_axis_not_leading": 2}
+    assert "output 0 of <lambda>() has shape [8, 5]" in transposed.stats().detail("batch_axis_not_leading")
 
 
 def test_4_padding_rows_take_part_in_row_mixing():
     fn = lambda x: x - x.mean(axis=0)  # the mean sees the padding rows
     x = np.arange(6.0).reshape(3, 2)
-    graphed = cg.jit(fn, config=dict(HOST, pad_value=0))(x)
-    assert not np.allclose(graphed, fn(x))  # padded to 4 rows: the mean divides by 4
+    f = cg.jit(fn, config=dict(HOST, pad_value=0))
+    assert np.array_equal(f(x), fn(x))  # the call that captures runs the function as it is
+    assert not np.allclose(f(x), fn(x))  # a replay, padded to 4 rows: the mean divides by 4
     exact = cg.jit(fn, config=dict(backend="host", capture_sizes=[3]))(x)
     assert np.allclose(exact, fn(x))
 
@@ -127,7 +142,8 @@ def test_9_a_graph_break_is_captured_in_full_mode():
     assert np.array_equal(full(x), fn(x))
     assert full.stats().fallbacks_by_reason == {"library_call": 1}
     piecewise = cg.jit(fn, config=dict(HOST, mode="PIECEWISE"))
-    assert np.array_equal(piecewise(x), fn(x)) and np.array_equal(piecewise(x + 1), fn(x + 1))
+    for shift in range(3):
+        assert np.array_equal(piecewise(x + shift), fn(x + shift))
     assert piecewise.stats().fallbacks == 0 and piecewise.stats().replays_by_mode == {"PIECEWISE": 2}
 
 
@@ -184,7 +200,8 @@ def test_12_products_round_by_row_count():
     f = cg.jit(lambda x, w: matmul(x, w), constant_argnums=1, config=dict(HOST, mode="PIECEWISE"))
     x = np.random.default_rng(1).standard_normal((5, 32)).astype(np.float32)
     padded = np.concatenate([x, np.zeros((3, 32), np.float32)])  # 5 rows pad to 8
-    np.testing.assert_array_equal(f(x, w), (padded @ w)[:5])
+    np.testing.assert_array_equal(f(x, w), x @ w)  # the call that captures runs as it is, at 5 rows
+    np.testing.assert_array_equal(f(x, w), (padded @ w)[:5])  # replays: the padded product
     assert (np.abs(f(x, w).astype(np.float64) - x @ w) <= gemm_bound(x, w)).all()
 
 
@@ -203,3 +220,17 @@ def test_14_arguments_are_plain_arrays_and_results_are_what_the_function_returns
     assert type(f(np.ones((3, 2)))) is np.float64
     with pytest.raises(cg.InputMismatchError, match="subclass"):
         f(np.asmatrix(np.ones((3, 2))))
+
+
+def test_15_the_function_runs_several_times_on_the_first_call_of_a_key():
+    runs = []
+
+    def fn(x):
+        runs.append(x.shape[0])  # a Python side effect
+        return x + 1
+
+    f = cg.jit(fn, config=dict(HOST, num_warmups=1))
+    f(np.ones((3, 2)))
+    assert runs == [3, 4, 4]  # the call as it is, the warm-up and the capture run (padded to 4)
+    f(np.ones((3, 2)))
+    assert runs[3:] == [4]  # a host replay runs it again (a GPU replay runs no Python)

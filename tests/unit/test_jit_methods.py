@@ -66,7 +66,8 @@ def test_the_bound_form_reaches_the_functions_helpers():
     assert isinstance(bound, BoundFunction) and bound.__self__ is a and bound.__func__ is Scaler.scale
     assert bound.warmup(np.ones((3, 2))) == 2  # sizes 8 and 4, for this instance
     x = np.ones((5, 2))
-    np.testing.assert_array_equal(bound(x), x * 2.0)
+    for _ in range(2):  # the first padded call of the key runs as it is (its outputs checked), then a hit
+        np.testing.assert_array_equal(bound(x), x * 2.0)
     assert bound.stats().hits == 1 and bound.stats().captures == 2
     assert "scale" in bound.describe() and "a.scale" not in repr(bound)
     assert bound.config is Scaler.scale.config and bound.registry is Scaler.scale.registry

@@ -45,8 +45,8 @@ def test_capture_replay_and_fallback_are_ranges_named_by_function_and_key():
     np.testing.assert_array_equal(f(x), x * 2)
     np.testing.assert_array_equal(f(np.ones((9, 2))), np.ones((9, 2)) * 2)  # above the largest size
     assert recorder.opened == [
+        "cupygraph first call scale FULL size=4",  # the call that captures runs the function as it is
         "cupygraph capture scale FULL size=4",
-        "cupygraph replay scale FULL size=4",
         "cupygraph replay scale FULL size=4",
         "cupygraph eager scale: above_largest_capture_size",
     ]
@@ -58,7 +58,7 @@ def test_the_environment_variable_turns_ranges_on(monkeypatch):
     with ranges.use_provider(Recorder()) as recorder:
         f = cg.jit(scale, config=HOST)
     f(np.ones((2, 2)))
-    assert recorder.opened == ["cupygraph capture scale FULL size=2", "cupygraph replay scale FULL size=2"]
+    assert recorder.opened == ["cupygraph first call scale FULL size=2", "cupygraph capture scale FULL size=2"]
 
 
 def test_ranges_off_install_nothing_on_any_call_path():
@@ -116,7 +116,7 @@ def test_a_range_is_closed_when_the_function_raises():
         f = cg.jit(broken, config=dict(HOST, nvtx=True))
     with pytest.raises(ValueError, match="bug in the function"):
         f(np.ones((2, 2)))
-    assert recorder.depth == 0 and recorder.opened[0] == "cupygraph capture broken FULL size=2"
+    assert recorder.depth == 0 and recorder.opened == ["cupygraph first call broken FULL size=2"]
 
 
 def test_without_the_nvtx_package_ranges_are_off_with_one_warning(monkeypatch, caplog):

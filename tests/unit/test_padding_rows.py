@@ -52,18 +52,18 @@ def test_under_raise_the_error_says_the_padding_caused_it():
 def test_a_function_that_fails_at_its_real_batch_too_is_not_blamed_on_the_padding():
     graphed = cg.jit(_inv, config=HOST)
     singular = np.zeros((3, 3, 3))
-    with pytest.raises(np.linalg.LinAlgError):
+    with pytest.raises(np.linalg.LinAlgError):  # the call runs as it is first: the function's own error
         graphed(singular)
-    assert graphed.stats().fallbacks_by_reason == {"exception_during_capture": 1}
+    assert graphed.stats().fallbacks_by_reason == {} and graphed.registry.num_graphs() == 0
 
 
 def test_an_unpadded_failing_capture_is_not_blamed_on_padding():
     graphed = cg.jit(_inv, config=HOST)
     a = _valid_batch(4)
     a[3] = 0  # exactly a capture size, no padding: the batch itself is singular
-    with pytest.raises(np.linalg.LinAlgError):
+    with pytest.raises(np.linalg.LinAlgError):  # the call runs as it is first: the function's own error
         graphed(a)
-    assert graphed.stats().fallbacks_by_reason == {"exception_during_capture": 1}
+    assert graphed.stats().fallbacks_by_reason == {} and graphed.registry.num_graphs() == 0
 
 
 @pytest.mark.parametrize("op", ["inv", "cholesky", "solve"])
@@ -105,10 +105,11 @@ def test_edge_padding_is_rewritten_for_every_padded_call():
 
     graphed = cg.jit(column_sums, out_batched=False, config={**HOST, "pad_mode": "edge"})
     rng = np.random.default_rng(5)
-    for n in (3, 3, 2, 3, 4, 3):
+    for i, n in enumerate((3, 3, 2, 3, 4, 3)):
         x = rng.integers(-9, 9, (n, 2)).astype(np.float64)  # integers: the sums are exact
         padded = 4 if n <= 4 else 8
-        np.testing.assert_array_equal(graphed(x), column_sums(x) + (padded - n) * x[-1:])
+        padding = 0 if i == 0 else padded - n  # the call that captures runs as it is, unpadded
+        np.testing.assert_array_equal(graphed(x), column_sums(x) + padding * x[-1:])
     assert graphed.stats().fallbacks == 0 and graphed.stats().hits >= 4
 
 

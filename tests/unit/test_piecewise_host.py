@@ -60,12 +60,13 @@ def test_full_and_piecewise_on_host_counts_modes():
         descriptor_fn=lambda x, decode: cg.BatchDescriptor(x.shape[0], num_reqs=x.shape[0], uniform_decode=decode),
     )
     rng = np.random.default_rng(0)
-    for n, decode in [(3, True), (3, False), (5, True), (3, True), (5, False)]:
+    for n, decode in [(3, True), (3, False), (5, True), (3, True), (5, False), (3, False), (5, False)]:
         x = rng.standard_normal((n, 4)).astype(np.float32)
         np.testing.assert_array_equal(graphed(x, decode), fn(x, decode))
     stats = graphed.stats()
     # The graph break is an eager step between PIECEWISE pieces; in FULL it is captured like
-    # everything else, and `@` (cuBLAS under CuPy) is refused there: decode keys run eagerly.
+    # everything else, and `@` (cuBLAS under CuPy) is refused there: decode keys run eagerly. (The
+    # calls that captured the two PIECEWISE keys ran the function as it is; their next calls replay.)
     assert stats.replays_by_mode == {"PIECEWISE": 2}
     assert stats.captures_by_mode == {"PIECEWISE": 2}
     assert stats.fallbacks_by_reason == {"library_call": 3} and stats.capture_failures == 2

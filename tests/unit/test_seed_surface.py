@@ -272,7 +272,7 @@ def test_full_and_piecewise_entries_replay_what_eager_computes():
         for seed in range(3):
             x = rows(4, seed)
             np.testing.assert_array_equal(manager.execute_or_capture(4, None, layer, [x]), layer(x))
-        assert manager.stats().replays_by_mode == {mode: 3}
+        assert manager.stats().replays_by_mode == {mode: 2}  # the first call captured, running it as it is
 
 
 def test_composite_dispatcher_asks_by_priority_and_falls_through():

@@ -1,10 +1,11 @@
 """A function that writes into its arguments changes the caller's arrays once per call, as eagerly,
 also when its capture ran no warm-up.
 
-A CUDA stream capture executes nothing, so under ``num_warmups=0`` only the first replay can show
-that a function writes into its copied arguments (it is checked there). The host backend undoes
-what its capture run wrote, so a first call does not change the caller's arrays twice (capture
-run, then replay) where the GPU changes them once.
+A CUDA stream capture executes nothing, so under ``num_warmups=0`` no run on the static copies can
+show that a function writes into its copied arguments: the call that captures runs the function as
+it is and shows it, and where that run changed no byte, the first replay checks. The host backend
+undoes what its capture run wrote, so a first call does not change the caller's arrays twice
+where the GPU changes them once.
 """
 
 from __future__ import annotations
@@ -121,17 +122,20 @@ def test_a_failed_capture_leaves_the_arguments_as_they_were():
 
 def test_overlapping_arguments_on_the_first_replay_run_eagerly_and_the_check_stays():
     def f(a, b):
-        a += 1.0
+        np.maximum(a, 0.0, out=a)  # a write that leaves non-negative data as it was
         return a * b
 
     g = cg.jit(f, config=HOST0)
-    x = np.arange(16.0).reshape(4, 4)  # a capture size: nothing padded
+    data = np.arange(16.0).reshape(4, 4)  # a capture size: nothing padded
+    # The call that captures runs f as it is: its write changed no byte, so the first replay checks.
+    np.testing.assert_array_equal(g(data, data.copy()), data * data)
+    x = -np.arange(16.0).reshape(4, 4)
     want_x = x.copy()
     want = f(want_x, want_x)
     np.testing.assert_array_equal(g(x, x), want)  # overlapping on the check: eager, as written
     np.testing.assert_array_equal(x, want_x)
     assert g.stats().fallbacks_by_reason == {"aliased_write": 1}
-    a, b = np.ones((4, 4)), np.full((4, 4), 2.0)
+    a, b = -np.ones((4, 4)), np.full((4, 4), 2.0)
     want_a = a.copy()
     want = f(want_a, b.copy())
     np.testing.assert_array_equal(g(a, b), want)  # separate arrays: the check runs and writes back

@@ -21,6 +21,7 @@ from ..driver.reading import RecordingGraphs
 from ..graph_bodies import collecting_bodies
 from ..graph_breaks import recording_breaks
 from ..guards.cupy_audit import audit_capture, audit_enabled
+from ..guards.cupy_legacy_random import legacy_random_refused
 from ..guards.cupy_uploads import intercepted_uploads
 from ..holding import collecting_held
 from ..pdl.rewrite import apply_pdl
@@ -28,6 +29,7 @@ from ..zerocopy.binder import CupyBinder
 from ..zerocopy.node_pointers import find_node_pointers_safely, make_extent_recorder
 from .failures import describe_capture_failure
 from .fft import isolated_plan_cache
+from .fingerprint import fingerprint as device_fingerprint
 from .pieces import MEMCPY_D2D, PiecewiseRecorder
 from .pool import DeviceBlocks, fill_free_blocks
 from .recording import CupyRecording
@@ -150,6 +152,9 @@ class CupyBackend(Backend):
         else:
             tail.fill(value)
 
+    def fingerprint(self, array: Any) -> Any:
+        return device_fingerprint(array)  # a hash on the device: no copy of the array
+
     def copy_out(self, array: Any, stream: Any = None) -> Any:
         if array._c_contiguous:
             out = cupy.empty(array.shape, dtype=array.dtype)
@@ -176,8 +181,10 @@ class CupyBackend(Backend):
                 # The function's own cuFFT plan cache: its plans get their work areas from this pool
                 # and live as long as the recording, whatever happens to CuPy's cache.
                 # cuBLAS workspaces/handles and RNG states used by the graph join ``held`` (holding.py).
+                # Legacy cupy.random is refused before it draws, in the warm-ups too (cupy_legacy_random).
                 with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held), \
-                        collecting_held(held), collecting_bodies() as bodies, intercepted_uploads(fn) as uploads:
+                        collecting_held(held), collecting_bodies() as bodies, intercepted_uploads(fn) as uploads, \
+                        legacy_random_refused(fn):
                     sample = None
                     for _ in range(num_warmups):
                         sample = EventSample()  # the last run's: the first may compile kernels, make plans

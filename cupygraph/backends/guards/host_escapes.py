@@ -81,6 +81,13 @@ def _refuse_escape(label: str, original: Callable[..., Any], args: tuple[Any, ..
     return original(*args, **kwargs)
 
 
+def _refuse_legacy_random(label: str, original: Callable[..., Any], args: tuple[Any, ...],
+                          kwargs: dict[str, Any]) -> Any:
+    if label.startswith("np.random.") and _caller_is_user():
+        refuse(FallbackReason.LIBRARY_CALL, f"{label} uses {_RANDOM_HINT}")
+    return original(*args, **kwargs)
+
+
 _interception = Interception(_targets)
 
 
@@ -89,4 +96,13 @@ def numpy_escapes_refused(fn: Any = None) -> Iterator[None]:
     """The refusing wrappers in place for this thread's capture run of ``fn`` (other threads: the
     originals), its module's own names for them included."""
     with _interception.active(_refuse_escape, fn):
+        yield
+
+
+@contextmanager
+def legacy_random_refused(fn: Any = None) -> Iterator[None]:
+    """The warm-ups: legacy ``np.random`` refused before it draws (the rest runs as it is). The global
+    state a warm-up drew from could be restored here, but not on the GPU (``cupy_legacy_random``):
+    the reference refuses where the GPU does, and the call's own draws are its eager run's."""
+    with _interception.active(_refuse_legacy_random, fn):
         yield

@@ -13,17 +13,16 @@ returns another structure, shapes or Python values than the capture raises ``Rep
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from ...pytree import flatten, unflatten
+from ...pytree import flatten, same_value, unflatten
 from ..base import Backend, Recording, ReplayMismatch
 from ..guards.foreign import find_arrays, watch_unowned
-from ..guards.host_escapes import numpy_escapes_refused
+from ..guards.host_escapes import legacy_random_refused, numpy_escapes_refused
 from ..guards.host_guard import CaptureArray, guarded, refusing
 from ..guards.host_uploads import intercepted_uploads, replaying
 from ..timing import HostSample
@@ -32,20 +31,6 @@ from .binder import HostBinder, host_facts
 
 def _is_numpy(value: Any) -> bool:
     return isinstance(value, np.ndarray)
-
-
-def _same_value(old: Any, new: Any) -> bool:
-    """Whether a non-array output is the capture's value again (NaN equals NaN)."""
-    if old is new:
-        return True
-    if type(old) is not type(new):
-        return False
-    try:
-        if isinstance(old, float) and math.isnan(old):
-            return math.isnan(new)
-        return bool(old == new)
-    except Exception:  # a value whose comparison fails cannot be shown to be the same
-        return False
 
 
 def _plain_outputs(outputs: Any) -> Any:
@@ -129,7 +114,7 @@ class HostRecording(Recording):
         scalars = self.scalar_outputs
         for i, (static, new) in enumerate(zip(self._leaves, fresh)):
             if not _is_numpy(static):
-                if not _same_value(static, new):
+                if not same_value(static, new):
                     raise ReplayMismatch(
                         f"output {i} is {type(new).__name__} {new!r} on replay but was {static!r} at capture; "
                         "a graph would have returned the capture's value (a value from Python state or the data)"
@@ -198,10 +183,11 @@ class HostBackend(Backend):
         # Host uploads go through the ledger (``host_uploads``), as on the GPU.
         with intercepted_uploads(fn) as uploads:
             sample = warmed = None
-            for _ in range(num_warmups):
-                sample = HostSample()  # the last run's: the first may pay for one-time setup
-                warmed = fn(*args, **kwargs)
-                sample.stop()
+            with legacy_random_refused(fn):  # a warm-up's draws could not be given back on the GPU
+                for _ in range(num_warmups):
+                    sample = HostSample()  # the last run's: the first may pay for one-time setup
+                    warmed = fn(*args, **kwargs)
+                    sample.stop()
             reached = find_arrays(fn, _is_numpy, args=args)
             touched = [leaf for value in (*args, *kwargs.values()) for leaf in flatten(value, _is_numpy)[0]
                        if _is_numpy(leaf)] + [found.array for found in reached]

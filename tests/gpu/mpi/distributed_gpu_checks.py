@@ -147,7 +147,8 @@ def check_piecewise_pieces(comm):
         x = cupy.asarray(host_rows(200 + call + 5 * comm.rank, 8))
         assert bool((f(x) == fn(x)).all())
     s = f.stats()
-    assert s.captures == 1 and dict(s.replays_by_mode).get("PIECEWISE", 0) == 3, s.to_dict()
+    # The call that captured ran fn as it is; the other two replayed.
+    assert s.captures == 1 and dict(s.replays_by_mode).get("PIECEWISE", 0) == 2, s.to_dict()
 
 
 def check_lockstep_padding(comm):

@@ -70,7 +70,8 @@ def check_piecewise_pieces_hold_collectives(comm: dist.Communicator) -> None:
         x = random_rows(450 + call + 9 * comm.rank, 4)
         np.testing.assert_array_equal(f(x), fn(x))
     stats = f.stats()
-    assert stats.captures == 1 and dict(stats.replays_by_mode) == {"PIECEWISE": 3}, stats.to_dict()
+    # The call that captured ran the function as it is; the other two replayed.
+    assert stats.captures == 1 and dict(stats.replays_by_mode) == {"PIECEWISE": 2}, stats.to_dict()
 
 
 def check_unequal_batches_pad_to_the_largest(comm: dist.Communicator) -> None:
