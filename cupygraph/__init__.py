@@ -12,9 +12,7 @@ from .backends import Backend, HostBackend, gpu_available, select_backend
 from .backends.guards.foreign import ForeignMemoryError, ForeignMemoryWarning
 from .backends.pdl.modules import pdl_header, pdl_kernel, pdl_module, with_pdl
 from .backends.piecewise import graph_break
-from .cache.freshness import check_fresh
-from .cache.registry import CUDAGraphEntry, CUDAGraphRegistry, GraphKey
-from .cache.stats import CUDAGraphStats
+from .cache import CUDAGraphEntry, CUDAGraphRegistry, CUDAGraphStats, GraphKey, check_fresh
 from .compat.aliases import DispatchKey, DispatchMode, GraphEntry
 from .compat.dispatcher import CudagraphDispatcher
 from .compat.mock import MockCUDAGraph

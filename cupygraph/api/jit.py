@@ -1,46 +1,56 @@
-"""``cupygraph.jit``: the JAX-style front door that captures per batch shape and replays.
+"""``cupygraph.jit``: the JAX-style front door that captures per batch shape and replays; the engine's
+front door, which the manager and ``StreamDispatcher`` adapt.
 
-The hot path is the compiled replay a plan may publish (``backends/fastpath/record.py``), else
-``GraphedFunction._call`` with a known plan: find the plan, ``entry.run``.
-Classifying arguments, asking the dispatcher and the cache, capturing: once per new signature."""
+The hot path is the compiled replay a shortcut may publish (``backends/fastpath/record.py``), else
+``GraphedFunction._call`` with a known shortcut: find the shortcut, ``entry.run``. On a miss:
+classify the arguments, ask the dispatcher, then one call to the graph cache (``find_or_capture``):
+once per new signature."""
 
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
 from ..backends.base import ReplayMismatch
 from ..backends.fastpath.compiled import COMPILED, FastFunction
-from ..cache.capture import CaptureRequest
-from ..cache.failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
-from ..cache.freshness import check_arguments_fresh
-from ..cache.key import GraphKey, Namespace
-from ..cache.registry import CUDAGraphRegistry
-from ..cache.stats import CUDAGraphStats
-from ..cache.store import CaptureNow
-from ..compat.dispatcher import CudagraphDispatcher
+from ..cache import (
+    EMPTY_BATCH,
+    MODE_NONE,
+    CaptureRequest,
+    CUDAGraphRegistry,
+    CUDAGraphStats,
+    Eager,
+    GraphKey,
+    Namespace,
+    check_arguments_fresh,
+    check_pad_value,
+    run_eagerly,
+)
 from ..config.model import CUDAGraphMode
-from ..diagnostics.explain import explain_new_key
 from ..dispatch.descriptor import BatchDescriptor
-from ..errors import AliasedWrite, CaptureError
-from ..logs import debugging, function_log, logger
+from ..dispatch.dispatcher import Dispatcher
+from ..errors import AliasedWrite
+from ..logs import debugging, function_log
 from ..reasons import FallbackReason
 from .arguments import ArgumentRules
-from .constants import rebind_constants
 from .devices import DeviceRouter
-from .live import announce, live_functions, on_creation
+from .live import LiveFunctions
 from .methods import BoundFunction, plain_function
 from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
-from .plans import Plan, PlanCache, publisher
 from .recaptures import Recaptures
-from .warmup import Template, calls_per_size, example_call, progress_bar, remember_call
+from .shortcuts import Shortcut, Shortcuts, publisher
+from .warmup import Template, calls_per_size, capture_each, example_call, remember_call
 
 _UNBOUND = object()
 """``capture_ahead``'s instance of a function that is not a bound method."""
 
+_LIVE: LiveFunctions[GraphedFunction] = LiveFunctions()
+live_functions = _LIVE.alive
+on_creation = _LIVE.on_creation
+
 __all__ = ["ConfigLike", "GraphedFunction", "jit", "live_functions", "on_creation", "resolve_config"]
+
 
 class GraphedFunction(FastFunction):
     """A function recorded into one CUDA graph per (padded batch size, signature) and replayed.
@@ -92,7 +102,7 @@ class GraphedFunction(FastFunction):
         /,
         *,
         registry: Optional[CUDAGraphRegistry] = None,
-        dispatcher: Optional[CudagraphDispatcher] = None,
+        dispatcher: Optional[Dispatcher] = None,
         namespace: Optional[Namespace] = None,
         **fields: Any,
     ):
@@ -120,14 +130,14 @@ class GraphedFunction(FastFunction):
         self.descriptor_fn = options.descriptor_fn
         self.out_batched = options.out_batched
         if dispatcher is None:
-            dispatcher = CudagraphDispatcher(self.config, registry=self.registry)
+            dispatcher = Dispatcher(self.config)
             dispatcher.initialize_cudagraph_keys(self.config.mode, self.config.uniform_decode_query_len)
         self.dispatcher = dispatcher
         # What the hot path uses, looked up once: the registry never replaces them.
         self._family_lock = self.registry.family_lock
         self._family = self.backend.family
         self._stats = self.registry.recorder
-        self._plans = PlanCache(self.backend.array_type, self.constant_argnums, publisher(self))
+        self._shortcuts = Shortcuts(self.backend.array_type, self.constant_argnums, publisher(self))
         self.miss = self._call  # the Python path of every call the compiled record does not serve
         self._generation = self.registry.generation
         self._recaptures = Recaptures(self.__name__, self._stats, self.config.on_capture_error == "raise")
@@ -138,7 +148,7 @@ class GraphedFunction(FastFunction):
         self._eager_ranges = self.registry.instruments.ranges
         """NVTX on: eager calls run in a range naming the reason (``_run_eagerly``)."""
         self._debug_log = function_log(self.__qualname__) if self.config.debug else None
-        announce(self)
+        _LIVE.announce(self)
 
     def __get__(self, instance: Any, owner: Optional[type] = None) -> Any:
         """``obj.method``: this function with ``obj`` as argument 0 (``api/methods.py``)."""
@@ -149,34 +159,34 @@ class GraphedFunction(FastFunction):
 
     # -- the hot path ------------------------------------------------------------------------------
 
-    # A call is first offered to the compiled replay the plans published (``FastFunction``,
+    # A call is first offered to the compiled replay the shortcuts published (``FastFunction``,
     # ``backends/fastpath/record.py``); what it hands back, and every call without it, comes here.
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
-            plans = self._plans
-            plan = plans.find(args)
-            if plan is not None and (self._dev_of is None or self._dev_of(args[plan.batched[0]]) == self._home):
-                leading = plan.leading
+            shortcuts = self._shortcuts
+            shortcut = shortcuts.find(args)
+            if shortcut is not None and (self._dev_of is None or self._dev_of(args[shortcut.batched[0]]) == self._home):
+                leading = shortcut.leading
                 batched, whole = ((args[:leading], ()) if leading
-                                  else ([args[i] for i in plan.batched], [args[i] for i in plan.whole]))
+                                  else ([args[i] for i in shortcut.batched], [args[i] for i in shortcut.whole]))
                 why = None
                 lock = self._family_lock
                 lock.acquire()  # not ``with``: half the cost on the hot path
                 try:
-                    entry = plan.entry  # under the lock: a capture may have evicted or rebound it
-                    if entry.alive and entry.constants_token is plan.constants_token:
+                    entry = shortcut.entry  # under the lock: a capture may have evicted or rebound it
+                    if entry.alive and entry.constants_token is shortcut.constants_token:
                         family = self._family
                         generation = family.generation
                         try:  # free unless raised (a re-executing host replay, overlapping arguments)
-                            out = entry.run(batched, plan.rows, whole)
+                            out = entry.run(batched, shortcut.rows, whole)
                         except (ReplayMismatch, AliasedWrite) as err:
-                            why = self._why_not_replayed(plan, err)
+                            why = self._why_not_replayed(shortcut, err)
                         else:
                             hits = entry.counts.hits  # a hit, which the statistics read from the entry
-                            hits[plan.rows] = hits.get(plan.rows, 0) + 1
+                            hits[shortcut.rows] = hits.get(shortcut.rows, 0) + 1
                             # A steady call (nothing a compiled record describes changed): make one.
-                            if generation == family.generation != plan.compiled_at and COMPILED:
-                                plans.compile(plan, lock, generation)
+                            if generation == family.generation != shortcut.compiled_at and COMPILED:
+                                shortcuts.compile(shortcut, lock, generation)
                             return out
                 finally:
                     lock.release()
@@ -186,8 +196,8 @@ class GraphedFunction(FastFunction):
 
     # -- everything else ---------------------------------------------------------------------------
 
-    def resolve(self, args: tuple[Any, ...], *, descriptor: Any, force: bool = False) -> Union[Plan, Eager]:
-        """The plan (the entry that serves this call) for ``args`` under ``descriptor``, capturing now
+    def resolve(self, args: tuple[Any, ...], *, descriptor: Any, force: bool = False) -> Union[Shortcut, Eager]:
+        """The shortcut (the entry that serves this call) for ``args`` under ``descriptor``, capturing now
         when ``force`` (``capture_after`` does not apply), or why the call runs eagerly. The caller
         holds ``registry.family_lock`` (``CUDAGraphManager.capture_graph`` does)."""
         return self._resolve(args, {}, force=force, descriptor=descriptor)[0]
@@ -195,9 +205,9 @@ class GraphedFunction(FastFunction):
     def _resolve(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], *, force: bool = False,
         descriptor: Optional[Any] = None, traffic: bool = False,
-    ) -> tuple[Union[Plan, Eager], bool]:
-        """Find or capture the entry for this call: (plan, whether it was captured now), or
-        (why it runs eagerly, False). ``traffic``: a user's call, counted in the batch sizes."""
+    ) -> tuple[Union[Shortcut, Eager], bool]:
+        """The miss path: (the shortcut to this call's entry, whether it was captured now), or (why it
+        runs eagerly, False). ``traffic``: a user's call, counted in the batch sizes."""
         batched, whole, signature = self._rules.classify(args, kwargs)
         rows = self._rules.rows(args, batched)
         if traffic and rows:
@@ -210,27 +220,13 @@ class GraphedFunction(FastFunction):
         decision = self.dispatcher.decide(desc)
         if decision.reason is not None:
             return Eager(decision.reason, decision.detail), False
-        mode, padded = decision.mode, decision.padded
-        key = GraphKey(padded, mode, signature)
-        verdict = self.registry.admit(key, force=force, name=self.__name__)
-        if isinstance(verdict, Eager):
-            return verdict, False
-        if isinstance(verdict, CaptureNow):
-            rebound = rebind_constants(self.registry, key, args, self.constant_argnums, name=self.__name__)
-            if rebound is not None:
-                self._recaptures.bound(key)
-                return Plan(rebound, mode.name, batched, whole), False
-            self._rules.check_padding(args, self.config.pad_value)
-            self._recaptures.before_capture(key, self.registry.entries())
-            if logger.isEnabledFor(logging.DEBUG):
-                logger.debug("%s() captures %s: %s", self.__name__, padded,
-                             explain_new_key(key, [e.key for e in self.registry.entries()]))
-            request = CaptureRequest(self._fn, args, kwargs, batched, whole, self.out_batched)
-            captured = self.registry.capture_or_fail(key, request, name=self.__name__)
-            if isinstance(captured, Eager):
-                return captured, False
-            return Plan(captured, mode.name, batched, whole), True
-        return Plan(verdict, mode.name, batched, whole), False
+        key = GraphKey(decision.padded, decision.mode, signature)
+        request = CaptureRequest(self._fn, args, kwargs, batched, whole, self.out_batched)
+        found, captured = self.registry.find_or_capture(key, request, name=self.__name__, force=force,
+                                                        watch=self._recaptures)
+        if isinstance(found, Eager):
+            return found, False
+        return Shortcut(found, decision.mode.name, batched, whole), captured
 
     def _call_slow(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool,
@@ -253,37 +249,37 @@ class GraphedFunction(FastFunction):
             check_arguments_fresh(args, self.__name__)
         with self._family_lock:
             # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
-            plan, captured = self._resolve(args, kwargs, descriptor=descriptor, traffic=True)
-            if isinstance(plan, Plan):
+            shortcut, captured = self._resolve(args, kwargs, descriptor=descriptor, traffic=True)
+            if isinstance(shortcut, Shortcut):
                 if self._generation != registry.generation:
-                    self._plans.clear()
+                    self._shortcuts.clear()
                     self._generation = registry.generation
-                batched = [args[i] for i in plan.batched]
-                rows = batched[0].shape[0] if batched else plan.entry.padded
-                whole = [args[i] for i in plan.whole]
+                batched = [args[i] for i in shortcut.batched]
+                rows = batched[0].shape[0] if batched else shortcut.entry.padded
+                whole = [args[i] for i in shortcut.whole]
                 if debug:
                     # An array the graph reads by address (closure, global) must still be there.
-                    plan.entry.recording.check_references(self.__name__)
+                    shortcut.entry.recording.check_references(self.__name__)
                 try:
                     if debug:
-                        out = registry.run_tracking_views(plan.entry, batched, rows, whole, name=self.__name__)
+                        out = registry.run_tracking_views(shortcut.entry, batched, rows, whole, name=self.__name__)
                     else:
-                        out = plan.entry.run(batched, rows, whole)
+                        out = shortcut.entry.run(batched, rows, whole)
                 except (ReplayMismatch, AliasedWrite) as err:
-                    why = self._why_not_replayed(plan, err)  # run eagerly below, outside the lock
+                    why = self._why_not_replayed(shortcut, err)  # run eagerly below, outside the lock
                 else:
                     if captured:
-                        self._stats.record_first_replay(plan.mode_name)
+                        self._stats.record_first_replay(shortcut.mode_name)
                     else:
-                        self._stats.record_hit(plan.mode_name)
+                        self._stats.record_hit(shortcut.mode_name)
                     # Debug mode checks every call, so it never takes the fast path.
                     if cacheable and batched and not debug:
-                        plan.rows = rows
-                        self._plans.remember(args, plan)
-                    self._template = remember_call(args, kwargs, plan.batched + plan.whole)
+                        shortcut.rows = rows
+                        self._shortcuts.remember(args, shortcut)
+                    self._template = remember_call(args, kwargs, shortcut.batched + shortcut.whole)
                     return out
             else:
-                why = plan
+                why = shortcut
         return self._run_eagerly(args, kwargs, why)
 
     def _run_eagerly(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager) -> Any:
@@ -297,10 +293,10 @@ class GraphedFunction(FastFunction):
             if ranges is not None:
                 ranges.pop()
 
-    def _why_not_replayed(self, plan: Plan, err: Exception) -> Eager:
+    def _why_not_replayed(self, shortcut: Shortcut, err: Exception) -> Eager:
         """Why a call that found its graph runs eagerly (under the family lock; a mismatch drops it)."""
         if isinstance(err, ReplayMismatch):
-            return self.registry.replay_failed(plan.entry, err, name=self.__name__)
+            return self.registry.replay_failed(shortcut.entry, err, name=self.__name__)
         return Eager(FallbackReason.ALIASED_WRITE, str(err))
 
     # -- public helpers ----------------------------------------------------------------------------
@@ -329,24 +325,12 @@ class GraphedFunction(FastFunction):
         largest = self.config.largest_capture_size
         chosen = (sorted(self.config.cudagraph_capture_sizes, reverse=True) if sizes is None
                   else self._rules.warmup_sizes(sizes, largest))
-        self._rules.check_padding(template_args, self.config.pad_value)
-        bar = progress_bar(len(chosen), f"capturing {self.__name__}", progress)
-        count = 0
-        try:
-            for size, args in calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp,
-                                             self.config.pad_value, self.config.pad_mode):
-                plan, captured = self._resolve(args, template_kwargs, force=True)
-                count += captured
-                if isinstance(plan, Eager):
-                    if plan.failure == RAISED and self.registry.raises:
-                        raise CaptureError(f"warmup of {self.__name__}() size {size}: {plan}")
-                    logger.info("warmup of %s() size %d: %s", self.__name__, size, plan)
-                if bar is not None:
-                    bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
-        return count
+        check_pad_value(template_args, self.batch_argnums, self.config.pad_value, self.__name__)
+        calls = calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp, self.config.pad_value,
+                               self.config.pad_mode)
+        return capture_each(self.__name__, calls, len(chosen),
+                            lambda args: self._resolve(args, template_kwargs, force=True),
+                            raises=self.registry.raises, progress=progress)
 
     def call_with_descriptor(self, descriptor: BatchDescriptor, *args: Any, **kwargs: Any) -> Any:
         """Call with an explicit batch descriptor (request count, uniform decode, sequence length).
@@ -378,7 +362,7 @@ class GraphedFunction(FastFunction):
         self._devices.clear_others()
         with self._family_lock:
             self.registry.clear()
-            self._plans.clear(constants=True)
+            self._shortcuts.clear(constants=True)
             self._recaptures.clear()
             self._template = None
 

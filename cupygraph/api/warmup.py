@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Optional, Union
 
-from ..errors import InputMismatchError
+from ..cache import RAISED, Eager
+from ..errors import CaptureError, InputMismatchError
+from ..logs import logger
 from .arguments import ArraySpec
 
 Template = tuple[tuple[Any, ...], dict[str, Any]]
@@ -64,3 +66,26 @@ def progress_bar(total: int, desc: str, enabled: bool) -> Any:
     from tqdm import tqdm  # a hard dependency (setup.cfg); imported here to keep `import cupygraph` light
 
     return tqdm(total=total, desc=desc, unit="graph", leave=False)
+
+
+def capture_each(name: str, calls: Iterable[tuple[int, tuple[Any, ...]]], count: int,
+                 resolve: Callable[[tuple[Any, ...]], tuple[Any, bool]], *, raises: bool, progress: bool) -> int:
+    """Capture each of ``count`` ``calls`` (size, arguments) through ``resolve`` (which says what serves
+    it and whether it captured now); return how many it captured. A key that runs eagerly is logged,
+    or, where the function raised under ``on_capture_error="raise"``, an error naming the size."""
+    bar = progress_bar(count, f"capturing {name}", progress)
+    captures = 0
+    try:
+        for size, args in calls:
+            found, captured = resolve(args)
+            captures += captured
+            if isinstance(found, Eager):
+                if found.failure == RAISED and raises:
+                    raise CaptureError(f"warmup of {name}() size {size}: {found}")
+                logger.info("warmup of %s() size %d: %s", name, size, found)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return captures

@@ -1,8 +1,10 @@
 """vLLM-style ``CUDAGraphWrapper``: capture/replay driven by the forward context, no input copies.
 
 The wrappers keep no graphs of their own: each holds a ``CUDAGraphRegistry`` (the one graph
-cache) built from its config, which decides capture-after, eviction and the memory budget and
-counts every call in its statistics.
+cache) built from its config, which decides capture-after, eviction and the memory budget, captures
+(one call on a miss: ``find_or_capture``) and counts every call in its statistics. Unlike ``jit``
+the wrapper keys a graph by the forward context's descriptor alone and reads every argument where
+it is, so it adapts the cache rather than ``jit``.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from typing import Any, Optional, Union
 
 from ..backends import Backend
 from ..backends.base import ReplayMismatch
-from ..cache.capture import CaptureRequest
-from ..cache.entry import CUDAGraphEntry
-from ..cache.failures import MODE_NONE, Eager, run_eagerly
-from ..cache.key import GraphKey
-from ..cache.registry import CUDAGraphRegistry
-from ..cache.stats import CUDAGraphStats
-from ..cache.store import CaptureNow
+from ..cache import (
+    MODE_NONE,
+    CaptureRequest,
+    CUDAGraphEntry,
+    CUDAGraphRegistry,
+    CUDAGraphStats,
+    Eager,
+    GraphKey,
+    run_eagerly,
+)
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..dispatch.context import cudagraph_context, get_forward_context
 from ..dispatch.descriptor import BatchDescriptor
@@ -167,24 +172,26 @@ class CUDAGraphWrapper:
         key = GraphKey(descriptor, self.runtime_mode)
         registry, mode = self.registry, self.runtime_mode.name
         with self._family_lock:
-            admitted = registry.admit(key, name=self._name)
-            captured = isinstance(admitted, CaptureNow)
-            verdict = self._capture(key, args, kwargs) if isinstance(admitted, CaptureNow) else admitted
-            if isinstance(verdict, CUDAGraphEntry):
-                if self.options.debug and not captured:
-                    self._check_addresses(verdict, args)
+            # Every array is read by address: the request copies nothing in.
+            found, captured = registry.find_or_capture(key, CaptureRequest(self.runnable, args, kwargs),
+                                                       name=self._name)
+            if isinstance(found, CUDAGraphEntry):
+                if captured:
+                    self._log_capture(found)
+                elif self.options.debug:
+                    self._check_addresses(found, args)
                 try:
-                    out = self._replay(verdict)
+                    out = self._replay(found)
                 except ReplayMismatch as err:
-                    verdict = registry.replay_failed(verdict, err, name=self._name)
+                    found = registry.replay_failed(found, err, name=self._name)
                 else:
                     if captured:
                         self._stats.record_first_replay(mode)
                     else:
                         self._stats.record_hit(mode)
-                    self._remember(descriptor, verdict)
+                    self._remember(descriptor, found)
                     return out
-        return self._run_eagerly(args, kwargs, verdict)
+        return self._run_eagerly(args, kwargs, found)
 
     def _remember(self, descriptor: BatchDescriptor, entry: CUDAGraphEntry) -> None:
         # Entries that left the cache since are forgotten here too; the memo stays bounded.
@@ -201,12 +208,15 @@ class CUDAGraphWrapper:
         logger.log(logging.INFO if self.options.debug_log_enable else logging.DEBUG, message, *args)
 
     def _capture(self, key: GraphKey, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Union[CUDAGraphEntry, Eager]:
-        """Record the runnable on these very arguments: every array is read by address."""
+        """Record the runnable on these very arguments now (``prewarm``): every array is read by address."""
         result = self.registry.capture_or_fail(key, CaptureRequest(self.runnable, args, kwargs), name=self._name)
         if isinstance(result, CUDAGraphEntry):
-            self._log("%s captured %s (%s) in %.2f ms", type(self).__name__, key.descriptor, key.mode.name,
-                      1e3 * result.capture_time)
+            self._log_capture(result)
         return result
+
+    def _log_capture(self, entry: CUDAGraphEntry) -> None:
+        self._log("%s captured %s (%s) in %.2f ms", type(self).__name__, entry.key.descriptor, entry.key.mode.name,
+                  1e3 * entry.capture_time)
 
     def _replay(self, entry: CUDAGraphEntry) -> Any:
         """Launch on the captured arrays themselves: nothing to copy in."""

@@ -1,4 +1,5 @@
-"""Recording one graph: static buffers filled from the call, warm-up and capture, write-back detection.
+"""Recording one key's graph into an entry: static buffers filled from the call, warm-up and capture,
+writes into the arguments detected (``checks/writes.py``).
 
 Whatever a capture allocates is let go in one place (``_Staging.close``, in a ``finally``) when
 it fails; the ``CUDAGraphEntry`` it returns owns what it keeps.
@@ -25,7 +26,7 @@ from ..errors import CaptureError
 from ..logs import logger
 from ..pytree import flatten
 from ..reasons import FallbackReason
-from .buffers import changed
+from .checks.writes import changed
 from .entry import CUDAGraphEntry
 from .key import GraphKey
 from .padding import InputArena, pad_rows
