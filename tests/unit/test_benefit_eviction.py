@@ -13,8 +13,8 @@ from repo_files import load_tool
 import cupygraph as cg
 from cupygraph.api.jit import GraphedFunction
 from cupygraph.backends.host.backend import HostBackend
-from cupygraph.cache.eviction import HighestBenefit, eviction_policy
 from cupygraph.cache import CUDAGraphRegistry
+from cupygraph.cache.eviction import HighestBenefit, eviction_policy
 from cupygraph.cache.instruments.timing import KeyTiming
 from cupygraph.errors import ConfigError
 

@@ -12,8 +12,8 @@ from extras import need
 
 driver = need("cuda.bindings.driver", "cuda", what="the PDL rewrite tests")
 
-from cupygraph.backends.pdl import rewrite as pdl  # noqa: E402
 from cupygraph.backends.driver.reading import RecordingGraphs  # noqa: E402
+from cupygraph.backends.pdl import rewrite as pdl  # noqa: E402
 from cupygraph.backends.pdl.ptx_scan import WaitVerdict  # noqa: E402
 
 OK, BAD = driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_INVALID_VALUE

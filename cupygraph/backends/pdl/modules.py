@@ -40,7 +40,8 @@ _ARCH_OPTION = re.compile(r"^(-arch|--gpu-architecture|-gencode|--generate-code)
 @functools.cache
 def pdl_header() -> str:
     """The text of ``cupygraph/kernels/pdl.cuh``: the ``CUPYGRAPH_PDL_WAIT`` / ``_TRIGGER`` macros."""
-    return resources.files("cupygraph.kernels").joinpath(HEADER).read_text(encoding="utf-8")  # shipped beside the .cu sources
+    # shipped beside the .cu sources
+    return resources.files("cupygraph.kernels").joinpath(HEADER).read_text(encoding="utf-8")
 
 
 def with_pdl(code: str) -> str:
