@@ -4,10 +4,11 @@
 """
 
 from . import linalg, random
+from .api.adaptive import AdaptiveCUDAGraphWrapper
 from .api.jit import GraphedFunction, jit
 from .api.manager import CUDAGraphManager
 from .api.streams import StreamDispatcher
-from .api.wrapper import AdaptiveCUDAGraphWrapper, CUDAGraphOptions, CUDAGraphWrapper
+from .api.wrapper import CUDAGraphOptions, CUDAGraphWrapper
 from .backends import Backend, HostBackend, gpu_available, select_backend
 from .backends.guards.foreign import ForeignMemoryError, ForeignMemoryWarning
 from .backends.pdl.modules import pdl_header, pdl_kernel, pdl_module, with_pdl
