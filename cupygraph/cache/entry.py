@@ -21,11 +21,11 @@ from ..backends.zerocopy.binding import argument_label
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import AliasedWrite, InputMismatchError
 from ..pytree import expand_out_batched, flatten, unflatten
-from .buffers import WriteBack
+from .checks.writes import run_checking_writes
+from .instruments.timing import KeyTiming
 from .key import GraphKey
 from .padding import InputArena, pad_rows
-from .strategies import run_and_write_back, run_bound, run_bound_plain, run_checking_writes, run_copied
-from .timing import KeyTiming
+from .strategies import WriteBack, run_and_write_back, run_bound, run_bound_plain, run_copied
 
 use_tick = tick
 """The next value of the family-wide use clock (shared with the compiled replay): ``last_used`` orders
@@ -35,7 +35,7 @@ entries (LRU) without reading a clock on every replay."""
 AS_IS, COPY, SCALAR = "as it is", "a copy", "a NumPy scalar"
 
 LaunchHook = Callable[["CUDAGraphEntry", Callable[[], None]], Callable[[], None]]
-"""Wraps an entry's launch once (replay timing, sampling, NVTX ranges: ``cache/instrument.py``)."""
+"""Wraps an entry's launch once (replay timing, sampling, NVTX ranges: ``cache/instruments/hooks.py``)."""
 
 
 class CUDAGraphEntry:
@@ -98,7 +98,7 @@ class CUDAGraphEntry:
         self.timing: Optional[KeyTiming] = None
         """Measured eager, replay and capture times (set by the graph cache; read by eviction)."""
         self.total_replay_s = 0.0
-        """Host time of the launches, measured only under ``time_replays`` (``cache/instrument.py``)."""
+        """Host time of the launches, measured only under ``time_replays`` (``cache/instruments/hooks.py``)."""
         self._hooked: Optional[Callable[[], None]] = None
         """The recording's launch wrapped by the launch hooks (``set_hooks``), or None: no hooks."""
         self.arena = arena if arena is not None else InputArena()
@@ -138,7 +138,7 @@ class CUDAGraphEntry:
         self.write_back: Optional[WriteBack] = None
         self.binding: Any = None
         self.constants_token: Optional[object] = None
-        """Changes whenever ``rebind_constants`` points the graph at other constant arrays: a plan made
+        """Changes whenever ``rebind_constants`` points the graph at other constant arrays: a shortcut made
         before is then stale (the fast path compares it)."""
         if input_binding == "auto":
             self._bind(name, constants)
@@ -196,13 +196,13 @@ class CUDAGraphEntry:
         """Whether the compiled replay may serve this entry: the plain bound strategy, no launch hooks."""
         return self.strategy == "bound_plain" and self._hooked is None and self.alive
 
-    def fast_record(self, plan: Any, lock: Any) -> Any:
-        """The compiled replay's record of ``plan``'s calls (``backends/fastpath/record.py``) where each is a
-        plain bound run at the captured rows under no launch hook, else None."""
+    def fast_record(self, shortcut: Any, lock: Any) -> Any:
+        """The compiled replay's record of ``shortcut``'s calls (``backends/fastpath/record.py``) where each
+        is a plain bound run at the captured rows under no launch hook, else None."""
         binder = self.binding
-        if not self.compiled_ready or plan.rows != self.padded or not hasattr(binder, "record"):
+        if not self.compiled_ready or shortcut.rows != self.padded or not hasattr(binder, "record"):
             return None
-        return binder.record(plan, self, lock, self.backend.family)
+        return binder.record(shortcut, self, lock, self.backend.family)
 
     def rebind_constants(self, arrays: Sequence[tuple[int, Any]]) -> bool:
         """Point the graph at new constant arrays ((position, array), of the captured shapes, dtypes and

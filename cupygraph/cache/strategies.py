@@ -5,8 +5,10 @@
 * ``run_bound`` / ``run_bound_plain``: zero-copy, the graph re-pointed at the caller's arrays
   (``backends/zerocopy/binding.py``); the plain one for the common case (one bound output, nothing written
   back), which the compiled replay serves too;
-* ``run_checking_writes``: the first replay of an entry captured without warm-ups, which finds out
-  whether the function writes into its arguments and then chooses again.
+* ``checks.writes.run_checking_writes``: the first replay of an entry captured without warm-ups, which
+  finds out whether the function writes into its arguments and then chooses again.
+
+``WriteBack`` is what the write-back strategies do after a launch.
 """
 
 from __future__ import annotations
@@ -14,10 +16,38 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional, Protocol
 
-from ..logs import logger
 from ..pytree import unflatten
-from .buffers import WriteBack, changed
 from .padding import InputArena
+
+
+class WriteBack:
+    """What a function that writes into its copied arguments did, done to the caller's arrays.
+
+    Under a graph the function writes into the static copies; the eager call would have changed
+    the caller's arrays. After each launch the rows it wrote are copied back, and the padding it
+    may have written is marked for rewriting.
+    """
+
+    __slots__ = ("arena", "batched", "count", "whole")
+
+    def __init__(self, arena: Any, static_inputs: Sequence[Any], whole_inputs: Sequence[Any],
+                 written: Sequence[int]):
+        count = self.count = len(static_inputs)
+        self.arena = arena
+        self.batched = [(k, static_inputs[k]) for k in written if k < count]
+        self.whole = [(k - count, whole_inputs[k - count]) for k in written if k >= count]
+
+    def __call__(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any], copied: int = -1) -> None:
+        """``copied``: a bit per buffer (batched, then whole) that held the call's data; a bound
+        argument was written in place by the graph itself."""
+        for k, buf in self.batched:
+            if copied >> k & 1:
+                inputs[k][...] = buf[:rows]
+        count = self.count
+        for k, buf in self.whole:
+            if copied >> (count + k) & 1:
+                whole[k][...] = buf
+        self.arena.state = None
 
 
 class Replayable(Protocol):
@@ -106,32 +136,3 @@ def run_bound(entry: Replayable, inputs: Sequence[Any], rows: int, whole: Sequen
     result = [bound[i] if i in bound else leaf if how == "as it is" else copy_out(leaf, stream) if how == "a copy"
               else leaf[()] for i, (leaf, how) in enumerate(zip(entry.leaves, entry.returned))]
     return unflatten(entry.spec, result)
-
-
-def run_checking_writes(entry: Replayable, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
-    """The first replay of an entry captured without warm-ups: a CUDA stream capture executes
-    nothing (the host backend undoes its capture run to match), so only now can writes into the
-    static inputs show. They are copied before the launch and compared after it; if the function
-    wrote into them, the write-back is chosen from now on and applied to this call. A write that
-    leaves a value as it was cannot be seen by comparing bytes. A replay that raises keeps the check."""
-    backend = entry.backend
-    # Writes not known yet: any argument may be written, so any overlap could hide one.
-    entry.check_not_aliased(inputs, whole, range(len(inputs) + len(whole)))
-    if entry.binding is not None and entry.binding.off_static_buffers:
-        entry.binding.point_at_static_buffers()
-    stream = entry.load_inputs(inputs, rows, whole)
-    buffers = entry.static_inputs + entry.whole_inputs
-    snapshots = [backend.copy_out(buf, stream) for buf in buffers]
-    entry.launch()
-    written = changed(backend.xp, buffers, snapshots)
-    del snapshots
-    entry.check_writes = False
-    entry.choose_strategy(written)
-    if written:
-        logger.info(
-            "%s() wrote into its argument(s) %s on its first replay (no warm-up ran at capture to show it): "
-            "each replay now copies them back into the caller's arrays, as the eager call would have changed "
-            "them", entry.name, [entry.labels[k] for k in written],
-        )
-        entry.write_back(inputs, rows, whole)  # type: ignore[misc]  # this call copied every argument in
-    return entry.outputs(rows, stream)

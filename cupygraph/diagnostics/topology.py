@@ -15,13 +15,11 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
-from ..cache.instrument import key_label
+from ..cache import key_label
 from ..errors import CupyGraphError
-
-if TYPE_CHECKING:
-    from ..api.jit import GraphedFunction
+from .inspect import Inspectable
 
 FORMAT = 1
 """Version of the snapshot file layout (``"cupygraph_topology"`` in the file)."""
@@ -54,7 +52,7 @@ def expand(runs: Sequence[Sequence[Any]]) -> list[str]:
     return [str(name) for name, times in runs for _ in range(int(times))]
 
 
-def function_topology(graphed: GraphedFunction) -> dict[str, dict[str, Any]]:
+def function_topology(graphed: Inspectable) -> dict[str, dict[str, Any]]:
     """The description of every graph ``graphed`` holds, from its backend (CuPy only)."""
     if graphed.backend.name != "cupy":
         raise CupyGraphError(

@@ -30,11 +30,7 @@ import numpy as np
 from ..api.jit import GraphedFunction
 from ..api.options import JitOptions, resolve_config
 from ..backends.base import Backend
-from ..cache.capture import CaptureRequest
-from ..cache.entry import CUDAGraphEntry
-from ..cache.key import GraphKey
-from ..cache.registry import CUDAGraphRegistry
-from ..cache.stats import CUDAGraphStats
+from ..cache import CaptureRequest, CUDAGraphEntry, CUDAGraphRegistry, CUDAGraphStats, GraphKey
 from ..config.model import CUDAGraphConfig
 from ..errors import CaptureError, ConfigError
 from ..pytree import flatten, unflatten

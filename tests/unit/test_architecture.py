@@ -40,20 +40,6 @@ LAYERS: dict[str, int] = {
 LAYER_NAMES = ["foundation", "config", "dispatch", "backends", "control_flow/linalg/random", "cache",
                "compat", "diagnostics", "api", "testing/distributed", "front doors"]
 
-# Known violations, all in code another change is restructuring now (api/, cache/, compat/,
-# dispatch/, and how diagnostics see a jitted function). The checks pass over exactly these;
-# test_every_known_violation_is_still_there fails once one is fixed, so the lists only shrink.
-# The lead empties them after merging that change.
-KNOWN_CYCLES_TO_FIX = [
-    # api/jit imports api/live, whose TYPE_CHECKING import names jit's GraphedFunction; jit imports
-    # diagnostics/inspect, whose TYPE_CHECKING import names it too.
-    ["cupygraph.api.jit", "cupygraph.api.live", "cupygraph.diagnostics.inspect"],
-]
-KNOWN_UPWARD_IMPORTS_TO_FIX = {
-    ("cupygraph.diagnostics.inspect", "cupygraph.api.jit"),  # TYPE_CHECKING: GraphedFunction
-    ("cupygraph.diagnostics.topology", "cupygraph.api.jit"),  # TYPE_CHECKING: GraphedFunction
-}
-KNOWN_LONG_MODULES_TO_FIX = {"cupygraph/api/jit.py", "cupygraph/cache/store.py"}
 
 
 TOOL = load_tool("import_graph")
@@ -69,13 +55,12 @@ def layer_of(module: str) -> int:
     raise KeyError(f"{module} is in no layer: add its subpackage to LAYERS in tests/unit/test_architecture.py")
 
 
-def upward_imports(edges: Iterable[Any], known: Iterable[tuple[str, str]] = ()) -> list[str]:
+def upward_imports(edges: Iterable[Any]) -> list[str]:
     """Each import (``tools/import_graph.Edge``) of a higher layer: where it is and how it imports."""
-    skip = set(known)
     found = []
     for edge in sorted(edges, key=lambda e: (str(e.path), e.line, e.target)):
         mine, theirs = layer_of(edge.source), layer_of(edge.target)
-        if theirs > mine and (edge.source, edge.target) not in skip:
+        if theirs > mine:
             how = "" if edge.kind == TOOL.STATEMENT else f" ({edge.kind})"
             found.append(f"{edge.path}:{edge.line}: {edge.source} (layer {mine}, {LAYER_NAMES[mine]}) imports "
                          f"{edge.target} (layer {theirs}, {LAYER_NAMES[theirs]}){how}")
@@ -105,12 +90,11 @@ def private_imports(edges: Iterable[Any]) -> list[str]:
     return found
 
 
-def long_modules(paths: list[Path], known: Iterable[str] = ()) -> list[str]:
-    skip = set(known)
+def long_modules(paths: list[Path]) -> list[str]:
     found = []
     for path in sorted(paths):
         lines = len(path.read_text(encoding="utf-8").splitlines())
-        if lines > MAX_LINES and path.relative_to(ROOT).as_posix() not in skip:
+        if lines > MAX_LINES:
             found.append(f"{path.relative_to(ROOT)}: {lines} lines (at most {MAX_LINES}; split it by concern)")
     return found
 
@@ -144,7 +128,7 @@ def write_package(root: Path, files: dict[str, str]) -> Path:
 # -- no import cycles ------------------------------------------------------------------------------
 
 def test_no_import_cycles() -> None:
-    found = [c for c in TOOL.cycles(TOOL.import_graph()) if c not in KNOWN_CYCLES_TO_FIX]
+    found = TOOL.cycles(TOOL.import_graph())
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
 
 
@@ -225,7 +209,7 @@ def test_every_module_has_a_layer() -> None:
 
 
 def test_imports_go_down_the_layers() -> None:
-    found = upward_imports(TOOL.edges(), KNOWN_UPWARD_IMPORTS_TO_FIX)
+    found = upward_imports(TOOL.edges())
     assert not found, "imports that go up a layer:\n  " + "\n  ".join(found)
 
 
@@ -236,7 +220,6 @@ def test_an_upward_import_is_named() -> None:
         f"{path}:12: cupygraph.dispatch.dispatcher (layer 2, dispatch) imports cupygraph.cache.registry "
         "(layer 5, cache)"
     ]
-    assert upward_imports([edge], {("cupygraph.dispatch.dispatcher", "cupygraph.cache.registry")}) == []
 
 
 def test_type_checking_and_by_name_imports_that_go_up_a_layer_are_named(tmp_path: Path) -> None:
@@ -290,7 +273,7 @@ def test_a_private_name_taken_from_another_module_is_named(tmp_path: Path) -> No
 # -- module size -----------------------------------------------------------------------------------
 
 def test_no_module_over_the_limit() -> None:
-    found = long_modules(list(PACKAGE.rglob("*.py")), KNOWN_LONG_MODULES_TO_FIX)
+    found = long_modules(list(PACKAGE.rglob("*.py")))
     assert not found, "modules over the limit:\n  " + "\n  ".join(found)
 
 
@@ -303,20 +286,8 @@ def test_a_long_module_is_named(tmp_path: Path) -> None:
         assert long_modules([long_file]) == [
             f"cupygraph/dispatch/dispatcher.py: {limit} lines (at most {limit - 1}; split it by concern)"
         ]
-        assert long_modules([long_file], {"cupygraph/dispatch/dispatcher.py"}) == []
     finally:
         MAX_LINES = saved
-
-
-# -- the known violations only shrink --------------------------------------------------------------
-
-def test_every_known_violation_is_still_there() -> None:
-    graph = TOOL.import_graph()
-    fixed = [" <-> ".join(c) for c in KNOWN_CYCLES_TO_FIX if c not in TOOL.cycles(graph)]
-    fixed += [f"{a} -> {b}" for a, b in sorted(KNOWN_UPWARD_IMPORTS_TO_FIX) if b not in graph.get(a, set())]
-    fixed += [path for path in sorted(KNOWN_LONG_MODULES_TO_FIX)
-              if not (ROOT / path).exists() or not long_modules([ROOT / path])]
-    assert not fixed, "fixed, so remove from the KNOWN_*_TO_FIX lists in this file: " + ", ".join(fixed)
 
 
 # -- every layer says what it owns -----------------------------------------------------------------

@@ -13,9 +13,9 @@ from repo_files import load_tool
 import cupygraph as cg
 from cupygraph.api.jit import GraphedFunction
 from cupygraph.backends.host.backend import HostBackend
+from cupygraph.cache import CUDAGraphRegistry
 from cupygraph.cache.eviction import HighestBenefit, eviction_policy
-from cupygraph.cache.registry import CUDAGraphRegistry
-from cupygraph.cache.timing import KeyTiming
+from cupygraph.cache.instruments.timing import KeyTiming
 from cupygraph.errors import ConfigError
 
 HOST = dict(backend="host", capture_sizes=[2, 4, 8])

@@ -1,7 +1,7 @@
 """The compiled replay (``cupygraph/backends/_replay.c``) on the CPU: what it serves, what it hands back
 untouched, and what it counts.
 
-It reads one immutable ``Record`` per plan, and of the call's arrays only CuPy's public attributes
+It reads one immutable ``Record`` per shortcut, and of the call's arrays only CuPy's public attributes
 (``shape``, ``dtype``, ``strides``, ``data.ptr``, ``data.device_id``, ``data.mem``); here plain Python
 objects carry those (the GPU test ``tests/gpu/test_fast_replay.py`` drives it on real CuPy arrays).
 Each hand-back case changes one condition of a call that is otherwise served, and checks that
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import cupygraph as cg
-from cupygraph.api.plans import RETIRED, Plan, PlanCache
+from cupygraph.api.shortcuts import RETIRED, Shortcut, Shortcuts
 from cupygraph.backends.fastpath.compiled import PythonFastFunction
 
 try:
@@ -67,7 +67,7 @@ class Array:
 
 
 def _world(graph_launch=0, inputs=(IN,), **overrides):
-    """A record of one plan (two banks, a ring of one output) and the state it counts into;
+    """A record of one shortcut (two banks, a ring of one output) and the state it counts into;
     ``overrides`` replace the Record's keyword arguments (``w.kwargs``)."""
     w = SimpleNamespace(log=[], stream=SimpleNamespace(ptr=STREAM), lock=threading.Lock())
     w.counts = _replay.ReplayCounts()
@@ -182,7 +182,7 @@ def test_references_count_what_holds_the_array():
 
 
 class _Entry:
-    """What ``PlanCache.compile`` asks of an entry."""
+    """What ``Shortcuts.compile`` asks of an entry."""
 
     alive = True
     constants_token = None
@@ -190,24 +190,24 @@ class _Entry:
     def __init__(self, made):
         self.made = made
 
-    def fast_record(self, plan, lock):
+    def fast_record(self, shortcut, lock):
         return self.made
 
 
-def test_the_plan_cache_publishes_the_record_and_takes_it_back_with_its_plan():
+def test_the_shortcuts_publish_the_record_and_take_it_back_with_its_shortcut():
     published: list = []
-    cache = PlanCache(np.ndarray, (), publish=published.append)
+    shortcuts = Shortcuts(np.ndarray, (), publish=published.append)
     made = SimpleNamespace(replay=lambda args: "served")
-    plan = Plan(_Entry(made), "FULL", (0,), ())
+    shortcut = Shortcut(_Entry(made), "FULL", (0,), ())
     x = np.zeros((4, 3))
-    cache.remember((x,), plan)
-    cache.compile(plan, threading.Lock(), 5)
-    assert plan.compiled_at == 5 and published == [made]
-    refused = Plan(_Entry(None), "FULL", (0,), ())
-    cache.compile(refused, threading.Lock(), 5)
+    shortcuts.remember((x,), shortcut)
+    shortcuts.compile(shortcut, threading.Lock(), 5)
+    assert shortcut.compiled_at == 5 and published == [made]
+    refused = Shortcut(_Entry(None), "FULL", (0,), ())
+    shortcuts.compile(refused, threading.Lock(), 5)
     assert refused.compiled_at == 5 and published == [made]  # a refusal keeps the one given
-    cache.clear()
-    assert published == [made, None] and plan.entry is RETIRED  # (it would hold the entry's counts)
+    shortcuts.clear()
+    assert published == [made, None] and shortcut.entry is RETIRED  # (it would hold the entry's counts)
 
 
 def test_the_host_reference_never_takes_the_compiled_replay():
@@ -346,16 +346,16 @@ def test_a_failing_release_keeps_the_replays_error_as_its_context():
 
 
 class _Broken(_Entry):
-    def fast_record(self, plan, lock):
+    def fast_record(self, shortcut, lock):
         raise RuntimeError("no record")
 
 
-def test_a_failure_to_make_the_record_leaves_the_call_and_the_plan_on_the_python_path():
+def test_a_failure_to_make_the_record_leaves_the_call_and_the_shortcut_on_the_python_path():
     published: list = []
-    cache = PlanCache(np.ndarray, (), publish=published.append)
-    plan = Plan(_Broken(None), "FULL", (0,), ())
-    cache.compile(plan, threading.Lock(), 3)  # does not raise: the call that asked already succeeded
-    assert plan.compiled_at == 3 and published == []
+    shortcuts = Shortcuts(np.ndarray, (), publish=published.append)
+    shortcut = Shortcut(_Broken(None), "FULL", (0,), ())
+    shortcuts.compile(shortcut, threading.Lock(), 3)  # does not raise: the call that asked already succeeded
+    assert shortcut.compiled_at == 3 and published == []
 
 
 IN2 = 0x1800

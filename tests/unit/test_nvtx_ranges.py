@@ -11,8 +11,8 @@ import pytest
 
 import cupygraph as cg
 from cupygraph.backends.host.backend import HostBackend
-from cupygraph.cache import ranges
-from cupygraph.cache.instrument import Instruments
+from cupygraph.cache.instruments import ranges
+from cupygraph.cache.instruments.hooks import Instruments
 
 HOST = dict(backend="host", capture_sizes=[2, 4])
 

@@ -13,7 +13,7 @@ from extras import need
 import cupygraph.backends.driver.topology as cupy_topology
 from cupygraph.api.jit import GraphedFunction
 from cupygraph.backends.host.backend import HostBackend
-from cupygraph.cache.registry import CUDAGraphRegistry
+from cupygraph.cache import CUDAGraphRegistry
 from cupygraph.config.model import CUDAGraphConfig
 from cupygraph.diagnostics.topology import (
     SnapshotError,
@@ -169,7 +169,7 @@ import numpy as np
 import cupygraph.backends.driver.topology as cupy_topology
 from cupygraph.api.jit import GraphedFunction
 from cupygraph.backends.host.backend import HostBackend
-from cupygraph.cache.registry import CUDAGraphRegistry
+from cupygraph.cache import CUDAGraphRegistry
 from cupygraph.config.model import CUDAGraphConfig
 
 

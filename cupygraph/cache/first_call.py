@@ -48,44 +48,42 @@ during the capture fails it with a clear reason: the key runs eagerly).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
 from ..backends.base import Backend, ReplayMismatch
 from ..backends.guards.foreign import describe_array, find_arrays
-from ..cache.batch_axis import check_padded_call, difference_at_capture_size
-from ..cache.capture import CaptureRequest
-from ..cache.entry import CUDAGraphEntry
-from ..cache.failures import Eager, count_eager_run, worked_at_real_batch
-from ..cache.key import GraphKey
-from ..cache.registry import CUDAGraphRegistry
-from ..cache.stats import CUDAGraphStats
 from ..logs import logger
 from ..reasons import FallbackReason
-from .plans import Plan
+from .batch_axis import check_padded_call, difference_at_capture_size
+from .entry import CUDAGraphEntry
+from .failures import Eager, count_eager_run, worked_at_real_batch
+from .key import GraphKey
+from .recording import CaptureRequest
+from .stats import CUDAGraphStats
 
 __all__ = ["FirstCall", "capture_after_running", "padded_call"]
 
 
 class FirstCall:
-    """A call of ``rows`` rows that ran the function as it is for its ``result``; ``verdict``: the plan
-    that serves its key from now on, or why the key (or its padded calls) runs eagerly."""
+    """A call of ``rows`` rows of ``key`` that ran the function as it is for its ``result``; ``verdict``:
+    what serves the key from now on (its entry, or the front door's shortcut to it), or why the key (or
+    its padded calls) runs eagerly."""
 
-    __slots__ = ("result", "rows", "verdict")
+    __slots__ = ("key", "result", "rows", "verdict")
 
-    def __init__(self, result: Any, verdict: Union[Plan, Eager], rows: int):
-        self.result, self.verdict, self.rows = result, verdict, rows
+    def __init__(self, key: GraphKey, result: Any, verdict: Any, rows: int):
+        self.key, self.result, self.verdict, self.rows = key, result, verdict, rows
 
-    def count(self, stats: CUDAGraphStats, registry: CUDAGraphRegistry, name: str) -> Optional[Plan]:
-        """Count the call (a fallback with its reason, or a miss and a use of its key); the plan to keep
-        for the key's next calls, if one serves it. Under raise mode a key whose capture raised is a
+    def count(self, stats: CUDAGraphStats, store: Any, name: str) -> Any:
+        """Count the call (a fallback with its reason, or a miss and a use of its key); what serves the
+        key's next calls, if anything does. Under raise mode a key whose capture raised is a
         ``CaptureError`` (the function, having run as it is, is not run again)."""
         verdict = self.verdict
         if isinstance(verdict, Eager):
-            count_eager_run(verdict, name=name, stats=stats, raises=registry.raises)
+            count_eager_run(verdict, name=name, stats=stats, raises=store.raises)
             return None
         stats.record_eager_miss()
-        registry.note_seen(verdict.entry.key)  # a use of the key (``get_hot_shapes``), not a replay
+        store.count_sighting(self.key)  # a use of the key (``get_hot_shapes``), not a replay
         return verdict
 
 
@@ -101,11 +99,11 @@ def _watched(request: CaptureRequest, backend: Backend) -> list[tuple[Optional[i
     return list(unique.values())
 
 
-def capture_after_running(registry: CUDAGraphRegistry, key: GraphKey, request: CaptureRequest, rows: int,
-                          plan_of: Callable[[CUDAGraphEntry], Plan], name: str) -> FirstCall:
-    """Run ``request``'s call as it is, then capture ``key`` (steps 1 to 3 above); ``rows``: the real
-    batch. Called under the family lock, as every capture is."""
-    backend = registry.backend
+def capture_after_running(store: Any, key: GraphKey, request: CaptureRequest, rows: int, name: str) -> FirstCall:
+    """Run ``request``'s call as it is, then capture ``key`` into ``store`` (the ``GraphStore``; steps 1 to 3
+    above); ``rows``: the real batch. Called under the family lock, as every capture is."""
+    registry = store
+    backend = store.backend
     watched = _watched(request, backend)
     before = [backend.fingerprint(array) for _, _, array in watched]
     with registry.instruments.running_as_it_is(name, key, "first call"):
@@ -124,26 +122,25 @@ def capture_after_running(registry: CUDAGraphRegistry, key: GraphKey, request: C
     captured = registry.capture_or_fail(key, request, name=name)
     if isinstance(captured, Eager):
         worked_at_real_batch(captured, name)  # step 1 ran at the real batch: a padded capture raised on padding
-        return FirstCall(result, captured, rows)
+        return FirstCall(key, result, captured, rows)
     why = _compare(registry, captured, result, rows, request.out_batched, name)
-    return FirstCall(result, why if why is not None else plan_of(captured), rows)
+    return FirstCall(key, result, why if why is not None else captured, rows)
 
 
-def padded_call(registry: CUDAGraphRegistry, plan: Plan, fn: Callable[..., Any], args: Sequence[Any],
-                kwargs: dict[str, Any], rows: int, out_batched: Any, name: str) -> Union[Plan, Eager, FirstCall]:
-    """A call of ``rows`` rows, fewer than ``plan``'s graph holds: the plan once its outputs' batch axis was
-    checked, why the key's padded calls run eagerly, or (the first time) the check's eager run."""
-    entry = plan.entry
+def padded_call(store: Any, entry: CUDAGraphEntry, request: CaptureRequest, rows: int,
+                name: str) -> Union[CUDAGraphEntry, Eager, FirstCall]:
+    """A call of ``rows`` rows, fewer than ``entry``'s graph holds: the entry once its outputs' batch axis
+    was checked, why the key's padded calls run eagerly, or (the first time) the check's eager run."""
     if entry.padding_checked:
         refusal = entry.padded_refusal
-        return plan if refusal is None else Eager(FallbackReason.BATCH_NOT_LEADING, refusal)
-    with registry.instruments.running_as_it_is(name, entry.key, "first padded call"):
-        result = fn(*args, **kwargs)  # the call itself, at its real batch
-    why = _compare(registry, entry, result, rows, out_batched, name)
-    return FirstCall(result, why if why is not None else plan, rows)
+        return entry if refusal is None else Eager(FallbackReason.BATCH_NOT_LEADING, refusal)
+    with store.instruments.running_as_it_is(name, entry.key, "first padded call"):
+        result = request.fn(*request.args, **request.kwargs)  # the call itself, at its real batch
+    why = _compare(store, entry, result, rows, request.out_batched, name)
+    return FirstCall(entry.key, result, why if why is not None else entry, rows)
 
 
-def _compare(registry: CUDAGraphRegistry, entry: CUDAGraphEntry, result: Any, rows: int, out_batched: Any,
+def _compare(registry: Any, entry: CUDAGraphEntry, result: Any, rows: int, out_batched: Any,
              name: str) -> Optional[Eager]:
     """Why the eager ``result`` of a call of ``rows`` rows shows that ``entry`` cannot serve it, or None."""
     is_array = registry.backend.is_array

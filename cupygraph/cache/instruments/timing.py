@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Optional
 
-from ..backends.timing import Sample
+from ...backends.timing import Sample
 
 
 class KeyTiming:

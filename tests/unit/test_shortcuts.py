@@ -1,5 +1,5 @@
-"""The fast path's plans on a registry shared by several functions: their hits reach the shared
-statistics, and a function that goes lets go of its plans (and the constant arrays they hold)."""
+"""The fast path's shortcuts on a registry shared by several functions: their hits reach the shared
+statistics, and a function that goes lets go of its shortcuts (and the constant arrays they hold)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import weakref
 import numpy as np
 
 import cupygraph as cg
-from cupygraph.cache.registry import CUDAGraphRegistry
+from cupygraph.cache import CUDAGraphRegistry
 
 
 def scaled(x, w):
@@ -34,4 +34,4 @@ def test_functions_on_one_registry_count_their_hits_and_free_their_constants_whe
     assert stats.hits == 9 and stats.misses == 3, stats.to_dict()  # a dropped function's hits counted
     registry.clear()
     gc.collect()
-    assert all(ref() is None for ref in weights)  # their plans held the weights: gone with them
+    assert all(ref() is None for ref in weights)  # their shortcuts held the weights: gone with them

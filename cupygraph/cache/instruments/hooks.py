@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Optional
 
-from ..backends.base import Backend
-from ..config.model import CUDAGraphConfig
-from .entry import CUDAGraphEntry, LaunchHook
-from .key import GraphKey
+from ...backends.base import Backend
+from ...config.model import CUDAGraphConfig
+from ..entry import CUDAGraphEntry, LaunchHook
+from ..key import GraphKey
 from .ranges import RangeProvider, range_provider
 from .timing import KeyTiming
 

@@ -26,8 +26,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
-from ..errors import StaleOutputError
-from ..pytree import flatten, unflatten
+from ...errors import StaleOutputError
+from ...pytree import flatten, unflatten
 
 
 class ViewEpoch:

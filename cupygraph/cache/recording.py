@@ -1,4 +1,5 @@
-"""Recording one graph: static buffers filled from the call, warm-up and capture, write-back detection.
+"""Recording one key's graph into an entry: static buffers filled from the call, warm-up and capture,
+writes into the arguments detected (``checks/writes.py``).
 
 Whatever a capture allocates is let go in one place (``_Staging.close``, in a ``finally``) when
 it fails; the ``CUDAGraphEntry`` it returns owns what it keeps.
@@ -26,15 +27,15 @@ from ..logs import logger
 from ..pytree import flatten
 from ..random import draws_given_back
 from ..reasons import FallbackReason
-from .buffers import changed
+from .checks.writes import changed
 from .entry import CUDAGraphEntry
 from .key import GraphKey
 from .padding import InputArena, pad_rows
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)  # not frozen: a front door makes one per miss, and frozen costs 4x
 class CaptureRequest:
-    """What to record: ``fn(*args, **kwargs)``, and how its arguments reach the graph.
+    """What to record: ``fn(*args, **kwargs)``, and how its arguments reach the graph (never changed once made).
 
     The arrays at positions ``batched`` are copied into static buffers of the key's padded rows
     (padding filled per ``pad_mode``: ``padding.pad_rows``); those at ``copied`` into static buffers of their own

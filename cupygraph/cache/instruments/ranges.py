@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Optional, Protocol
 
-from ..config.defaults import env_flag
-from ..logs import logger
+from ...config.defaults import env_flag
+from ...logs import logger
 
 DOMAIN = "cupygraph"
 ENV = "CUPYGRAPH_NVTX"
