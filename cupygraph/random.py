@@ -16,7 +16,7 @@ What is reproducible:
 * two generators with one seed, used by the same sequence of calls, agree;
 * a jitted function draws what calling it as it is the same number of times draws, for batches of
   a capture size (a replay of a padded batch draws for its padding rows too): the call that
-  captures a key runs it as it is (``api/first_call.py``), and the draws its warm-ups and capture
+  captures a key runs it as it is (``cache/first_call.py``), and the draws its warm-ups and capture
   run make are given back when the capture ends (``draws_given_back``: the state is copied before
   the first of them, 2 MiB on the GPU, and copied back), so its graph's replays continue the stream
   where that call left it.
@@ -52,7 +52,7 @@ _local = threading.local()
 @contextmanager
 def draws_given_back() -> Iterator[None]:
     """What this thread draws meanwhile from any ``Generator`` is given back when the block ends (a
-    capture's warm-ups and capture run: ``cache/capture.py``): each generator's state is kept before
+    capture's warm-ups and capture run: ``cache/recording.py``): each generator's state is kept before
     its first draw here and put back at the end, also when the block raises."""
     saved: dict[int, tuple[Generator, Any]] = {}
     previous = getattr(_local, "saved", None)

@@ -148,7 +148,7 @@ class Backend(abc.ABC):
 
     def fingerprint(self, array: Any) -> Any:
         """What tells later, by ``==``, whether any byte of ``array`` changed: a function writing into
-        an array it reads by address (``api/first_call.py``). Here its bytes (a host copy); the GPU
+        an array it reads by address (``cache/first_call.py``). Here its bytes (a host copy); the GPU
         backend hashes them on the device, where a copy of large weights would double their memory."""
         return array.tobytes()
 

@@ -42,7 +42,7 @@ class CaptureRequest:
     shape; every other argument is passed as it is, so arrays among them are read by address.
     ``out_batched`` declares which outputs carry the batch axis (see ``CUDAGraphEntry``).
     ``warmups``: eager runs before the capture (None: the config's ``num_warmups``; 0 where they
-    would write again where the call itself wrote, ``api/first_call.py``). ``written``: positions of
+    would write again where the call itself wrote, ``cache/first_call.py``). ``written``: positions of
     copied arguments the function is known to write into (the call's own run changed them, so the
     static copies already hold what a warm-up would write there).
     """
@@ -83,7 +83,7 @@ def record(
             staging.stage(request)
             start = time.perf_counter()
             # The warm-ups' and capture run's draws from cupygraph.random are given back: a call's
-            # draws are its own eager run's and its replays' (api/first_call.py).
+            # draws are its own eager run's and its replays' (cache/first_call.py).
             with upload_policy(config.host_uploads, warmups), draws_given_back():
                 staging.recording = backend.capture(
                     request.fn, staging.call_args, dict(request.kwargs),

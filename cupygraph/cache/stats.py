@@ -116,7 +116,7 @@ class CUDAGraphStats:
     def record_eager_miss(self) -> None:
         """A call that ran the function as it is for its result while a graph took its key: the call
         that captured it, or a key's first padded call, which checks the outputs' batch axis
-        (``api/first_call.py``). A miss, neither a replay nor a fallback."""
+        (``cache/first_call.py``). A miss, neither a replay nor a fallback."""
         with self._lock:
             self.misses += 1
 

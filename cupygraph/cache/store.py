@@ -134,7 +134,7 @@ class GraphStore(HeldGraphs):
             if not force and seen < self.config.capture_after:
                 self._seen[key] = seen
                 return cold_key(seen, self.config.capture_after)
-            # Not counted: the call that captures counts this sighting (``note_seen``), or a failure does.
+            # Not counted: the call that captures counts this sighting (``count_sighting``), or a failure does.
             return CAPTURE_NOW
 
     def _bind_new_constants(self, key: GraphKey, args: Sequence[Any], name: str) -> Optional[CUDAGraphEntry]:

@@ -15,7 +15,7 @@ the graph made from the same capture. ``LockstepFunction`` keeps the ranks' grap
 3. After each capture the ranks agree on success (``LockstepRegistry``): when any rank failed,
    every rank drops its graph and marks the key failed, so they fall back to eager together.
    Before it they agree on its warm-ups: a rank whose call wrote into an array the function reads
-   by address skips them (``api/first_call.py``), and then every rank does.
+   by address skips them (``cache/first_call.py``), and then every rank does.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class LockstepRegistry(CUDAGraphRegistry):
 
     def _capture(self, key: GraphKey, request: CaptureRequest) -> CUDAGraphEntry:
         # A call's own run may show, on some ranks only, writes that make its capture skip the warm-ups
-        # (``api/first_call.py``): every rank runs the same collectives, so all skip them when one does.
+        # (``cache/first_call.py``): every rank runs the same collectives, so all skip them when one does.
         if not self.comm.agree_all(request.warmups != 0):
             request = dataclasses.replace(request, warmups=0)
         try:

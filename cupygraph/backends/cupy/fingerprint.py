@@ -1,6 +1,6 @@
 """Whether device memory changed, told without a copy: a hash of an array's bytes on its device.
 
-``api/first_call.py`` fingerprints the arrays a function reads by address (constant arguments,
+``cache/first_call.py`` fingerprints the arrays a function reads by address (constant arguments,
 closure and global arrays) before and after the first call of a key runs it, to know whether the
 warm-ups would write there again. A copy would tell it too, at the price of the weights' size in
 memory for each capture; the hash (``kernels/fingerprint.cu``) reads the bytes once. It covers the

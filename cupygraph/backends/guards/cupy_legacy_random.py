@@ -8,7 +8,7 @@ made could not be given back: the plain function's next call would draw other nu
 without ``jit``. So while a capture and its warm-ups run in a thread, those functions, called from
 the user's code, raise before they draw, and the capture fails with ``library_call`` naming the line
 and ``cupygraph.random``, which captures. The draws of the call itself are its eager run's
-(``api/first_call.py``). The host reference refuses NumPy's legacy generator alike
+(``cache/first_call.py``). The host reference refuses NumPy's legacy generator alike
 (``host_escapes``). Methods of a ``RandomState`` the function holds, and names bound before
 (``from cupy.random import rand`` in another module), are not caught.
 

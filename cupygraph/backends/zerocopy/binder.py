@@ -168,7 +168,7 @@ class CupyBinder:
             if slot.eligible and src._c_contiguous:
                 memory = src.data
                 ptr = memory.ptr
-                # copy_reason's rules, of which the plan already checked shape and dtype.
+                # copy_reason's rules, of which the shortcut already checked shape and dtype.
                 if not ptr & (ALIGNMENT - 1) and memory.device_id == device:
                     want[i] = ptr
                     i += 1
@@ -244,14 +244,14 @@ class CupyBinder:
         """The recording whose banks this binder points (None once released)."""
         return self._recording
 
-    def record(self, plan: Any, entry: Any, lock: Any, family: Any) -> Any:
-        """The compiled replay's record of ``plan``'s calls (``fastpath.record``): for arguments that may all be
+    def record(self, shortcut: Any, entry: Any, lock: Any, family: Any) -> Any:
+        """The compiled replay's record of ``shortcut``'s calls (``fastpath.record``): for arguments that may all be
         bound and one output taken again from its ring, with no constants to keep; else None."""
         inputs, outputs = self._inputs, self._outputs
         if (not inputs or not all(slot.eligible for slot in inputs) or len(outputs) != 1
                 or not outputs[0].recycle or self._constants or self._recording is None):
             return None
-        return record_of(plan, entry, self._recording, inputs, outputs[0], lock, family)
+        return record_of(shortcut, entry, self._recording, inputs, outputs[0], lock, family)
 
     @property
     def output_positions(self) -> list[int]:

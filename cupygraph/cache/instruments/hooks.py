@@ -54,7 +54,7 @@ class Instruments:
 
     def running_as_it_is(self, name: str, key: GraphKey, why: str) -> AbstractContextManager[Any]:
         """A range around the function run as it is for a call that captures its key or checks its padding
-        (``api/first_call.py``; ``why`` says which), when ranges are on."""
+        (``cache/first_call.py``; ``why`` says which), when ranges are on."""
         if self.ranges is None:
             return nullcontext()
         return _range(self.ranges, f"cupygraph {why} {name} {key_label(key)}")
