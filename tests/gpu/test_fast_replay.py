@@ -63,7 +63,7 @@ def _device():
 
 
 def test_the_extension_is_built_here():
-    assert COMPILED, "cupygraph/backends/_replay.c was not built: run `python setup.py build_ext --inplace`"
+    assert COMPILED, "cupygraph/backends/fastpath/_replay.c was not built: run `python setup.py build_ext --inplace`"
 
 
 def test_steady_calls_are_served_compiled_and_equal_eager():

@@ -10,6 +10,7 @@ show it can fail, on a small made-up package where the real one has nothing to f
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
@@ -312,3 +313,34 @@ def test_a_missing_docstring_is_named(tmp_path: Path) -> None:
         ]
     finally:
         ROOT = saved
+
+
+# -- the architecture page names what exists -------------------------------------------------------
+
+def stale_file_names(text: str, root: Path) -> list[str]:
+    """Each file or folder ``text`` names in backticks (``cache/entry.py``, ``entry.py``,
+    ``fastpath/``) that no path under ``root`` ends with: a name a redesign left behind."""
+    paths = {p.relative_to(root).as_posix() for p in root.rglob("*")
+             if ".git" not in p.parts and ".venv" not in p.parts}
+    named = re.findall(r"`([\w./]+\.(?:py|pyi|c|h|cu|cuh)|[\w./]+/)`", text)
+    found = []
+    for name in sorted(set(named)):
+        bare = name.rstrip("/")
+        if not any(p == bare or p.endswith("/" + bare) for p in paths):
+            found.append(f"docs/ARCHITECTURE.md names `{name}`, which no file or folder is")
+    return found
+
+
+def test_the_architecture_page_names_only_what_exists() -> None:
+    found = stale_file_names((ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8"), ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_a_stale_name_on_the_architecture_page_is_named(tmp_path: Path) -> None:
+    (tmp_path / "cupygraph" / "cache").mkdir(parents=True)
+    (tmp_path / "cupygraph" / "cache" / "entry.py").write_text("", encoding="utf-8")
+    text = "`cache/entry.py` and `entry.py` and `cache/` hold; `cache/capture.py` and `plans/` left"
+    assert stale_file_names(text, tmp_path) == [
+        "docs/ARCHITECTURE.md names `cache/capture.py`, which no file or folder is",
+        "docs/ARCHITECTURE.md names `plans/`, which no file or folder is",
+    ]

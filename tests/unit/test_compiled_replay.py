@@ -1,4 +1,4 @@
-"""The compiled replay (``cupygraph/backends/_replay.c``) on the CPU: what it serves, what it hands back
+"""The compiled replay (``cupygraph/backends/fastpath/_replay.c``) on the CPU: what it serves, what it hands back
 untouched, and what it counts.
 
 It reads one immutable ``Record`` per shortcut, and of the call's arrays only CuPy's public attributes
@@ -38,7 +38,8 @@ def test_the_extension_is_built_wherever_a_compiler_is():
     if COMPILER is None:
         pytest.skip("no C compiler here: cupygraph replays through its Python path")
     assert importlib.util.find_spec("cupygraph.backends.fastpath._replay") is not None, (
-        "a C compiler is installed but cupygraph/backends/_replay.c was not built (pip install -e . builds it)")
+        "a C compiler is installed but cupygraph/backends/fastpath/_replay.c was not built "
+        "(pip install -e . builds it)")
 
 
 needs_extension = pytest.mark.skipif(_replay is None, reason="the compiled replay is not built here")

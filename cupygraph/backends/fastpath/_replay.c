@@ -2,7 +2,7 @@
  * is used and what it must equal.
  *
  * A jitted function's class derives from FastFunction: a call is offered first to the Record its
- * plans published (one plan's steady call: up to MAX_ARGUMENTS array arguments of their captured
+ * shortcuts published (one shortcut's steady call: up to MAX_ARGUMENTS array arguments of their captured
  * layout, bound to the caller's arrays, one fresh output from its ring, at addresses an executable
  * already holds), which serves it exactly as the Python path would, or hands it back (None) before
  * changing anything; then to the Python path (``miss``). Python builds each Record once and never

@@ -1,8 +1,8 @@
-/* Shared by the compiled replay's sources (cupygraph/backends/_replay.c, _replay_record.c,
+/* Shared by the compiled replay's sources (cupygraph/backends/fastpath/_replay.c, _replay_record.c,
  * _replay_helpers.c): its object types and helpers.
  *
  * The contract with Python (cupygraph/backends/fastpath/record.py builds what C reads): a Record is built
- * once per plan and never changes; it refers to two mutable objects of this module, the entry's
+ * once per shortcut and never changes; it refers to two mutable objects of this module, the entry's
  * ReplayCounts (written by both paths, read by the statistics) and the family's FamilyState (whose
  * generation Python bumps whenever anything a Record describes may have changed). C reads no other
  * Python object's attributes than CuPy arrays' public ones (shape, dtype, strides, data.ptr,
@@ -50,7 +50,7 @@ typedef struct {
     PyObject *array_type, *shapes, *strides, *dtypes; /* the arguments' exact type and layout */
     PyObject *launches;                       /* per bank: a callable that launches it on the current stream */
     PyObject *ring;                           /* the output's ring: tuple of [array, stream ptr, counts] */
-    PyObject *rows;                           /* the key of this plan's hits in counts.hits */
+    PyObject *rows;                           /* the key of this shortcut's hits in counts.hits */
     PyObject *counts, *family;                /* ReplayCounts, FamilyState */
     PyObject *acquire, *release, *current_stream;
     Py_ssize_t served, passed;

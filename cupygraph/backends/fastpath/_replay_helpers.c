@@ -1,4 +1,4 @@
-/* The compiled replay's helpers (cupygraph/backends/_replay.c says what the extension is): reading
+/* The compiled replay's helpers (cupygraph/backends/fastpath/_replay.c says what the extension is): reading
  * CuPy arrays' public attributes, and the ring's reference counts. */
 #include "_replay.h"
 
@@ -18,7 +18,7 @@ int replay_intern_names(void) {
     return getweakrefcount == NULL ? -1 : 0;
 }
 
-/* The four counts cupy_fast.references returns, for ``item`` = [array, stream ptr, counts]: references
+/* The four counts record.references returns, for ``item`` = [array, stream ptr, counts]: references
  * to the array, its MemoryPointer and its memory, and weak references to the array. Measured with
  * the same temporaries whichever caller asks, so counts taken when only the ring held the array
  * compare equal exactly when nobody else holds it. Returns -1 with an exception set on error. */

@@ -1,4 +1,4 @@
-/* The Record: one plan's steady call served in C (cupygraph/backends/_replay.c says what the extension
+/* The Record: one shortcut's steady call served in C (cupygraph/backends/fastpath/_replay.c says what the extension
  * is, cupygraph/backends/fastpath/record.py what a Record holds and when Python makes a new one). */
 #include "_replay.h"
 
@@ -101,7 +101,7 @@ CG_INTERNAL PyObject *Record_replay(Record *self, PyObject *args) {
     Py_ssize_t n = self->nargs;
     if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != n) goto pass;
     unsigned long long ptrs[MAX_ARGUMENTS];
-    for (Py_ssize_t i = 0; i < n; i++) {  /* the plan's key: exact array type, dtype, shape and strides */
+    for (Py_ssize_t i = 0; i < n; i++) {  /* the shortcut's key: exact array type, dtype, shape and strides */
         PyObject *a = PyTuple_GET_ITEM(args, i);
         if ((PyObject *)Py_TYPE(a) != self->array_type) goto pass;
         int ok = attr_equals(a, s_dtype, PyTuple_GET_ITEM(self->dtypes, i));
@@ -298,7 +298,7 @@ PyTypeObject RecordType = {
     .tp_name = "cupygraph.backends.fastpath._replay.Record",
     .tp_basicsize = sizeof(Record),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "What the compiled replay of one plan reads (cupygraph/backends/fastpath/record.py); never changes.",
+    .tp_doc = "What the compiled replay of one shortcut reads (cupygraph/backends/fastpath/record.py); never changes.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Record_init,
     .tp_dealloc = (destructor)Record_dealloc,

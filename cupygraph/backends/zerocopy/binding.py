@@ -88,7 +88,7 @@ def copy_reason(
     Both are arrays with ``shape``, ``dtype`` and ``strides``; ``alignment`` is what the backend
     requires of the caller's address (a power of two, at most the static buffer's own alignment).
     The rules are the backends' common ground; the CuPy backend's per-call check is this function
-    specialised to what its plan cache already guarantees (see ``node_pointers.py``).
+    specialised to what its shortcuts already guarantee (see ``node_pointers.py``).
     """
     if given.shape != captured.shape:
         return CopyReason.PADDED if given.shape[1:] == captured.shape[1:] else CopyReason.SHAPE
