@@ -116,19 +116,20 @@ def _stream_key(device_id: int, stream: Any) -> tuple[int, int, int]:
 
 def workspace_for(device_id: int, stream: Any) -> Workspace:
     key = _stream_key(device_id, stream)
+    # Found or made, and kept, in one step under the lock: threads sharing a stream (the null stream)
+    # must get one workspace. Two made at once would leave one held only by a handle's weak
+    # reference, freed while cuBLAS still has it as its workspace.
     with _lock:
         workspace = _live.get(key)
-    if workspace is None or not workspace.serves(stream):
-        if stream_is_capturing(stream):
-            raise _not_prepared("workspace", stream)
-        workspace = Workspace(device_id, stream, workspace_bytes(device_id))
-        with _lock:
+        if workspace is None or not workspace.serves(stream):
+            if stream_is_capturing(stream):
+                raise _not_prepared("workspace", stream)
+            workspace = Workspace(device_id, stream, workspace_bytes(device_id))
             _live[key] = workspace
+        if not holding_active() and _eager.get(key) is not workspace:
+            _eager[key] = workspace  # a stream used outside captures keeps its workspace
     if holding_active():
         hold(workspace)
-    elif _eager.get(key) is not workspace:
-        with _lock:
-            _eager[key] = workspace  # a stream used outside captures keeps its workspace
     return workspace
 
 
