@@ -264,7 +264,7 @@ def test_threads_capture_and_replay_at_once_on_their_own_handles():
         t.start()
     for t in threads:
         t.join()
-    assert not errors, errors
+    assert not errors, "\n".join(str(err) for err in errors)
     assert min(seen) >= before + 4  # one handle per thread, all alive at once
 
 
@@ -371,7 +371,7 @@ def test_cusolver_and_cusparse_handles_of_an_ended_thread_are_destroyed():
 
     _retire.destroy_retired()
     errors = run_threads(work, 1)  # the thread's own failure, not a count of 0 handles below
-    assert not errors, errors
+    assert not errors, "\n".join(str(err) for err in errors)
     gc.collect()
     assert _retire.pending() >= 2  # the thread's cuSOLVER and cuSPARSE handles, queued
     assert _retire.destroy_retired() >= 2 and _retire.pending() == 0

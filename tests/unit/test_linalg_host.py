@@ -427,3 +427,45 @@ def test_the_retire_queue_counts_handles_per_library():
         assert _retire.pending() == total + 2
     finally:
         del _retire._retired[-2:]  # (destroying needs CuPy; leave the queue as it was)
+
+
+def test_threads_sharing_a_stream_get_one_cublas_workspace_and_it_is_kept(monkeypatch):
+    """Two threads' first GEMMs on one stream (the null stream) must get one workspace, kept for the
+    stream: a second one, made at the same moment, would be held only by its handle's weak reference
+    and freed while cuBLAS still wrote to it. A slow allocation widens the window a race needs."""
+    import threading
+    import time
+
+    from cupygraph.linalg import _cublas_handles as handles
+
+    made = []
+
+    class SlowWorkspace:
+        def __init__(self, device_id, stream, nbytes):
+            time.sleep(0.02)
+            self._stream = stream
+            made.append(self)
+
+        def serves(self, stream):
+            return True
+
+    stream = type("Stream", (), {"ptr": 0})()
+    monkeypatch.setattr(handles, "Workspace", SlowWorkspace)
+    monkeypatch.setattr(handles, "workspace_bytes", lambda device_id: 1 << 20)
+    monkeypatch.setattr(handles, "stream_is_capturing", lambda s: False)
+    monkeypatch.setattr(handles, "_live", type(handles._live)())
+    monkeypatch.setattr(handles, "_eager", {})
+    start = threading.Barrier(4)
+    got = []
+
+    def first_gemm():
+        start.wait()
+        got.append(handles.workspace_for(0, stream))
+
+    threads = [threading.Thread(target=first_gemm) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 1 and all(w is made[0] for w in got)
+    assert handles._eager[handles._stream_key(0, stream)] is made[0]
