@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # The compiled replay's source is in the hash too: an editable install builds the extension once, so a
 # changed _replay.c must reinstall (rebuild) it.
-HASH := $(shell cat setup.cfg pyproject.toml setup.py cupygraph/backends/_replay*.[ch] | cksum | cut -d' ' -f1)
+HASH := $(shell cat setup.cfg pyproject.toml setup.py cupygraph/backends/fastpath/_replay*.[ch] | cksum | cut -d' ' -f1)
 comma := ,
 # On a GPU machine (nvidia-smi answers), add CuPy's wheel for the driver's CUDA major version (12,
 # else 13): the isolated venv cannot see a CuPy installed on the system.
@@ -59,4 +59,4 @@ suite: $(TEST_STAMP)
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); failing"; fi; exit $$rc; }
 
 clean:
-	rm -rf $(VENV) build *.egg-info cupygraph/backends/_replay*.so
+	rm -rf $(VENV) build *.egg-info cupygraph/backends/fastpath/_replay*.so

@@ -4,16 +4,16 @@
 """
 
 from . import linalg, random
+from .api.adaptive import AdaptiveCUDAGraphWrapper
 from .api.jit import GraphedFunction, jit
 from .api.manager import CUDAGraphManager
 from .api.streams import StreamDispatcher
-from .api.wrapper import AdaptiveCUDAGraphWrapper, CUDAGraphOptions, CUDAGraphWrapper
+from .api.wrapper import CUDAGraphOptions, CUDAGraphWrapper
 from .backends import Backend, HostBackend, gpu_available, select_backend
-from .backends.foreign import ForeignMemoryError, ForeignMemoryWarning
-from .backends.piecewise import graph_break
-from .cache.freshness import check_fresh
-from .cache.registry import CUDAGraphEntry, CUDAGraphRegistry, GraphKey
-from .cache.stats import CUDAGraphStats
+from .backends.graph_breaks import graph_break
+from .backends.guards.foreign import ForeignMemoryError, ForeignMemoryWarning
+from .backends.pdl.modules import pdl_header, pdl_kernel, pdl_module, with_pdl
+from .cache import CUDAGraphEntry, CUDAGraphRegistry, CUDAGraphStats, GraphKey, check_fresh
 from .compat.aliases import DispatchKey, DispatchMode, GraphEntry
 from .compat.dispatcher import CudagraphDispatcher
 from .compat.mock import MockCUDAGraph
@@ -38,7 +38,6 @@ from .errors import (
     InputMismatchError,
     StaleOutputError,
 )
-from .kernels.pdl import pdl_header, pdl_kernel, pdl_module, with_pdl
 from .linalg import matmul
 from .reasons import EvictionReason, FallbackReason, RecaptureReason
 

@@ -32,7 +32,7 @@ def plan_sizes_usage_problem(args: argparse.Namespace) -> Optional[str]:
 
 def _traffic_of(args: argparse.Namespace) -> Any:
     """The histogram of batch sizes: a JSON file's, or the jitted functions' of a script run."""
-    from .cache.histogram import SizeHistogram
+    from .cache import SizeHistogram
     from .diagnostics.plan_sizes import histogram_of
 
     if args.histogram is not None:

@@ -66,7 +66,7 @@ def is_library_frame(frame: FrameType) -> bool:
 def called_from_user(depth: int, skip_package: str = "") -> bool:
     """Whether the frame ``depth`` levels above the caller (``sys._getframe(depth)`` there) is the
     user's code, not cupygraph's or a library's; frames of the top-level package ``skip_package``
-    are passed over first (the interceptions of ``backends/host_uploads.py`` and ``host_escapes.py``
+    are passed over first (the interceptions of ``backends/guards/host_uploads.py`` and ``host_escapes.py``
     ask this of the call they intercepted)."""
     frame: Optional[FrameType] = sys._getframe(depth + 1)
     while skip_package and frame is not None and \

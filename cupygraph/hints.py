@@ -72,7 +72,7 @@ def _library(called: str, xp: str) -> Optional[str]:
     if "sparse" in module and name in _PRODUCTS | {"__mul__", "_mul_sparse_matrix", "spmm", "csrmm2"}:
         return ("use `cupygraph.linalg.spmm(csr, dense)` (or `spmm(dense, csr)` for dense @ csr), which captures "
                 "(cuSPARSE SpMM)")
-    if "linalg" in module and name in ("eigh", "svd"):  # the size is linalg._routes.CAPTURE_MAX
+    if "linalg" in module and name in ("eigh", "svd"):  # the size is linalg._spectral_routines.CAPTURE_MAX
         return (f"use `cupygraph.linalg.{name}`, which captures for matrices up to 32x32 (cuSOLVER's batched "
                 "routines; larger ones run eagerly)")
     if "linalg" in module and name in LINALG_REPLACEMENTS:

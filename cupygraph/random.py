@@ -16,7 +16,7 @@ What is reproducible:
 * two generators with one seed, used by the same sequence of calls, agree;
 * a jitted function draws what calling it as it is the same number of times draws, for batches of
   a capture size (a replay of a padded batch draws for its padding rows too): the call that
-  captures a key runs it as it is (``api/first_call.py``), and the draws its warm-ups and capture
+  captures a key runs it as it is (``cache/first_call.py``), and the draws its warm-ups and capture
   run make are given back when the capture ends (``draws_given_back``: the state is copied before
   the first of them, 2 MiB on the GPU, and copied back), so its graph's replays continue the stream
   where that call left it.
@@ -41,6 +41,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .backends.capturing import stream_is_capturing
+from .backends.guards.host_capturable import handed_back, plain_array
 from .backends.holding import hold, holding_active
 
 __all__ = ["Generator", "default_rng", "draws_given_back"]
@@ -51,7 +52,7 @@ _local = threading.local()
 @contextmanager
 def draws_given_back() -> Iterator[None]:
     """What this thread draws meanwhile from any ``Generator`` is given back when the block ends (a
-    capture's warm-ups and capture run: ``cache/capture.py``): each generator's state is kept before
+    capture's warm-ups and capture run: ``cache/recording.py``): each generator's state is kept before
     its first draw here and put back at the end, also when the block raises."""
     saved: dict[int, tuple[Generator, Any]] = {}
     previous = getattr(_local, "saved", None)
@@ -160,15 +161,9 @@ class Generator:
         if out is not None:
             return out
         if self.backend == "host":
-            from .backends.host_guard import capture_run_active, guarded
-
             value = np.asarray(value)
-            return guarded(value) if capture_run_active() else value
+            return handed_back(value)
         return value
-
-    @staticmethod
-    def _plain_out(out: Any) -> Any:
-        return out.view(np.ndarray) if isinstance(out, np.ndarray) and type(out) is not np.ndarray else out
 
     # -- NumPy's methods -----------------------------------------------------------------------------
 
@@ -178,7 +173,7 @@ class Generator:
         if out is not None and size is None:
             size = out.shape  # NumPy's rule; CuPy would draw one value and broadcast it into out
         self._enter()
-        return self._done(self._gen.random(size=size, dtype=dtype, out=self._plain_out(out)), out)
+        return self._done(self._gen.random(size=size, dtype=dtype, out=plain_array(out)), out)
 
     def standard_normal(self, size: Any = None, dtype: Any = np.float64, out: Any = None) -> Any:
         """Floats from N(0, 1)."""
@@ -186,7 +181,7 @@ class Generator:
         if out is not None and size is None:
             size = out.shape
         self._enter()
-        return self._done(self._gen.standard_normal(size=size, dtype=dtype, out=self._plain_out(out)), out)
+        return self._done(self._gen.standard_normal(size=size, dtype=dtype, out=plain_array(out)), out)
 
     def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None, dtype: Any = np.float64) -> Any:
         """``loc + scale * standard_normal``; ``size=None`` takes the broadcast shape of loc and scale."""

@@ -50,7 +50,7 @@ def needs_nvmath(what: str = "cuSOLVER and cuSPARSE (cupygraph.linalg)") -> Modu
 def needs_nvrtc(what: str) -> None:
     """A working NVRTC (the cuda extra's cuda-bindings and nvidia-cuda-nvrtc, or CuPy's): a trivial
     kernel must compile, since the import alone does not load the library."""
-    from cupygraph.kernels.pdl import compile_ptx
+    from cupygraph.backends.pdl.modules import compile_ptx
 
     try:
         compile_ptx('extern "C" __global__ void probe() {}', (), 90)

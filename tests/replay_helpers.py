@@ -83,7 +83,7 @@ def poison_static_buffers(graphed: Any, xp: Any) -> None:
         for buf in [*entry.static_inputs, *entry.whole_inputs, *leaves]:
             if isinstance(buf, xp.ndarray) and buf.dtype.kind == "f":
                 buf.fill(np.nan)
-        entry._arena.state = None
+        entry.arena.state = None
 
 
 def run_threads(target: Callable[[int], None], count: int, timeout_s: float = 120.0) -> list[BaseException]:
@@ -133,7 +133,7 @@ def eager_at_padded_size(graphed: Any, *args: Any) -> Any:
 
 
 class AsItIs:
-    """Which calls of a jitted function run the function as it is, at their real rows (api/first_call.py):
+    """Which calls of a jitted function run the function as it is, at their real rows (cache/first_call.py):
     the first call of a key, and the first padded call of a key whose first call was not padded. Every
     other call replays the graph: the padded eager call bit for bit (``eager_at_padded_size``)."""
 

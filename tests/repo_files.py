@@ -11,6 +11,7 @@ import importlib.util
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -23,6 +24,7 @@ def load_file(path: Path, name: str) -> ModuleType:
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as an import would: a dataclass in the file looks its module up there
     spec.loader.exec_module(module)
     return module
 

@@ -1,43 +1,50 @@
 #!/usr/bin/env bash
-# Same-session A/B of the jit hot path (issue 12's check): the chain and stencil workloads timed
-# under this tree's cupygraph and under an older one, alternating in separate processes on the same
-# card, each competitor timed alone in rotated blocks (tools/bench_method.py). The ratio that
-# matters is "cupygraph jit ÷ bare CuPy graph" within each run; comparing it across versions in
-# one session removes the host's session-to-session drift.
+# Same-session A/B of the hot path (issue 28's check): tools/bench_zero_copy.py --quick under this
+# tree's cupygraph and under an older one, alternating in separate processes on the same card, each
+# competitor timed alone in rotated blocks (tools/bench_method.py). The figures that matter are each
+# row's ratio to its bare floor within a run (one kernel: "bare graph.launch()"; chain and stencil:
+# "bare graph, no copies"; PIECEWISE: the bare pieces): comparing those across versions in one session
+# removes the host's drift. Rows: one-kernel host time with one, two and four input addresses; chain
+# and stencil latency, GPU time and host time; the PIECEWISE host time.
 #
 # Prepare here (the device copy has no git history):
-#   rm -rf .ab_old && mkdir .ab_old && git archive 1b5ec47 cupygraph | tar -x -C .ab_old
+#   rm -rf .ab_old && mkdir .ab_old && git archive 357e924 cupygraph setup.py | tar -x -C .ab_old
 #   echo /.ab_old/ >> .git/info/exclude
 # then on the GPU machine (carry [".whl", ".ab_old"]):  bash tools/ab_hot_path.sh [rounds]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONUNBUFFERED=1
-skip=bare-copy,jit-fused,torch-graph-same,torch,torch-graph,torch-compile,jax
+# The older tree's compiled replay, built in place there (this tree's is built by gpu_session.sh).
+(cd .ab_old && python3 setup.py -q build_ext --inplace > "$OUT/ab_old_build.log" 2>&1) || echo "old build failed"
 for round in $(seq 1 "${1:-3}"); do
   for version in old new; do
-    root=$PWD; skipped=$skip
-    # The older tree knows no pdl field: its jit rows are plain graphs, compared with this tree's jit-plain.
-    [ "$version" = old ] && root=$PWD/.ab_old && skipped=$skip,jit-plain
-    # bench.py puts its own tree first on sys.path: the older tree gets a copy of this tree's tools.
-    [ "$version" = old ] && rm -rf "$root/tools" && cp -r tools "$root/tools"
-    PYTHONPATH=$root:/tmp/site timeout 200 python3 "$root/tools/bench.py" --quick --workloads chain,stencil \
-      --skip "$skipped" --out "$OUT/ab_${version}_${round}.json" > "$OUT/ab_${version}_${round}.log" 2>&1 \
+    root=$PWD
+    [ "$version" = old ] && root=$PWD/.ab_old && rm -rf "$root/tools" && cp -r tools "$root/tools"
+    PYTHONPATH=$root:/tmp/site timeout 240 python3 "$root/tools/bench_zero_copy.py" --quick \
+      --out "$OUT/ab_${version}_${round}.json" > "$OUT/ab_${version}_${round}.log" 2>&1 \
       || echo "round $round $version failed (see its log)"
   done
 done
 python3 - "$OUT" <<'PY'
-import glob, json, sys
+import glob, json, statistics, sys
+FLOORS = ("bare graph.launch()", "bare graph, no copies", "bare pieces, no copies (launch, matmul out=, launch)")
 rows = {}
 for path in sorted(glob.glob(f"{sys.argv[1]}/ab_*.json")):
     version = path.rsplit("/", 1)[1].split("_")[1]
-    for r in json.load(open(path))["results"]:
-        if r["competitor"] in ("bare CuPy graph", "cupygraph jit (copy)", "cupygraph jit (view)",
-                               "cupygraph jit (view), pdl off"):
-            rows.setdefault((version, r["workload"], r["size"]), {}).setdefault(r["competitor"], []).append(r["latency_us"])
-for (version, workload, size), by in sorted(rows.items()):
-    bare = sorted(by["bare CuPy graph"])[len(by["bare CuPy graph"]) // 2]
-    ratios = {c: sorted(v)[len(v) // 2] / bare for c, v in by.items() if c != "bare CuPy graph"}
-    print(version, workload, size, " ".join(f"{c}: {x:.3f}x" for c, x in ratios.items()))
+    for result in json.load(open(path))["results"]:
+        for kind in ("host_us", "latency_us", "gpu_us"):
+            figures = result.get(kind, {})
+            floor = next((figures[f] for f in FLOORS if f in figures), None)
+            for label, value in figures.items():
+                key = (result["workload"], kind, label)
+                rows.setdefault(key, {}).setdefault(version, []).append((value, value - floor if floor else None,
+                                                                          value / floor if floor else None))
+print(f"{'workload':44} {'metric':10} {'row':56} {'old us':>8} {'new us':>8} {'old-floor':>9} {'new-floor':>9}")
+for (workload, kind, label), by in sorted(rows.items()):
+    def med(version, i):
+        values = [v[i] for v in by.get(version, []) if v[i] is not None]
+        return statistics.median(values) if values else float("nan")
+    print(f"{workload[:44]:44} {kind[:-3]:10} {label[:56]:56} {med('old', 0):8.2f} {med('new', 0):8.2f} "
+          f"{med('old', 1):9.2f} {med('new', 1):9.2f}")
 PY

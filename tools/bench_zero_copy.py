@@ -89,7 +89,9 @@ def one_kernel(reps: int) -> dict:
     def f(x):
         return x * np.float32(2.0)
 
-    x = cupy.asarray(np.random.default_rng(0).standard_normal((1, 256)).astype(np.float32))
+    rng = np.random.default_rng(0)
+    xs = [cupy.asarray(rng.standard_normal((1, 256)).astype(np.float32)) for _ in range(4)]
+    x = xs[0]
     bare = BareGraph(f, x)
     copy = cg.jit(f, config=dict(capture_sizes=[1], input_binding="copy"))
     auto = cg.jit(f, config=dict(capture_sizes=[1], input_binding="auto"))
@@ -104,6 +106,9 @@ def one_kernel(reps: int) -> dict:
         "jit copy (input_binding=copy)": lambda: copy(x),
         "jit zero-copy (input_binding=auto)": lambda: auto(x),
         "jit zero-copy, each result kept until the next call": keeper(auto, x),
+        "jit zero-copy, 2 inputs alternating": rotating(auto, xs[:2]),
+        "jit zero-copy, 4 inputs rotating": rotating(auto, xs),
+        "jit copy, 4 inputs rotating": rotating(copy, xs),
     }, reps)
     return {"workload": "one kernel, batch 1, output_mode=copy", "host_us": rows,
             "stats_auto": auto.stats().to_dict()["rebinds_by_argument"]}
@@ -116,6 +121,17 @@ def keeper(graphed, *args):
 
     def call():
         kept[0] = graphed(*args)
+
+    return call
+
+
+def rotating(graphed, inputs):
+    """Calls that take their input from ``inputs`` in turn (a prefetch queue or a data loader's ring)."""
+    state = [0]
+
+    def call():
+        state[0] = (state[0] + 1) % len(inputs)
+        graphed(inputs[state[0]])
 
     return call
 

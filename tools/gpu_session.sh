@@ -13,8 +13,8 @@ rm -rf "$R" && mkdir -p "$R" "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 CUPYGRAPH_CORPUS_JSON=$R/corpus.json
 what=${1:-quick}
-# The compiled replay (cupygraph/backends/_replay.c): built here, in place, with this machine's compiler
-# and Python (the tests check that it is; without it every call takes the Python path).
+# The compiled replay (cupygraph/backends/fastpath/_replay.c): built here, in place, with this
+# machine's compiler and Python (the tests check that it is; without it every call takes the Python path).
 python3 setup.py -q build_ext --inplace > "$R/build.log" 2>&1; echo "build_ext rc=$?" >> "$R/build.log"
 pack() { tar -czf "$OUT/results.tgz" -C "$R" . ; }
 trap pack EXIT
@@ -33,7 +33,6 @@ quick=$([ "$what" = quick ] && echo --quick)
 {
   date -u
   timeout 120 python3 tools/bench.py --quick --workloads zero-copy --out "$R/bench_zero_copy.json"
-  timeout 60 python3 tools/probe_output_rebind.py
   timeout 120 python3 tools/bench.py $quick --workloads piecewise --out "$R/bench_piecewise.json"
   if [ "$what" = full ]; then
     timeout 300 python3 tools/bench.py --workloads chain,stencil,serving,mlp,capture --out "$R/bench.json"

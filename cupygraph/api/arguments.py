@@ -1,20 +1,20 @@
 """How ``jit`` reads a call's arguments: which are batched, copied whole, constant or static.
 
 Every check of user input that ``jit`` makes lives here, so each error names the argument, its
-shape and dtype, and says what to do.
+shape and dtype, and says what to do; only whether ``pad_value`` fits the batched arguments is asked
+of the graph cache, which pads them (``cache/padding.py``: ``check_pad_value``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union, cast
 
 import numpy as np
 
 from ..backends.base import Backend
-from ..cache.key import ArgPart, BatchedArg, ConstArg, Kwargs, Namespace, Signature, StaticArg, WholeArg
+from ..cache import ArgPart, BatchedArg, ConstArg, Kwargs, Namespace, Signature, StaticArg, WholeArg
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import InputMismatchError
 
@@ -54,26 +54,6 @@ class ArraySpec:
 
     def __init__(self, shape: tuple[int, ...], dtype: Any):
         self.shape, self.dtype = tuple(shape), dtype
-
-
-def pad_value_problem(value: Union[int, float], dtype: Any) -> Optional[str]:
-    """Why ``value`` cannot be stored exactly in ``dtype`` (None when it can)."""
-    dtype = np.dtype(dtype)
-    finite = not isinstance(value, float) or math.isfinite(value)
-    if dtype.kind == "b":
-        return None if finite and value in (0, 1) else "bool holds only 0 and 1 (False and True)"
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        if not finite or (isinstance(value, float) and not value.is_integer()):
-            return f"{dtype} holds whole numbers only"
-        if not info.min <= value <= info.max:
-            return f"{dtype} holds {info.min} to {info.max}"
-        return None
-    if dtype.kind in "fc" and finite:
-        largest = float(np.finfo(dtype).max)
-        if abs(value) > largest:
-            return f"{dtype} holds at most {largest:g} in magnitude (it would become inf)"
-    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,19 +232,6 @@ class ArgumentRules:
                     f"{batched[0]} has {rows} rows, argument {i} has {n}"
                 )
         return 0 if rows is None else rows
-
-    def check_padding(self, args: Sequence[Any], pad_value: Union[int, float]) -> None:
-        """``pad_value`` must fit every batched argument's dtype (it fills their padding rows)."""
-        for i in self.batch:
-            dtype = getattr(args[i], "dtype", None) if i < len(args) else None
-            if dtype is None:
-                continue
-            problem = pad_value_problem(pad_value, dtype)
-            if problem is not None:
-                raise InputMismatchError(
-                    f"pad_value={pad_value!r} cannot fill the padding of argument {i} of {self.name}() "
-                    f"({np.dtype(dtype)}): {problem}; choose a pad_value that fits (for example 0)"
-                )
 
     def warmup_sizes(self, sizes: Any, largest: Optional[int]) -> list[int]:
         """``sizes`` as ints, largest first; an error naming every size that cannot be captured."""

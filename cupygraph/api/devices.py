@@ -2,7 +2,7 @@
 
 A CUDA graph, its static buffers and its memory pool live on one device. A function called with
 arrays on device 1 as well as device 0 gets a second family there (its own registry, backend,
-pool and plans), made on first use and kept for the function's lifetime; the function's own
+pool and shortcuts), made on first use and kept for the function's lifetime; the function's own
 family serves its backend's device. The device of a call is that of its first batched array (else
 its first array); a call mixing devices is refused by the family's argument checks. As with
 CuPy's own kernels, the caller makes the array's device current (``with cupy.cuda.Device(1):``):

@@ -1,47 +1,56 @@
-"""``cupygraph.jit``: the JAX-style front door that captures per batch shape and replays.
+"""``cupygraph.jit``: the JAX-style front door that captures per batch shape and replays; the engine's
+front door, which the manager and ``StreamDispatcher`` adapt.
 
-The hot path is the compiled replay a plan may publish (``backends/cupy_fast.py``), else
-``GraphedFunction._call`` with a known plan: find the plan, ``entry.run``.
-Classifying arguments, asking the dispatcher and the cache, capturing: once per new signature."""
+The hot path is the compiled replay a shortcut may publish (``backends/fastpath/record.py``), else
+``GraphedFunction._call`` with a known shortcut: find the shortcut, ``entry.run``. On a miss:
+classify the arguments, ask the dispatcher, then one call to the graph cache (``find_or_capture``):
+once per new signature."""
 
 from __future__ import annotations
 
 import functools
-import logging
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union, cast
 
 from ..backends.base import ReplayMismatch
-from ..backends.compiled import FastFunction
-from ..cache.capture import CaptureRequest
-from ..cache.failures import EMPTY_BATCH, MODE_NONE, Eager, run_eagerly
-from ..cache.freshness import check_arguments_fresh
-from ..cache.key import GraphKey, Namespace
-from ..cache.registry import CUDAGraphRegistry
-from ..cache.stats import CUDAGraphStats
-from ..cache.store import CaptureNow
-from ..compat.dispatcher import CudagraphDispatcher
+from ..backends.fastpath.compiled import COMPILED, FastFunction
+from ..cache import (
+    EMPTY_BATCH,
+    MODE_NONE,
+    CaptureRequest,
+    CUDAGraphRegistry,
+    CUDAGraphStats,
+    Eager,
+    FirstCall,
+    GraphKey,
+    Namespace,
+    check_arguments_fresh,
+    check_pad_value,
+    run_eagerly,
+)
 from ..config.model import CUDAGraphMode
-from ..diagnostics.explain import explain_new_key
 from ..dispatch.descriptor import BatchDescriptor
+from ..dispatch.dispatcher import Dispatcher
 from ..errors import AliasedWrite
-from ..logs import debugging, function_log, logger
+from ..logs import debugging, function_log
 from ..reasons import FallbackReason
 from .arguments import ArgumentRules
-from .constants import rebind_constants
 from .devices import DeviceRouter
-from .first_call import FirstCall, capture_after_running, padded_call
-from .live import announce, live_functions, on_creation
+from .live import LiveFunctions
 from .methods import BoundFunction, plain_function
 from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
-from .plans import Plan, PlanCache, publisher
 from .recaptures import Recaptures
+from .shortcuts import Shortcut, Shortcuts, publisher
 from .warmup import Template, calls_per_size, capture_each, example_call, remember_call
 
 _UNBOUND = object()  # ``capture_ahead``'s instance of a function that is not a bound method
 
+_LIVE: LiveFunctions[GraphedFunction] = LiveFunctions()
+live_functions = _LIVE.alive
+on_creation = _LIVE.on_creation
+
 __all__ = ["ConfigLike", "GraphedFunction", "jit", "live_functions", "on_creation", "resolve_config"]
+
 
 class GraphedFunction(FastFunction):
     """A function recorded into one CUDA graph per (padded batch size, signature) and replayed.
@@ -53,7 +62,7 @@ class GraphedFunction(FastFunction):
          its graph, run eagerly (a cold key under ``capture_after``, or a key whose capture
          failed), or capture now.
       3. The call that captures a key runs the function as it is (its result, writes and draws are
-         the call's), then warms it up and records it onto static buffers (``api/first_call.py``).
+         the call's), then warms it up and records it onto static buffers (``cache/first_call.py``).
       4. Arrays of exactly the captured layout are read where they are (``input_binding="auto"``:
          the graph is re-pointed); others are copied into static buffers (padding, ``pad_value`` or
          the last real row, rewritten when it changed); constants are read by address; replay.
@@ -69,20 +78,15 @@ class GraphedFunction(FastFunction):
     the function returns one; other Python values in them must depend only on shapes and static
     arguments.
 
-    Failures are remembered per key by the graph cache, until ``clear()`` (or a new ``jit`` with
-    another config):
-      * An op the graph cannot hold (a device-to-host read, a data-dependent shape, a cuBLAS or
-        cuSOLVER call, memory) fails the capture with a ``CaptureError`` naming the op and the
-        line. With ``on_capture_error="fallback"`` the key runs eagerly from then on, counted
-        under the reason's code; with ``"raise"`` every call of the key raises it.
-      * A bug in the function raises its own exception from the run as it is, exactly as without
-        ``jit`` (on every call; nothing is captured). Any other exception during warm-up, capture
-        or output handling marks the key failed too: counted as a fallback, or under ``"raise"``
-        a ``CaptureError`` naming the exception and the line.
+    Failures are remembered per key by the graph cache, until ``clear()``:
+      * An op the graph cannot hold (a device-to-host read, a data-dependent shape, memory) fails
+        the capture with a ``CaptureError`` naming the op and the line: the key runs eagerly from
+        then on, counted under the reason's code (``on_capture_error="raise"``: every call raises).
+      * A bug in the function raises its own exception from the run as it is, as without ``jit``.
+        Any other exception during warm-up, capture or output handling marks the key failed too.
       * A replay (host backend) that returns another structure, shape or Python value than the
-        capture drops the graph and the key runs eagerly: a stale result is never returned.
-      * Errors in the call itself (an argument, ``pad_value`` or ``out_batched`` that does not
-        fit) are raised at once and are not remembered.
+        capture drops the graph: a stale result is never returned.
+      * Errors in the call itself (an argument, ``pad_value``, ``out_batched``) are raised at once.
     """
 
     def __init__(
@@ -92,7 +96,7 @@ class GraphedFunction(FastFunction):
         /,
         *,
         registry: Optional[CUDAGraphRegistry] = None,
-        dispatcher: Optional[CudagraphDispatcher] = None,
+        dispatcher: Optional[Dispatcher] = None,
         namespace: Optional[Namespace] = None,
         **fields: Any,
     ):
@@ -120,27 +124,25 @@ class GraphedFunction(FastFunction):
         self.descriptor_fn = options.descriptor_fn
         self.out_batched = options.out_batched
         if dispatcher is None:
-            dispatcher = CudagraphDispatcher(self.config, registry=self.registry)
+            dispatcher = Dispatcher(self.config)
             dispatcher.initialize_cudagraph_keys(self.config.mode, self.config.uniform_decode_query_len)
         self.dispatcher = dispatcher
         # What the hot path uses, looked up once: the registry never replaces them.
         self._family_lock = self.registry.family_lock
-        self._stats = self.registry.stats()
-        self._plans = PlanCache(self.backend.array_type, self.constant_argnums, self._stats.record_fast_hits,
-                                publisher(self))
-        self.registry.add_settler(self._plans.drain)  # the fast path's hits, counted on its plans
-        weakref.finalize(self, self._plans.drain)  # and those of a function that goes, before it goes
+        self._family = self.backend.family
+        self._stats = self.registry.recorder
+        self._shortcuts = Shortcuts(self.backend.array_type, self.constant_argnums, publisher(self))
+        self.miss = self._call  # the Python path of every call the compiled record does not serve
         self._generation = self.registry.generation
         self._recaptures = Recaptures(self.__name__, self._stats, self.config.on_capture_error == "raise")
         self._template: Optional[Template] = None
         self._devices = DeviceRouter(self.backend, self.batch_argnums, self, lambda device: GraphedFunction(
             fn, options, registry=self.registry.for_device(device), namespace=namespace))
         self._dev_of, self._home = self._devices.device_of, self._devices.home_device
-        if self.registry.instruments.ranges is not None:  # NVTX on: eager calls in a range naming the reason
-            self._run_eagerly = self.registry.instruments.wrap_fallback(  # type: ignore[method-assign]
-                self._run_eagerly, self.__name__)
+        self._eager_ranges = self.registry.instruments.ranges
+        """NVTX on: eager calls run in a range naming the reason (``_run_eagerly``)."""
         self._debug_log = function_log(self.__qualname__) if self.config.debug else None
-        announce(self)
+        _LIVE.announce(self)
 
     def __get__(self, instance: Any, owner: Optional[type] = None) -> Any:
         """``obj.method``: this function with ``obj`` as argument 0 (``api/methods.py``)."""
@@ -151,30 +153,34 @@ class GraphedFunction(FastFunction):
 
     # -- the hot path ------------------------------------------------------------------------------
 
-    # A call is first offered to the compiled replay the plans published (``FastFunction``,
-    # ``backends/cupy_fast.py``); what it hands back, and every call without it, comes here.
+    # A call is first offered to the compiled replay the shortcuts published (``FastFunction``,
+    # ``backends/fastpath/record.py``); what it hands back, and every call without it, comes here.
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
-            plans = self._plans
-            plan = plans.find(args)
-            if plan is not None and (self._dev_of is None or self._dev_of(args[plan.batched[0]]) == self._home):
-                leading = plan.leading
+            shortcuts = self._shortcuts
+            shortcut = shortcuts.find(args)
+            if shortcut is not None and (self._dev_of is None or self._dev_of(args[shortcut.batched[0]]) == self._home):
+                leading = shortcut.leading
                 batched, whole = ((args[:leading], ()) if leading
-                                  else ([args[i] for i in plan.batched], [args[i] for i in plan.whole]))
+                                  else ([args[i] for i in shortcut.batched], [args[i] for i in shortcut.whole]))
                 why = None
                 lock = self._family_lock
                 lock.acquire()  # not ``with``: half the cost on the hot path
                 try:
-                    entry = plan.entry  # under the lock: a capture may have evicted or rebound it
-                    if entry.alive and entry.constants_token is plan.constants_token:
+                    entry = shortcut.entry  # under the lock: a capture may have evicted or rebound it
+                    if entry.alive and entry.constants_token is shortcut.constants_token:
+                        family = self._family
+                        generation = family.generation
                         try:  # free unless raised (a re-executing host replay, overlapping arguments)
-                            out = entry.run(batched, plan.rows, whole)
+                            out = entry.run(batched, shortcut.rows, whole)
                         except (ReplayMismatch, AliasedWrite) as err:
-                            why = self._why_not_replayed(plan, err)
+                            why = self._why_not_replayed(shortcut, err)
                         else:
-                            plan.hits += 1  # a hit, handed to the statistics when they are read
-                            if plan.fast is None:
-                                plans.compile(plan, lock)
+                            hits = entry.counts.hits  # a hit, which the statistics read from the entry
+                            hits[shortcut.rows] = hits.get(shortcut.rows, 0) + 1
+                            # A steady call (nothing a compiled record describes changed): make one.
+                            if generation == family.generation != shortcut.compiled_at and COMPILED:
+                                shortcuts.compile(shortcut, lock, generation)
                             return out
                 finally:
                     lock.release()
@@ -184,20 +190,20 @@ class GraphedFunction(FastFunction):
 
     # -- everything else ---------------------------------------------------------------------------
 
-    def resolve(self, args: tuple[Any, ...], *, descriptor: Any, force: bool = False) -> Union[Plan, Eager]:
-        """The plan (the entry that serves this call) for ``args`` under ``descriptor``, capturing now
+    def resolve(self, args: tuple[Any, ...], *, descriptor: Any, force: bool = False) -> Union[Shortcut, Eager]:
+        """The shortcut (the entry that serves this call) for ``args`` under ``descriptor``, capturing now
         when ``force`` (``capture_after`` does not apply), or why the call runs eagerly. The caller
         holds ``registry.family_lock`` (``CUDAGraphManager.capture_graph`` does)."""
         # Not a user's call (``traffic`` off): it never runs the function as it is, so never a FirstCall.
-        return cast(Union[Plan, Eager], self._resolve(args, {}, force=force, descriptor=descriptor)[0])
+        return cast(Union[Shortcut, Eager], self._resolve(args, {}, force=force, descriptor=descriptor)[0])
 
     def _resolve(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], *, force: bool = False,
         descriptor: Optional[Any] = None, traffic: bool = False,
-    ) -> tuple[Union[Plan, Eager, FirstCall], bool]:
-        """Find or capture the entry for this call: (plan, whether it was captured now), or (why it runs
-        eagerly, False). ``traffic``: a user's call, counted in the batch sizes; one that captures, or
-        the first padded one, runs the function as it is: a ``FirstCall`` (``api/first_call.py``)."""
+    ) -> tuple[Union[Shortcut, Eager, FirstCall], bool]:
+        """The miss path: (the shortcut to this call's entry, whether it was captured now), or (why it
+        runs eagerly, False). ``traffic``: a user's call, counted in the batch sizes; one that captures, or
+        the key's first padded one, runs the function as it is: a ``FirstCall`` (``cache/first_call.py``)."""
         batched, whole, signature = self._rules.classify(args, kwargs)
         rows = self._rules.rows(args, batched)
         if traffic and rows:
@@ -210,37 +216,22 @@ class GraphedFunction(FastFunction):
         decision = self.dispatcher.decide(desc)
         if decision.reason is not None:
             return Eager(decision.reason, decision.detail), False
-        mode, padded = decision.mode, decision.padded
-        key = GraphKey(padded, mode, signature)
-        verdict = self.registry.admit(key, force=force, name=self.__name__)
-        if isinstance(verdict, Eager):
-            return verdict, False
-        if isinstance(verdict, CaptureNow):
-            rebound = rebind_constants(self.registry, key, args, self.constant_argnums, name=self.__name__)
-            if rebound is None:
-                return self._capture(key, args, kwargs, batched, whole, rows if batched else padded.num_tokens, traffic)
-            self._recaptures.bound(key)  # what a later re-capture compares with
-            verdict = rebound
-        plan = Plan(verdict, mode.name, batched, whole)
-        if traffic and batched and rows != padded.num_tokens:  # are its outputs cut right? checked once (first_call.py)
-            checked = padded_call(self.registry, plan, self._fn, args, kwargs, rows, self.out_batched, self.__name__)
-            return checked, False
-        return plan, False
-
-    def _capture(self, key: GraphKey, args: tuple[Any, ...], kwargs: dict[str, Any], batched: tuple[int, ...],
-                 whole: tuple[int, ...], rows: int, traffic: bool) -> tuple[Union[Plan, Eager, FirstCall], bool]:
-        self._rules.check_padding(args, self.config.pad_value)
-        self._recaptures.before_capture(key, self.registry.entries())
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("%s() captures %s: %s", self.__name__, key.descriptor,
-                         explain_new_key(key, [e.key for e in self.registry.entries()]))
+        key = GraphKey(decision.padded, decision.mode, signature)
         request = CaptureRequest(self._fn, args, kwargs, batched, whole, self.out_batched)
-        mode = key.mode.name
-        if traffic:  # a user's call runs as it is, then captures: its graph serves the next calls
-            return capture_after_running(self.registry, key, request, rows,
-                                         lambda entry: Plan(entry, mode, batched, whole), self.__name__), True
-        captured = self.registry.capture_or_fail(key, request, name=self.__name__)
-        return (captured, False) if isinstance(captured, Eager) else (Plan(captured, mode, batched, whole), True)
+        if traffic:  # a user's call: it runs the function as it is where it captures its key
+            found, captured = self.registry.find_or_capture(
+                key, request, name=self.__name__, force=force, watch=self._recaptures,
+                rows=rows if batched else decision.padded.num_tokens)
+        else:
+            found, captured = self.registry.find_or_capture(key, request, name=self.__name__, force=force,
+                                                            watch=self._recaptures)
+        if isinstance(found, Eager):
+            return found, captured
+        if isinstance(found, FirstCall):  # the call ran as it is; what serves its key's next calls:
+            if not isinstance(found.verdict, Eager):  # the entry
+                found.verdict = Shortcut(found.verdict, decision.mode.name, batched, whole)
+            return found, captured
+        return Shortcut(found, decision.mode.name, batched, whole), captured
 
     def _call_slow(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], cacheable: bool,
@@ -263,52 +254,61 @@ class GraphedFunction(FastFunction):
             check_arguments_fresh(args, self.__name__)
         with self._family_lock:
             # Resolve and run under the family lock, so no capture elsewhere evicts the entry between.
-            plan, _ = self._resolve(args, kwargs, descriptor=descriptor, traffic=True)
-            if isinstance(plan, FirstCall):  # the call ran as it is: its result is the call's
-                kept = plan.count(self._stats, self.registry, self.__name__)
+            shortcut, _ = self._resolve(args, kwargs, descriptor=descriptor, traffic=True)
+            if isinstance(shortcut, FirstCall):  # the call ran as it is: its result is the call's
+                kept = shortcut.count(self._stats, self.registry, self.__name__)
                 if kept is not None:
-                    self._remember(args, kwargs, kept, plan.rows, cacheable and not debug)
-                return plan.result
-            if isinstance(plan, Plan):
-                batched = [args[i] for i in plan.batched]
-                rows = batched[0].shape[0] if batched else plan.entry.padded
-                whole = [args[i] for i in plan.whole]
+                    self._remember(args, kwargs, kept, shortcut.rows, cacheable and not debug)
+                return shortcut.result
+            if isinstance(shortcut, Shortcut):
+                batched = [args[i] for i in shortcut.batched]
+                rows = batched[0].shape[0] if batched else shortcut.entry.padded
+                whole = [args[i] for i in shortcut.whole]
                 if debug:
                     # An array the graph reads by address (closure, global) must still be there.
-                    plan.entry.recording.check_references(self.__name__)
+                    shortcut.entry.recording.check_references(self.__name__)
                 try:
                     if debug:
-                        out = registry.run_tracking_views(plan.entry, batched, rows, whole, name=self.__name__)
+                        out = registry.run_tracking_views(shortcut.entry, batched, rows, whole, name=self.__name__)
                     else:
-                        out = plan.entry.run(batched, rows, whole)
+                        out = shortcut.entry.run(batched, rows, whole)
                 except (ReplayMismatch, AliasedWrite) as err:
-                    why = self._why_not_replayed(plan, err)  # run eagerly below, outside the lock
+                    why = self._why_not_replayed(shortcut, err)  # run eagerly below, outside the lock
                 else:
-                    self._stats.record_hit(plan.mode_name)
-                    self._remember(args, kwargs, plan, rows, cacheable and not debug)  # debug checks every call
+                    self._stats.record_hit(shortcut.mode_name)
+                    self._remember(args, kwargs, shortcut, rows, cacheable and not debug)  # debug checks every call
                     return out
             else:
-                why = plan
+                why = shortcut
         return self._run_eagerly(args, kwargs, why)
 
-    def _remember(self, args: tuple[Any, ...], kwargs: dict[str, Any], plan: Plan, rows: int, cacheable: bool) -> None:
-        """Keep the plan for the fast path (plans of entries gone since are dropped) and the call for ``warmup()``."""
+    def _remember(self, args: tuple[Any, ...], kwargs: dict[str, Any], shortcut: Shortcut, rows: int,
+                  cacheable: bool) -> None:
+        """Keep the shortcut for the fast path (those of entries gone since are dropped) and the call for
+        ``warmup()``."""
         if self._generation != self.registry.generation:
-            self._plans.clear()
+            self._shortcuts.clear()
             self._generation = self.registry.generation
-        if cacheable and plan.batched:
-            plan.rows = rows
-            self._plans.remember(args, plan)
-        self._template = remember_call(args, kwargs, plan.batched + plan.whole)
+        if cacheable and shortcut.batched:
+            shortcut.rows = rows
+            self._shortcuts.remember(args, shortcut)
+        self._template = remember_call(args, kwargs, shortcut.batched + shortcut.whole)
 
     def _run_eagerly(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager) -> Any:
-        return run_eagerly(self._fn, args, kwargs, why, name=self.__name__, stats=self._stats,
-                           raises=self.registry.raises)
+        ranges = self._eager_ranges
+        if ranges is not None:
+            ranges.push(f"cupygraph eager {self.__name__}: {why.reason.value}")
+        try:
+            return run_eagerly(self._fn, args, kwargs, why, name=self.__name__, stats=self._stats,
+                               raises=self.registry.raises)
+        finally:
+            if ranges is not None:
+                ranges.pop()
 
-    def _why_not_replayed(self, plan: Plan, err: Exception) -> Eager:
+    def _why_not_replayed(self, shortcut: Shortcut, err: Exception) -> Eager:
         """Why a call that found its graph runs eagerly (under the family lock; a mismatch drops it)."""
         if isinstance(err, ReplayMismatch):
-            return self.registry.replay_failed(plan.entry, err, name=self.__name__)
+            return self.registry.replay_failed(shortcut.entry, err, name=self.__name__)
         return Eager(FallbackReason.ALIASED_WRITE, str(err))
 
     # -- public helpers ----------------------------------------------------------------------------
@@ -337,11 +337,12 @@ class GraphedFunction(FastFunction):
         largest = self.config.largest_capture_size
         chosen = (sorted(self.config.cudagraph_capture_sizes, reverse=True) if sizes is None
                   else self._rules.warmup_sizes(sizes, largest))
-        self._rules.check_padding(template_args, self.config.pad_value)
+        check_pad_value(template_args, self.batch_argnums, self.config.pad_value, self.__name__)
         calls = calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp, self.config.pad_value,
                                self.config.pad_mode)
-        return capture_each(self.__name__, calls, lambda args: self._resolve(args, template_kwargs, force=True),
-                            len(chosen), raises=self.registry.raises, progress=progress)
+        return capture_each(self.__name__, calls, len(chosen),
+                            lambda args: self._resolve(args, template_kwargs, force=True),
+                            raises=self.registry.raises, progress=progress)
 
     def call_with_descriptor(self, descriptor: BatchDescriptor, *args: Any, **kwargs: Any) -> Any:
         """Call with an explicit batch descriptor (request count, uniform decode, sequence length);
@@ -371,7 +372,7 @@ class GraphedFunction(FastFunction):
         self._devices.clear_others()
         with self._family_lock:
             self.registry.clear()
-            self._plans.clear(constants=True)
+            self._shortcuts.clear(constants=True)
             self._recaptures.clear()
             self._template = None
 

@@ -1,32 +1,37 @@
 """The jitted functions alive in this process, and who wants to hear of new ones (the pytest plugin,
-the CLI, ``cupygraph.script``)."""
+the CLI, ``cupygraph.script``).
+
+Generic in the function type, so this module needs nothing of ``jit``, which announces each
+function it makes here (``api/jit.py``: ``live_functions``, ``on_creation``).
+"""
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Generic, TypeVar
 
-if TYPE_CHECKING:
-    from .jit import GraphedFunction
-
-_LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
-_CREATION_HOOKS: list[Callable[[Any], None]] = []
+T = TypeVar("T")
 
 
-def live_functions() -> list[GraphedFunction]:
-    """Every jitted function alive in this process (for inspection, the pytest plugin and the CLI)."""
-    return list(_LIVE)
+class LiveFunctions(Generic[T]):
+    """The functions announced and still alive (held weakly), and the hooks that hear of new ones."""
 
+    def __init__(self) -> None:
+        self._live: weakref.WeakSet[T] = weakref.WeakSet()
+        self._hooks: list[Callable[[T], None]] = []
 
-def on_creation(hook: Callable[[GraphedFunction], None]) -> Callable[[], None]:
-    """Call ``hook(fn)`` for every jitted function created from now on; returns an unsubscribe."""
-    _CREATION_HOOKS.append(hook)
-    return lambda: _CREATION_HOOKS.remove(hook)
+    def alive(self) -> list[T]:
+        """Every jitted function alive in this process (for inspection, the pytest plugin and the CLI)."""
+        return list(self._live)
 
+    def on_creation(self, hook: Callable[[T], None]) -> Callable[[], None]:
+        """Call ``hook(fn)`` for every jitted function created from now on; returns an unsubscribe."""
+        self._hooks.append(hook)
+        return lambda: self._hooks.remove(hook)
 
-def announce(fn: GraphedFunction) -> None:
-    """``fn`` was just made: keep it (weakly) among the live ones and tell every hook."""
-    _LIVE.add(fn)
-    for hook in list(_CREATION_HOOKS):
-        hook(fn)
+    def announce(self, fn: T) -> None:
+        """``fn`` was just made: keep it (weakly) among the live ones and tell every hook."""
+        self._live.add(fn)
+        for hook in list(self._hooks):
+            hook(fn)

@@ -1,27 +1,35 @@
-"""``CUDAGraphManager``: the seed's high-level interface over one registry and one dispatcher."""
+"""``CUDAGraphManager``: the seed's high-level interface, an adapter over ``jit``.
+
+Each function given to a manager becomes a ``GraphedFunction`` on the manager's one registry and
+dispatcher (its keys kept apart by a namespace); capturing and replaying are theirs and the
+cache's. Capture by batch size checks its inputs and outputs as ``CUDAGraphRegistry.capture`` does
+(``seed_inputs``, ``check_output_shapes``).
+"""
 
 from __future__ import annotations
 
-import numbers
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
-import numpy as np
-
-from ..cache.key import Namespace
-from ..cache.registry import CUDAGraphEntry, CUDAGraphRegistry, filled_inputs
-from ..cache.stats import CUDAGraphStats
-from ..compat.dispatcher import CudagraphDispatcher
+from ..cache import (
+    CUDAGraphEntry,
+    CUDAGraphRegistry,
+    CUDAGraphStats,
+    Namespace,
+    check_output_shapes,
+    seed_inputs,
+)
 from ..config.defaults import apply_env_overrides, graphs_disabled_by_env
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..dispatch.decision import Decision
 from ..dispatch.descriptor import BatchDescriptor
+from ..dispatch.dispatcher import Dispatcher
 from ..errors import CaptureError, CupyGraphError, InputMismatchError
 from ..pytree import flatten
-from ..reasons import EvictionReason, FallbackReason
+from ..reasons import FallbackReason
 from .jit import ConfigLike, GraphedFunction, resolve_config
-from .plans import Plan
+from .shortcuts import Shortcut
 
 
 class CUDAGraphManager:
@@ -44,12 +52,12 @@ class CUDAGraphManager:
         """Make the registry and dispatcher ``config`` describes (keeping ``previous``'s backend and stats)."""
         registry = CUDAGraphRegistry(config, backend=None if previous is None else previous.backend)
         if previous is not None:
-            registry.stats().merge(previous.stats())
-        dispatcher = CudagraphDispatcher(config, registry=registry)
+            registry.recorder.merge(previous.stats())
+        dispatcher = Dispatcher(config)
         dispatcher.initialize_cudagraph_keys(config.mode, config.uniform_decode_query_len)
         with self._lock:
             self.config, self.registry, self.dispatcher = config, registry, dispatcher
-            self._stats = registry.stats()  # recorded into per call; reading goes through stats()
+            self._stats = registry.recorder  # recorded into per call; reading goes through stats()
             # Graphed functions hold the old registry and dispatcher: they are made again on next use.
             self._functions.clear()
             self._captured.clear()
@@ -117,27 +125,16 @@ class CUDAGraphManager:
                 f"batch_size={batch_size}, seq_len={seq_len} runs eagerly under mode {self.config.mode.name} "
                 f"({decision.explain()}); nothing to capture"
             )
-        specs = _input_specs(input_shapes, batch_size)
-        if inputs is None:
-            shapes = [shape if dtype is None else (shape, dtype) for shape, dtype in specs]
-            inputs = filled_inputs(self.registry.backend.xp, shapes, self.config.pad_value)
-        else:
-            _match_specs(inputs, specs)
+        inputs = seed_inputs(self.registry.backend.xp, input_shapes, batch_size, inputs, self.config.pad_value)
         inputs = self._check_inputs(batch_size, inputs)
         graphed = self._graphed(capture_fn, len(inputs))
         with self.registry.family_lock:
-            plan = graphed.resolve(inputs, force=True, descriptor=BatchDescriptor(batch_size, seq_len=seq_len))
-        if not isinstance(plan, Plan):
+            shortcut = graphed.resolve(inputs, force=True, descriptor=BatchDescriptor(batch_size, seq_len=seq_len))
+        if not isinstance(shortcut, Shortcut):
             raise CaptureError(f"cannot capture {getattr(capture_fn, '__name__', 'capture_fn')}() for "
-                               f"batch_size={batch_size}, seq_len={seq_len}: {plan}")
-        entry = plan.entry
-        if output_shapes is not None:
-            got = _shapes(entry.outputs(batch_size))
-            want = [tuple(s) for s in output_shapes]
-            if got != want:
-                detail = f"capture_fn returned outputs of shapes {got} for batch_size={batch_size}, expected {want}"
-                self.registry.evict(entry.key, EvictionReason.UNEXPECTED_OUTPUT_SHAPES, detail)
-                raise CaptureError(detail)
+                               f"batch_size={batch_size}, seq_len={seq_len}: {shortcut}")
+        entry = shortcut.entry
+        check_output_shapes(self.registry, entry, batch_size, output_shapes)
         self._captured[(entry.key.descriptor, entry.key.mode)] = entry
         return entry
 
@@ -188,9 +185,9 @@ class CUDAGraphManager:
         Batches that cannot use a graph run eagerly (counted in the stats with the reason).
         ``input_shapes`` / ``output_shapes``, when given, are checked against the call.
         """
-        inputs = tuple(inputs)
-        if input_shapes is not None:
-            _match_specs(inputs, _input_specs(input_shapes, batch_size))
+        if input_shapes is not None:  # (given inputs, it only checks them)
+            inputs = seed_inputs(self.registry.backend.xp, input_shapes, batch_size, list(inputs),
+                                 self.config.pad_value)
         inputs = self._check_inputs(batch_size, inputs)
         if not self.is_enabled():  # CUPYGRAPH_DISABLE set since the manager was made
             self._stats.record_fallback(FallbackReason.MODE_NONE)
@@ -238,56 +235,6 @@ class CUDAGraphManager:
             self._captured.clear()
             for _, graphed in self._functions.values():
                 graphed.clear()
-
-
-def _is_sequence(value: Any) -> bool:
-    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
-
-
-def _is_dim(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and int(value) >= 0
-
-
-def _input_specs(input_shapes: Any, batch_size: int) -> list[tuple[tuple[int, ...], Optional[np.dtype[Any]]]]:
-    """``input_shapes`` as ``(shape, dtype or None)`` per input; a malformed entry raises naming it.
-
-    An entry is a shape (non-negative ints, the batch first) or a ``(shape, dtype)`` pair.
-    """
-    if not _is_sequence(input_shapes):
-        raise TypeError(f"input_shapes must be a list with one shape (or (shape, dtype) pair) per input, "
-                        f"got {type(input_shapes).__name__}")
-    specs = []
-    for i, entry in enumerate(input_shapes):
-        shape, dtype = entry, None
-        if _is_sequence(entry) and len(entry) == 2 and _is_sequence(entry[0]):
-            shape, dtype = entry
-        if not _is_sequence(shape) or not all(_is_dim(d) for d in shape):
-            raise TypeError(f"input_shapes[{i}] must be a shape (a tuple of non-negative ints, the batch first) or a "
-                            f"(shape, dtype) pair such as (({batch_size}, 16), 'float32'), got {entry!r}")
-        shape = tuple(int(d) for d in shape)
-        if shape[:1] != (batch_size,):
-            raise ValueError(f"input_shapes[{i}] is {shape}, whose leading axis is not batch_size={batch_size}; "
-                             f"inputs are batched along axis 0")
-        if dtype is not None:
-            try:
-                dtype = np.dtype(dtype)
-            except TypeError:
-                raise TypeError(f"input_shapes[{i}]: {dtype!r} is not a dtype; give one such as 'float32'") from None
-        specs.append((shape, dtype))
-    return specs
-
-
-def _match_specs(inputs: Sequence[Any], specs: list[tuple[tuple[int, ...], Optional[np.dtype[Any]]]]) -> None:
-    """Inputs given together with ``input_shapes`` must agree with them, entry by entry."""
-    if len(inputs) != len(specs):
-        raise InputMismatchError(f"input_shapes has {len(specs)} entries for {len(inputs)} inputs; give one per input")
-    for i, (array, (shape, dtype)) in enumerate(zip(inputs, specs)):
-        if tuple(getattr(array, "shape", ())) != shape:
-            raise InputMismatchError(f"input {i} has shape {tuple(getattr(array, 'shape', ()))}, expected {shape} "
-                                     f"(input_shapes[{i}])")
-        if dtype is not None and getattr(array, "dtype", None) != dtype:
-            raise InputMismatchError(f"input {i} has dtype {getattr(array, 'dtype', None)}, expected {dtype} "
-                                     f"(input_shapes[{i}])")
 
 
 def _shapes(result: Any) -> list[tuple[int, ...]]:

@@ -1,6 +1,8 @@
-"""Why a jitted function captures a call it has captured before, counted and said once.
+"""Why a jitted function captures a call: said in the debug log, and counted (and said once) where
+it captures a call it has captured before. ``Recaptures`` is what the graph cache tells a jitted
+function during a miss (its ``CaptureWatch``).
 
-Two causes: a constant argument that moved (``constant_changed``: a new address, shape, dtype or
+Two causes of a re-capture: a constant argument that moved (``constant_changed``: a new address, shape, dtype or
 strides), and a static argument that never compares equal to an earlier call's
 (``static_never_equal``: a new object per call compared by identity, an ``__eq__`` that is never
 True), which would otherwise capture a graph on every call with no hit and no word.
@@ -8,13 +10,12 @@ True), which would otherwise capture a graph on every call with no hit and no wo
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
-from ..cache.entry import CUDAGraphEntry
-from ..cache.key import ConstArg, GraphKey
-from ..cache.stats import CUDAGraphStats
-from ..diagnostics.explain import never_equal_statics
+from ..cache import ConstArg, CUDAGraphEntry, CUDAGraphStats, GraphKey
+from ..diagnostics.explain import explain_new_key, never_equal_statics
 from ..errors import InputMismatchError
 from ..logs import logger
 from ..reasons import RecaptureReason
@@ -36,11 +37,14 @@ class Recaptures:
         """``key``'s constants were bound to a held graph: a later re-capture compares with them."""
         self._constants[key.without_constants()] = key.signature.constants()
 
-    def before_capture(self, key: GraphKey, held: Iterable[CUDAGraphEntry]) -> None:
+    def before_capture(self, key: GraphKey, held: list[CUDAGraphEntry]) -> None:
         """Count (and say) why ``key`` is captured when an earlier call's graph should have served it;
         raises ``InputMismatchError`` for a moved constant under ``on_capture_error="raise"``."""
         self._constant_moved(key)
         self._static_never_equal(key, held)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%s() captures %s: %s", self._name, key.descriptor,
+                         explain_new_key(key, [e.key for e in held]))
 
     def clear(self) -> None:
         self._constants.clear()

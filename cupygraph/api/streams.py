@@ -1,4 +1,8 @@
-"""``StreamDispatcher``: independent requests on different CUDA streams, so their graphs overlap."""
+"""``StreamDispatcher``: independent requests on different CUDA streams, so their graphs overlap.
+
+An adapter over ``jit``: one ``GraphedFunction`` per stream, each deciding through this dispatcher
+(the seed makes it a ``CudagraphDispatcher``) and keeping its own graphs.
+"""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Optional, Union
 
-from ..cache.failures import RAISED, Eager
+from ..cache import RAISED, Eager
 from ..errors import CaptureError, InputMismatchError
 from ..logs import logger
 from .arguments import ArraySpec
@@ -68,25 +68,24 @@ def progress_bar(total: int, desc: str, enabled: bool) -> Any:
     return tqdm(total=total, desc=desc, unit="graph", leave=False)
 
 
-def capture_each(name: str, calls: Iterable[tuple[int, tuple[Any, ...]]],
-                 resolve: Callable[[tuple[Any, ...]], tuple[Any, bool]], total: int, *, raises: bool,
-                 progress: bool) -> int:
-    """``warmup``'s loop: ``resolve`` each call of ``calls`` ((size, arguments), ``total`` of them) into
-    (plan, or why it runs eagerly; whether it was captured now); how many were captured. A size whose
-    capture raised is a ``CaptureError`` under raise mode, else logged."""
-    bar = progress_bar(total, f"capturing {name}", progress)
-    count = 0
+def capture_each(name: str, calls: Iterable[tuple[int, tuple[Any, ...]]], count: int,
+                 resolve: Callable[[tuple[Any, ...]], tuple[Any, bool]], *, raises: bool, progress: bool) -> int:
+    """Capture each of ``count`` ``calls`` (size, arguments) through ``resolve`` (which says what serves
+    it and whether it captured now); return how many it captured. A key that runs eagerly is logged,
+    or, where the function raised under ``on_capture_error="raise"``, an error naming the size."""
+    bar = progress_bar(count, f"capturing {name}", progress)
+    captures = 0
     try:
         for size, args in calls:
-            plan, captured = resolve(args)
-            count += captured
-            if isinstance(plan, Eager):
-                if plan.failure == RAISED and raises:
-                    raise CaptureError(f"warmup of {name}() size {size}: {plan}")
-                logger.info("warmup of %s() size %d: %s", name, size, plan)
+            found, captured = resolve(args)
+            captures += captured
+            if isinstance(found, Eager):
+                if found.failure == RAISED and raises:
+                    raise CaptureError(f"warmup of {name}() size {size}: {found}")
+                logger.info("warmup of %s() size %d: %s", name, size, found)
             if bar is not None:
                 bar.update(1)
     finally:
         if bar is not None:
             bar.close()
-    return count
+    return captures

@@ -1,28 +1,34 @@
 """vLLM-style ``CUDAGraphWrapper``: capture/replay driven by the forward context, no input copies.
 
 The wrappers keep no graphs of their own: each holds a ``CUDAGraphRegistry`` (the one graph
-cache) built from its config, which decides capture-after, eviction and the memory budget and
-counts every call in its statistics.
+cache) built from its config, which decides capture-after, eviction and the memory budget, captures
+(one call on a miss: ``find_or_capture``) and counts every call in its statistics. Unlike ``jit``
+the wrapper keys a graph by the forward context's descriptor alone and reads every argument where
+it is, so it adapts the cache rather than ``jit``. ``AdaptiveCUDAGraphWrapper`` (``adaptive.py``) is
+this wrapper with the seed's capture-after and eviction arguments.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Optional, Union
 
 from ..backends import Backend
 from ..backends.base import ReplayMismatch
-from ..cache.capture import CaptureRequest
-from ..cache.entry import CUDAGraphEntry
-from ..cache.failures import MODE_NONE, Eager, run_eagerly
-from ..cache.key import GraphKey
-from ..cache.registry import CUDAGraphRegistry
-from ..cache.stats import CUDAGraphStats
-from ..cache.store import CaptureNow
+from ..cache import (
+    MODE_NONE,
+    CaptureRequest,
+    CUDAGraphEntry,
+    CUDAGraphRegistry,
+    CUDAGraphStats,
+    Eager,
+    GraphKey,
+    run_eagerly,
+)
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
-from ..dispatch.context import cudagraph_context, get_forward_context
+from ..dispatch.context import get_forward_context
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import InputMismatchError
 from ..logs import logger
@@ -112,7 +118,7 @@ class CUDAGraphWrapper:
         # What the replay path uses, looked up once (the registry never replaces them), and the
         # entries the cache gave for descriptors: valid while its generation is unchanged.
         self._family_lock = self.registry.family_lock
-        self._stats = self.registry.stats()
+        self._stats = self.registry.recorder
         self._order_after_last_use = self.registry.backend.order_after_last_use
         self._static_outputs = self.registry.config.output_mode == "view"
         self._graphs_on = self.registry.config.mode.has_graphs()
@@ -167,24 +173,26 @@ class CUDAGraphWrapper:
         key = GraphKey(descriptor, self.runtime_mode)
         registry, mode = self.registry, self.runtime_mode.name
         with self._family_lock:
-            admitted = registry.admit(key, name=self._name)
-            captured = isinstance(admitted, CaptureNow)
-            verdict = self._capture(key, args, kwargs) if isinstance(admitted, CaptureNow) else admitted
-            if isinstance(verdict, CUDAGraphEntry):
-                if self.options.debug and not captured:
-                    self._check_addresses(verdict, args)
+            # Every array is read by address: the request copies nothing in.
+            found, captured = registry.find_or_capture(key, CaptureRequest(self.runnable, args, kwargs),
+                                                       name=self._name)
+            if isinstance(found, CUDAGraphEntry):
+                if captured:
+                    self._log_capture(found)
+                elif self.options.debug:
+                    self._check_addresses(found, args)
                 try:
-                    out = self._replay(verdict)
+                    out = self._replay(found)
                 except ReplayMismatch as err:
-                    verdict = registry.replay_failed(verdict, err, name=self._name)
+                    found = registry.replay_failed(found, err, name=self._name)
                 else:
                     if captured:
                         self._stats.record_first_replay(mode)
                     else:
                         self._stats.record_hit(mode)
-                    self._remember(descriptor, verdict)
+                    self._remember(descriptor, found)
                     return out
-        return self._run_eagerly(args, kwargs, verdict)
+        return self._run_eagerly(args, kwargs, found)
 
     def _remember(self, descriptor: BatchDescriptor, entry: CUDAGraphEntry) -> None:
         # Entries that left the cache since are forgotten here too; the memo stays bounded.
@@ -201,12 +209,15 @@ class CUDAGraphWrapper:
         logger.log(logging.INFO if self.options.debug_log_enable else logging.DEBUG, message, *args)
 
     def _capture(self, key: GraphKey, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Union[CUDAGraphEntry, Eager]:
-        """Record the runnable on these very arguments: every array is read by address."""
+        """Record the runnable on these very arguments now (``prewarm``): every array is read by address."""
         result = self.registry.capture_or_fail(key, CaptureRequest(self.runnable, args, kwargs), name=self._name)
         if isinstance(result, CUDAGraphEntry):
-            self._log("%s captured %s (%s) in %.2f ms", type(self).__name__, key.descriptor, key.mode.name,
-                      1e3 * result.capture_time)
+            self._log_capture(result)
         return result
+
+    def _log_capture(self, entry: CUDAGraphEntry) -> None:
+        self._log("%s captured %s (%s) in %.2f ms", type(self).__name__, entry.key.descriptor, entry.key.mode.name,
+                  1e3 * entry.capture_time)
 
     def _replay(self, entry: CUDAGraphEntry) -> Any:
         """Launch on the captured arrays themselves: nothing to copy in."""
@@ -252,73 +263,3 @@ class CUDAGraphWrapper:
         with self._family_lock:
             self.registry.clear()
             self._known.clear()
-
-
-class AdaptiveCUDAGraphWrapper(CUDAGraphWrapper):
-    """A ``CUDAGraphWrapper`` that captures only hot shapes and evicts cold ones first.
-
-    Beyond the base wrapper: the seed's arguments ``min_replays_to_keep``, ``capture_after`` and
-    ``memory_budget`` override the config's fields (None keeps them); without a ``config`` the
-    default config with ``eviction="lfu"`` applies (the entry with the fewest replays goes first).
-    ``get_hot_shapes`` reports the most used descriptors and ``prewarm`` captures shapes ahead of
-    traffic.
-    """
-
-    def __init__(
-        self,
-        runnable: Callable[..., Any],
-        runtime_mode: CUDAGraphMode,
-        options: Optional[CUDAGraphOptions] = None,
-        max_cached_graphs: Optional[int] = None,
-        min_replays_to_keep: Optional[int] = None,
-        *,
-        capture_after: Optional[int] = None,
-        memory_budget: Optional[int] = None,
-        config: ConfigLike = None,
-        backend: Optional[Backend] = None,
-    ):
-        self._adaptive_fields = dict(
-            min_replays_to_keep=min_replays_to_keep, capture_after=capture_after, memory_budget=memory_budget,
-            eviction="lfu" if config is None else None,
-        )
-        super().__init__(runnable, runtime_mode, options, max_cached_graphs, config=config, backend=backend)
-
-    def _config(self, config: ConfigLike, **fields: Any) -> CUDAGraphConfig:
-        return super()._config(config, **fields, **self._adaptive_fields)
-
-    @property
-    def capture_after(self) -> int:
-        return self.registry.config.capture_after
-
-    @property
-    def min_replays_to_keep(self) -> int:
-        return self.registry.config.min_replays_to_keep
-
-    @property
-    def memory_budget(self) -> Optional[int]:
-        return self.registry.config.memory_budget
-
-    def get_hot_shapes(self, top_k: int = 10) -> list[tuple[BatchDescriptor, int]]:
-        """The ``top_k`` most used descriptors (eager sightings plus replays) with their counts."""
-        return self.registry.get_hot_shapes(top_k)
-
-    def prewarm(
-        self, shapes: Iterable[Union[int, BatchDescriptor]], dummy_fn: Callable[[BatchDescriptor], Any]
-    ) -> int:
-        """Capture each shape now; ``dummy_fn(descriptor)`` returns the (persistent) arguments.
-
-        The arguments may be a tuple (positional) or a single array. Returns how many were captured
-        (a shape whose capture fails is remembered as failed, as in a call).
-        """
-        captured = 0
-        for shape in shapes:
-            descriptor = shape if isinstance(shape, BatchDescriptor) else BatchDescriptor(int(shape))
-            key = GraphKey(descriptor, self.runtime_mode)
-            if self.registry.holds(key):
-                continue
-            args = dummy_fn(descriptor)
-            args = args if isinstance(args, tuple) else (args,)
-            # Under the context the runnable would see at replay: layers may read it.
-            with cudagraph_context(self.runtime_mode, descriptor), self.registry.family_lock:
-                captured += isinstance(self._capture(key, args, {}), CUDAGraphEntry)
-        return captured

@@ -14,7 +14,7 @@ from typing import Optional
 from ..errors import BackendUnavailableError
 from ..logs import logger
 from .base import Backend, Recording
-from .host import HostBackend
+from .host.backend import HostBackend
 
 
 @functools.cache
@@ -48,7 +48,7 @@ def select_backend(name: str = "auto") -> Backend:
     elif name != "auto":
         raise ValueError(f"unknown backend {name!r}; valid backends: auto, cupy, host")
     if reason is None:
-        from .cupy import CupyBackend
+        from .cupy.backend import CupyBackend
 
         backend = CupyBackend()
         if name == "auto":

@@ -7,12 +7,14 @@ memory pool, so evicting the family's last graph can hand the memory back.
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from ..errors import CaptureError
 from ..reasons import FallbackReason
-from .foreign import Watch, check_watches
+from .fastpath.compiled import FamilyState
+from .guards.foreign import Watch, check_watches
 from .timing import HostSample, Sample
 
 
@@ -61,11 +63,16 @@ class Recording(abc.ABC):
         """Drop the executable and the memory only it holds."""
 
     def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
-               counts: tuple[Any, Any], name: str, constants: Sequence[tuple[int, Any]] = ()) -> Any:
+               counts: Any, name: str, constants: Sequence[tuple[int, Any]] = ()) -> Any:
         """What rebinds the ``static`` buffers (named ``labels``) and the output ``leaves`` to the caller's
         arrays per call (``binding``), and the ``constants`` ((position, array) read by address) to new
-        arrays of their layout, or None where this recording cannot."""
+        arrays of their layout, or None where this recording cannot. ``counts``: the entry's
+        ``ReplayCounts``, which the binder counts its calls into."""
         return None
+
+    def set_break_hook(self, hook: Callable[[Any, Callable[[], None]], Callable[[], None]]) -> None:  # noqa: B027
+        """Wrap the launch of every graph break (an eager op between PIECEWISE pieces) once:
+        ``hook(op, launch)`` gives the launch to run instead. Nothing to do without graph breaks."""
 
     def check_references(self, fn_name: str) -> None:
         """Debug mode, before a replay: ``ForeignMemoryError`` when a watched array was freed or rebound."""
@@ -133,9 +140,15 @@ class Backend(abc.ABC):
         for it after capture.
         """
 
+    @functools.cached_property
+    def family(self) -> Any:
+        """This graph family's ``FamilyState``: its generation changes whenever something a compiled
+        replay record describes may have changed (``backends/fastpath/record.py``)."""
+        return FamilyState()
+
     def fingerprint(self, array: Any) -> Any:
         """What tells later, by ``==``, whether any byte of ``array`` changed: a function writing into
-        an array it reads by address (``api/first_call.py``). Here its bytes (a host copy); the GPU
+        an array it reads by address (``cache/first_call.py``). Here its bytes (a host copy); the GPU
         backend hashes them on the device, where a copy of large weights would double their memory."""
         return array.tobytes()
 

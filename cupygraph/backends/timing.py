@@ -1,6 +1,6 @@
 """Timing samples that never wait: started and stopped around GPU or host work, read when done.
 
-The eviction policy ``benefit`` weighs measured times (``cache/timing.py``): a graph's replay,
+The eviction policy ``benefit`` weighs measured times (``cache/instruments/timing.py``): a graph's replay,
 sampled every Nth replay, and the function's eager run, from the last warm-up before capture.
 A sample is read only once its work has finished (``seconds()`` is None until then), so
 sampling adds no synchronisation to the caller's stream.

@@ -6,7 +6,7 @@ on axis 0. That is right only for an output whose leading axis is the batch. ``x
 whose length happens to equal the padded size (``x.sum(axis=0)`` with as many columns) must not be
 cut at all. The padded shapes alone cannot tell these apart; two runs at different batch sizes can.
 So the first padded call of a key runs the function as it is, at its real batch (its result is the
-call's: ``api/first_call.py``), and each output is compared with the graph's:
+call's: ``cache/first_call.py``), and each output is compared with the graph's:
 
 * the same shape in both: not batched, never cut;
 * ``(rows, *tail)`` eagerly and ``(padded, *tail)`` in the graph: batched on axis 0, cut;

@@ -16,8 +16,12 @@ from typing import Any, Optional, Protocol
 class Evictable(Protocol):
     """What eviction reads of an entry: both are stamped by every launch, never by the cache."""
 
-    replay_count: int
-    last_used: float  # an int tick (entry.use_tick) or a clock reading: only compared
+    @property
+    def replay_count(self) -> int: ...
+
+    @property
+    def last_used(self) -> float:  # an int tick (entry.use_tick) or a clock reading: only compared
+        ...
 
 
 class EvictionPolicy(abc.ABC):

@@ -4,14 +4,20 @@
 rows past a call's real batch, the one way capture, replay and ``warmup`` fill them (on both
 backends): ``pad_mode="constant"`` writes ``pad_value``; ``"edge"`` repeats the last real row, so a
 function that accepts every real row accepts the padding too (a zero matrix is singular, a copy of
-the last real one is not).
+the last real one is not). ``check_pad_value`` makes sure, before a capture, that ``pad_value`` can
+be written exactly into the arrays it pads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..backends.base import Backend
+from ..config.values import pad_value_problem
+from ..errors import InputMismatchError
 
 
 class InputArena:
@@ -53,3 +59,16 @@ def pad_rows(backend: Backend, buf: Any, rows: int, pad_value: Any, pad_mode: st
 def padding_text(pad_value: Any, pad_mode: str) -> str:
     """How the padding rows are filled, in words (for messages)."""
     return "copies of the last real row (pad_mode='edge')" if pad_mode == "edge" else f"pad_value={pad_value!r}"
+
+
+def check_pad_value(args: Sequence[Any], batched: Sequence[int], pad_value: Any, name: str) -> None:
+    """``InputMismatchError`` naming the argument when ``pad_value`` cannot be written exactly into the
+    padding rows of a batched argument of ``name()`` (checked before a capture: the error is the call's)."""
+    for i in batched:
+        dtype = getattr(args[i], "dtype", None) if i < len(args) else None
+        if dtype is None:
+            continue
+        problem = pad_value_problem(pad_value, dtype)
+        if problem is not None:
+            raise InputMismatchError(f"{problem}: it cannot fill the padding of argument {i} of {name}() "
+                                     f"({np.dtype(dtype)}); choose a pad_value that fits (for example 0)")

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
+
+import numpy as np
 
 from ..backends.base import Backend
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..dispatch.decision import decide_batch_size
 from ..dispatch.descriptor import BatchDescriptor
-from ..errors import CaptureError
-from ..pytree import flatten
+from ..errors import CaptureError, InputMismatchError
 from ..reasons import EvictionReason
 from .entry import CUDAGraphEntry
 from .key import NO_SIGNATURE, GraphKey, Signature
-from .padding import InputArena
 from .store import GraphStore
 
-__all__ = ["CUDAGraphEntry", "CUDAGraphRegistry", "GraphKey", "InputArena", "RegisteredGraph"]
+__all__ = ["CUDAGraphRegistry", "RegisteredGraph", "check_output_shapes", "seed_inputs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,27 +106,18 @@ class CUDAGraphRegistry(GraphStore):
         """Capture ``capture_fn(*inputs)`` for a batch of ``batch_size`` rows.
 
         ``input_shapes`` gives each input's shape for the real batch (leading axis = batch) or a
-        ``(shape, dtype)`` pair; buffers are padded to the capture size. ``inputs``, when given,
-        are copied in first (otherwise the buffers start filled with ``pad_value``).
-        ``output_shapes``, when given, are checked against what the function returned.
+        ``(shape, dtype)`` pair (a shape alone: ``dtype``); buffers are padded to the capture size.
+        ``inputs``, when given, must agree with ``input_shapes`` and are copied in first (otherwise the
+        buffers start filled with ``pad_value``). ``output_shapes``, when given, are checked against
+        the outputs for the real batch (``check_output_shapes``).
         """
         key = self.make_key(batch_size, seq_len, mode, signature)
         if key is None:
             why = decide_batch_size(self.config, batch_size, seq_len).explain()
             raise CaptureError(f"batch_size={batch_size}, seq_len={seq_len} runs eagerly ({why}): nothing to capture")
-        xp = self.backend.xp
-        if inputs is None:
-            inputs = filled_inputs(xp, input_shapes, self.config.pad_value, dtype)
-        entry = self.capture_entry(key, capture_fn, list(inputs), {}, batched=range(len(inputs)))
-        if output_shapes is not None:
-            leaves, _ = flatten(entry.recording.outputs, self.backend.is_array)
-            got = [tuple(leaf.shape[1:]) if sliced else tuple(leaf.shape)
-                   for leaf, sliced in zip(leaves, entry.batched_outputs)]
-            want = [tuple(s)[1:] if len(s) and s[0] == batch_size else tuple(s) for s in output_shapes]
-            if got != want:
-                detail = f"trailing shapes {got}, expected {want}"
-                self.evict(key, EvictionReason.UNEXPECTED_OUTPUT_SHAPES, detail)
-                raise CaptureError(f"capture_fn returned outputs of trailing shapes {got}, expected {want}")
+        inputs = seed_inputs(self.backend.xp, input_shapes, batch_size, inputs, self.config.pad_value, dtype)
+        entry = self.capture_entry(key, capture_fn, inputs, {}, batched=range(len(inputs)))
+        check_output_shapes(self, entry, batch_size, output_shapes)
         return entry
 
     def get(self, batch_size: int, seq_len: Optional[int] = None, *, mode: CUDAGraphMode = CUDAGraphMode.FULL,
@@ -150,8 +142,73 @@ class CUDAGraphRegistry(GraphStore):
         return key is not None and self.evict(key, EvictionReason.REMOVED, "removed by remove()")
 
 
-def filled_inputs(xp: Any, input_shapes: Sequence[Any], fill: Any, dtype: Any = "float32") -> list[Any]:
-    """Arrays of ``input_shapes`` (a shape, or a ``(shape, dtype)`` pair) filled with ``fill``: the
-    seed API's inputs when the caller gives shapes but no data."""
-    specs = [s if len(s) == 2 and not isinstance(s[0], int) else (s, dtype) for s in map(tuple, input_shapes)]
-    return [xp.full(tuple(shape), fill, dtype=dt) for shape, dt in specs]
+# -- capture by batch size: shared by ``capture`` and ``CUDAGraphManager.capture_graph`` -----------------
+
+def seed_inputs(xp: Any, input_shapes: Any, batch_size: int, inputs: Optional[Sequence[Any]], fill: Any,
+                dtype: Any = "float32") -> list[Any]:
+    """The inputs of a capture by batch size: ``inputs`` checked against ``input_shapes`` (one shape, or
+    ``(shape, dtype)`` pair, per input, the batch first), or without ``inputs`` arrays of those shapes
+    filled with ``fill`` (a shape alone: ``dtype``). A malformed entry, or an input that disagrees
+    with its entry, raises naming it."""
+    specs = _input_specs(input_shapes, batch_size)
+    if inputs is None:
+        return [xp.full(shape, fill, dtype=dtype if dt is None else dt) for shape, dt in specs]
+    if len(inputs) != len(specs):
+        raise InputMismatchError(f"input_shapes has {len(specs)} entries for {len(inputs)} inputs; give one per input")
+    for i, (array, (shape, dt)) in enumerate(zip(inputs, specs)):
+        if tuple(getattr(array, "shape", ())) != shape:
+            raise InputMismatchError(f"input {i} has shape {tuple(getattr(array, 'shape', ()))}, expected {shape} "
+                                     f"(input_shapes[{i}])")
+        if dt is not None and getattr(array, "dtype", None) != dt:
+            raise InputMismatchError(f"input {i} has dtype {getattr(array, 'dtype', None)}, expected {dt} "
+                                     f"(input_shapes[{i}])")
+    return list(inputs)
+
+
+def _input_specs(input_shapes: Any, batch_size: int) -> list[tuple[tuple[int, ...], Optional[np.dtype[Any]]]]:
+    """``input_shapes`` as ``(shape, dtype or None)`` per input; a malformed entry raises naming it."""
+    if not _is_sequence(input_shapes):
+        raise TypeError(f"input_shapes must be a list with one shape (or (shape, dtype) pair) per input, "
+                        f"got {type(input_shapes).__name__}")
+    specs = []
+    for i, entry in enumerate(input_shapes):
+        shape, dtype = entry, None
+        if _is_sequence(entry) and len(entry) == 2 and _is_sequence(entry[0]):
+            shape, dtype = entry
+        if not _is_sequence(shape) or not all(_is_dim(d) for d in shape):
+            raise TypeError(f"input_shapes[{i}] must be a shape (a tuple of non-negative ints, the batch first) or a "
+                            f"(shape, dtype) pair such as (({batch_size}, 16), 'float32'), got {entry!r}")
+        shape = tuple(int(d) for d in shape)
+        if shape[:1] != (batch_size,):
+            raise ValueError(f"input_shapes[{i}] is {shape}, whose leading axis is not batch_size={batch_size}; "
+                             f"inputs are batched along axis 0")
+        if dtype is not None:
+            try:
+                dtype = np.dtype(dtype)
+            except TypeError:
+                raise TypeError(f"input_shapes[{i}]: {dtype!r} is not a dtype; give one such as 'float32'") from None
+        specs.append((shape, dtype))
+    return specs
+
+
+def check_output_shapes(store: GraphStore, entry: CUDAGraphEntry, batch_size: int,
+                        output_shapes: Optional[Sequence[Sequence[int]]]) -> None:
+    """``CaptureError`` (the graph dropped) when ``output_shapes`` is given and the outputs of ``entry``
+    for a batch of ``batch_size`` rows have other shapes."""
+    if output_shapes is None:
+        return
+    got = [(batch_size, *leaf.shape[1:]) if sliced else tuple(leaf.shape)
+           for leaf, sliced in zip(entry.leaves, entry.batched_outputs) if hasattr(leaf, "shape")]
+    want = [tuple(s) for s in output_shapes]
+    if got != want:
+        detail = f"capture_fn returned outputs of shapes {got} for batch_size={batch_size}, expected {want}"
+        store.evict(entry.key, EvictionReason.UNEXPECTED_OUTPUT_SHAPES, detail)
+        raise CaptureError(detail)
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def _is_dim(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and int(value) >= 0

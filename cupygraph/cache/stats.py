@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 from ..reasons import EvictionReason, FallbackReason, RecaptureReason
@@ -23,7 +24,11 @@ class CUDAGraphStats:
     keeps the last detail of each code (a batch size, the op and the user's line): the
     statistics stay bounded however varied the traffic. ``batch_sizes`` counts calls per real
     batch size (bounded too: ``SizeHistogram``; not in ``to_dict``, which stays small: read it with
-    ``batch_sizes.to_dict()``); a jitted function adds its fast path's calls when ``stats()`` is read.
+    ``batch_sizes.to_dict()``).
+
+    ``GraphStore.stats()`` gives a new object each time: what the front doors recorded, plus what the
+    entries held count themselves (their fast paths' hits and zero-copy binds, ``add_entry``);
+    ``reset()`` on it resets the store's counts too.
     """
 
     hits: int = 0
@@ -54,6 +59,7 @@ class CUDAGraphStats:
     """Host uploads baked into graphs as constants (issue 20): call and user's line -> bytes per graph
     (one entry per place in the code, so it stays bounded)."""
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
+    _reset_source: Optional[Callable[[], None]] = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def calls(self) -> int:
@@ -76,14 +82,29 @@ class CUDAGraphStats:
             self.replays += 1
             self.replays_by_mode[mode] += 1
 
-    def record_fast_hits(self, mode: str, rows: int, calls: int) -> None:
-        """``calls`` replays of one plan of ``jit``'s fast path (``rows`` real rows each), which counts
-        them on the plan and hands them over when statistics are read (``GraphStore.stats``)."""
+    def add_entry(self, mode: str, hits: Mapping[int, int], rebinds: Mapping[str, int],
+                  copies: Mapping[str, int]) -> None:
+        """What one entry counts itself: its fast paths' hits ({real rows: calls}, each a replay of a
+        graph that existed) and its zero-copy binds and copies per argument."""
         with self._lock:
-            self.hits += calls
-            self.replays += calls
-            self.replays_by_mode[mode] += calls
-            self.batch_sizes.add(rows, calls)
+            for rows, calls in hits.items():
+                self.hits += calls
+                self.replays += calls
+                self.replays_by_mode[mode] += calls
+                self.batch_sizes.add(rows, calls)
+            self.rebinds_by_argument.update(rebinds)
+            self.copies_by_argument.update(copies)
+
+    def copy(self) -> CUDAGraphStats:
+        """A copy whose counters are its own (``reset`` on it resets nobody else's)."""
+        with self._lock:
+            made = dataclasses.replace(self, _lock=threading.Lock(), _reset_source=None)
+            for field in dataclasses.fields(self):
+                value = getattr(self, field.name)
+                if isinstance(value, (dict, SizeHistogram)) and field.name != "_reset_source":
+                    setattr(made, field.name, type(value)(value) if not isinstance(value, SizeHistogram)
+                            else SizeHistogram(dict(value.items())))
+            return made
 
     def record_first_replay(self, mode: str) -> None:
         """A call that captured its graph (a miss) and then replayed it for its result."""
@@ -95,7 +116,7 @@ class CUDAGraphStats:
     def record_eager_miss(self) -> None:
         """A call that ran the function as it is for its result while a graph took its key: the call
         that captured it, or a key's first padded call, which checks the outputs' batch axis
-        (``api/first_call.py``). A miss, neither a replay nor a fallback."""
+        (``cache/first_call.py``). A miss, neither a replay nor a fallback."""
         with self._lock:
             self.misses += 1
 
@@ -160,7 +181,7 @@ class CUDAGraphStats:
         """Add ``other``'s counters to these (totals over several functions)."""
         with self._lock:
             for field in dataclasses.fields(self):
-                if field.name == "_lock":
+                if field.name in ("_lock", "_reset_source"):
                     continue
                 mine, theirs = getattr(self, field.name), getattr(other, field.name)
                 if isinstance(mine, dict):  # a Counter adds counts; the detail table keeps the newer
@@ -169,12 +190,16 @@ class CUDAGraphStats:
                     setattr(self, field.name, mine + theirs)
 
     def reset(self) -> None:
+        """Every counter to zero; on statistics a store gave (``stats()``), that store's counts too."""
+        source = self._reset_source
+        if source is not None:
+            source()
         with self._lock:
             for field in dataclasses.fields(self):
                 current = getattr(self, field.name)
                 if isinstance(current, dict):
-                    current.clear()  # in place: entries count into these very counters
-                elif field.name != "_lock":
+                    current.clear()
+                elif field.name not in ("_lock", "_reset_source"):
                     factory = field.default_factory
                     default = factory() if factory is not dataclasses.MISSING else field.default
                     setattr(self, field.name, default)

@@ -1,39 +1,36 @@
-"""The graph cache: entries, capture-after, failed keys, eviction, memory accounting and statistics.
+"""The graph cache: what a call of a key does, in one call on a miss; capture-after, failed keys, capture.
 
 ``GraphStore`` is the one cache every front door uses (``CUDAGraphRegistry`` is it, with the seed's
 batch-size API and the dispatcher's registered graphs on top): ``jit``, ``CUDAGraphManager``, the
-vLLM-style wrappers and ``CudagraphDispatcher`` keep no graphs of their own. A front door asks
-``admit(key)`` what a call does (replay the entry held, run eagerly because the key is cold or
-failed, or capture now), and captures through ``capture_or_fail``."""
+vLLM-style wrappers and ``CudagraphDispatcher`` keep no graphs of their own. On a miss a front door
+makes one call, ``find_or_capture(key, request)``: the entry held, the held graph rebound to new
+constant arrays, a capture now, or why the call runs eagerly (a cold key under ``capture_after``,
+a key whose capture failed). What it holds and evicts is ``HeldGraphs``'s (``held.py``).
+"""
 
 from __future__ import annotations
 
-import threading
-import weakref
-from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, Optional, Union
+from typing import Any, Optional, Protocol, Union, overload
 
-from ..backends import select_backend
 from ..backends.base import Backend, ReplayMismatch
 from ..config.model import CUDAGraphConfig
-from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError, CupyGraphError
 from ..logs import logger
-from ..reasons import EvictionReason, FallbackReason
-from .capture import CaptureRequest, record
-from .entry import CUDAGraphEntry, use_tick
-from .eviction import EvictionPolicy, eviction_policy
+from ..reasons import EvictionReason
+from .checks.freshness import issue
+from .entry import CUDAGraphEntry
 from .failures import Eager, FailedKeys, cold_key
-from .freshness import ViewEpoch, issue
-from .instrument import Instruments
-from .key import GraphKey, Signature
-from .memory import StaticArenas, total_bytes
-from .stats import CUDAGraphStats
+from .first_call import FirstCall, capture_after_running, padded_call
+from .held import HeldGraphs
+from .instruments.hooks import Instruments
+from .key import ConstArg, GraphKey
+from .padding import check_pad_value
+from .recording import CaptureRequest, record
 
 
 class CaptureNow:
-    """``admit``'s answer for a key to capture now (its singleton is ``CAPTURE_NOW``)."""
+    """``verdict_for``'s answer for a key to capture now (its singleton is ``CAPTURE_NOW``)."""
 
     def __repr__(self) -> str:
         return "CAPTURE_NOW"
@@ -45,128 +42,80 @@ Verdict = Union[CUDAGraphEntry, Eager, CaptureNow]
 """What a call of a key does: replay the entry, run eagerly (and why), or capture now."""
 
 
-class GraphStore:
-    """The captured graphs of one graph family (one function, or one manager), in one memory pool.
+class CaptureWatch(Protocol):
+    """What a front door is told during ``find_or_capture`` (``jit``'s is ``api/recaptures.py``)."""
 
-    Contract: the store owns its entries and their buffers. Lookups are thread-safe and never
-    wait for a capture; captures are serialised per store (and per device by the backend). When
-    ``max_cached_graphs`` or ``memory_budget`` would be exceeded, entries are evicted under the
-    config's ``eviction`` policy (entries with ``min_replays_to_keep`` replays only when no colder
-    one is left) and their buffers freed; each eviction is counted with its reason. When the last
-    graph goes, the pool's cached memory is returned.
+    def bound(self, key: GraphKey) -> None:
+        """``key``'s new constant arrays were bound to a held graph instead of a capture."""
+
+    def before_capture(self, key: GraphKey, held: list[CUDAGraphEntry]) -> None:
+        """``key`` is about to be captured, beside the entries ``held``; may raise to refuse the call."""
+
+
+class GraphStore(HeldGraphs):
+    """The graph cache of one graph family: its held graphs (``HeldGraphs``), and what a call of a key does.
+
+    Contract: lookups are thread-safe and never wait for a capture; captures are serialised per
+    store (and per device by the backend). A key whose capture failed is remembered, with why, until
+    ``clear()``: its calls run eagerly (or raise under ``on_capture_error="raise"``) without a new
+    capture.
     """
 
     def __init__(self, config: Optional[CUDAGraphConfig] = None, backend: Optional[Backend] = None):
-        self.config = config if config is not None else CUDAGraphConfig()
-        self.backend = backend if backend is not None else select_backend(self.config.backend)
-        self.eviction: EvictionPolicy = eviction_policy(self.config.eviction, self.config.min_replays_to_keep,
-                                                        per_byte=self.config.memory_budget is not None)
+        super().__init__(config, backend)
         self.instruments = Instruments(self.config, self.backend)
-        """Replay timing and NVTX ranges, on or off for this cache's life (``cache/instrument.py``)."""
-        self._entries: OrderedDict[GraphKey, CUDAGraphEntry] = OrderedDict()
-        self._seen: Counter[GraphKey] = Counter()
+        """Replay timing and NVTX ranges, on or off for this cache's life (``cache/instruments/hooks.py``)."""
         self._failed = FailedKeys(self.config.on_capture_error, self.config.pad_value, self.config.pad_mode)
-        self._lock = threading.RLock()
-        self._family_lock = threading.RLock()
-        self._arenas = StaticArenas()
-        self._stats = CUDAGraphStats()
-        self._generation = 0
-        self._view_epoch = ViewEpoch()
-        self._settlers: list[weakref.WeakMethod[Callable[[], None]]] = []
 
-    @property
-    def family_lock(self) -> threading.RLock:
-        """Hold it while loading and launching a graph of this family, or capturing one: the family's
-        graphs share static inputs and pool scratch, so their host-side sequences must not interleave."""
-        return self._family_lock
+    # -- what a call does ---------------------------------------------------------------------------
 
-    @property
-    def generation(self) -> int:
-        """Changes whenever an entry leaves: a front door that caches entries compares it to know
-        its cached lookups may be stale."""
-        return self._generation
+    @overload
+    def find_or_capture(
+        self, key: GraphKey, request: CaptureRequest, *, name: str, force: bool = False,
+        watch: Optional[CaptureWatch] = None, rows: None = None,
+    ) -> tuple[Union[CUDAGraphEntry, Eager], bool]: ...
 
-    # -- lookups ----------------------------------------------------------------------------------
+    @overload
+    def find_or_capture(
+        self, key: GraphKey, request: CaptureRequest, *, name: str, force: bool = False,
+        watch: Optional[CaptureWatch] = None, rows: int,
+    ) -> tuple[Union[CUDAGraphEntry, Eager, FirstCall], bool]: ...
 
-    def lookup(self, key: GraphKey) -> Optional[CUDAGraphEntry]:
-        """The entry for ``key`` (marked most recently used), or None."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                entry.last_used = use_tick()
-            return entry
+    def find_or_capture(
+        self, key: GraphKey, request: CaptureRequest, *, name: str, force: bool = False,
+        watch: Optional[CaptureWatch] = None, rows: Optional[int] = None,
+    ) -> tuple[Union[CUDAGraphEntry, Eager, FirstCall], bool]:
+        """What serves a call of ``key`` (``request``: the call), as (the entry, whether it was captured
+        now) or (why the call runs eagerly, False): the one call a front door makes on a miss.
 
-    def rekey(self, entry: CUDAGraphEntry, key: GraphKey) -> None:
-        """Hold ``entry`` under ``key`` from now on: its constants were rebound to the arrays ``key`` names."""
-        with self._lock:
-            if self._entries.get(entry.key) is entry:
-                del self._entries[entry.key]
-            entry.key = key
-            self._entries[key] = entry
-            self._generation += 1
+        In order: the verdict (``verdict_for``: the entry held, a failed or cold key); a held graph that
+        differs from ``key`` only in where its constants live, pointed at this call's constants
+        (``input_binding="auto"``); else, once ``pad_value`` is known to fit the batched arguments and
+        ``watch`` was told, a capture (``capture_or_fail``). ``rows``: the real rows of a user's call,
+        which runs the function as it is (``first_call.py``) where it captures its key (then a
+        ``FirstCall``, True) or is the key's first padded call. The caller holds the family lock.
+        """
+        verdict = self.verdict_for(key, force=force, name=name)
+        if isinstance(verdict, Eager):
+            return verdict, False
+        if isinstance(verdict, CaptureNow):
+            rebound = self._bind_new_constants(key, request.args, name)
+            if rebound is None:
+                check_pad_value(request.args, request.batched, self.config.pad_value, name)
+                if watch is not None:
+                    watch.before_capture(key, self.entries())
+                if rows is not None:  # a user's call runs as it is, then captures: the graph serves the next calls
+                    return capture_after_running(self, key, request, rows, name), True
+                captured = self.capture_or_fail(key, request, name=name)
+                return captured, isinstance(captured, CUDAGraphEntry)
+            if watch is not None:
+                watch.bound(key)
+            verdict = rebound
+        if rows is not None and request.batched and rows != verdict.padded:  # its outputs' cut, checked once
+            return padded_call(self, verdict, request, rows, name), False
+        return verdict, False
 
-    def holds(self, key: GraphKey) -> bool:
-        """Whether a graph for ``key`` is held (a query: it does not count as a use)."""
-        with self._lock:
-            return key in self._entries
-
-    def note_seen(self, key: GraphKey) -> int:
-        """Count an eager sighting of ``key`` (for hot shapes); return its sightings so far."""
-        with self._lock:
-            self._seen[key] += 1
-            return self._seen[key]
-
-    def entries(self) -> list[CUDAGraphEntry]:
-        """The entries held (each one's ``last_used`` says when it last ran)."""
-        with self._lock:
-            return list(self._entries.values())
-
-    def num_graphs(self) -> int:
-        with self._lock:
-            return len(self._entries)
-
-    def __len__(self) -> int:
-        return self.num_graphs()
-
-    def add_settler(self, settle: Callable[[], None]) -> None:
-        """``settle()`` (a bound method, held weakly) hands kept-aside counts to ``stats()``."""
-        self._settlers.append(weakref.WeakMethod(settle))
-
-    def stats(self) -> CUDAGraphStats:
-        """The statistics, with the counts the hot paths keep aside (hits, zero-copy binds) folded in
-        (under the family lock, which the hot paths hold while counting)."""
-        with self._family_lock:
-            pairs = [(ref, ref()) for ref in self._settlers]
-            self._settlers = [ref for ref, settle in pairs if settle is not None]  # the dead ones dropped
-            for settle in [*(s for _, s in pairs if s), *(e.binding.settle for e in self.entries() if e.binding)]:
-                settle()
-        return self._stats
-
-    def total_bytes(self) -> int:
-        """Bytes held by all entries: recorded outputs/scratch, and static buffers counted once
-        (graphs of one signature read views of one shared buffer, sized for the largest batch)."""
-        with self._lock:
-            return total_bytes(self._entries.values())
-
-    def static_signatures(self) -> set[Signature]:
-        """The signatures whose shared static input buffers are held (each held graph's, no more)."""
-        with self._lock:
-            return self._arenas.signatures()
-
-    def get_hot_shapes(self, top_k: int = 10) -> list[tuple[BatchDescriptor, int]]:
-        """The ``top_k`` most used descriptors: eager sightings plus replays (evicted ones too)."""
-        with self._lock:
-            merged: Counter[BatchDescriptor] = Counter()
-            for key, count in self._seen.items():
-                merged[key.descriptor] += count
-            for key, entry in self._entries.items():
-                merged[key.descriptor] += entry.replay_count
-            return merged.most_common(top_k)
-
-    # -- what a call does: capture-after and failed keys ---------------------------------------
-
-    def admit(self, key: GraphKey, *, force: bool = False, name: str = "the function") -> Verdict:
+    def verdict_for(self, key: GraphKey, *, force: bool = False, name: str = "the function") -> Verdict:
         """What a call of ``key`` does now, decided in one place for every front door.
 
         The entry held (marked most recently used) when there is one; ``Eager`` when the key
@@ -185,8 +134,31 @@ class GraphStore:
             if not force and seen < self.config.capture_after:
                 self._seen[key] = seen
                 return cold_key(seen, self.config.capture_after)
-            # Not counted: the call that captures counts this sighting (``note_seen``), or a failure does.
+            # Not counted: the call that captures counts this sighting (``count_sighting``), or a failure does.
             return CAPTURE_NOW
+
+    def _bind_new_constants(self, key: GraphKey, args: Sequence[Any], name: str) -> Optional[CUDAGraphEntry]:
+        """The held graph that differs from ``key`` only in where its constants live, now reading this
+        call's constant arrays (``CUDAGraphEntry.rebind_constants``) and held under ``key``, which always
+        names the arrays its graph reads; None where there is none or its nodes cannot be re-pointed.
+        Counted as a bind of each constant argument, not as a re-capture."""
+        consts = key.signature.constants()
+        if not consts or self.config.input_binding != "auto":
+            return None
+        rest = key.without_constants()
+        layout = [(c.shape, c.dtype, c.strides) for c in consts]
+        positions = [i for i, part in enumerate(key.signature.args) if isinstance(part, ConstArg)]
+        for entry in self.entries():
+            held = entry.key
+            if (held.without_constants() != rest
+                    or [(c.shape, c.dtype, c.strides) for c in held.signature.constants()] != layout):
+                continue
+            if entry.rebind_constants([(i, args[i]) for i in positions]):
+                self.rekey(entry, key)
+                logger.info("%s() binds new constant argument(s) %s to its graph for %s instead of re-capturing",
+                            name, positions, key.descriptor)
+                return entry
+        return None
 
     def capture_or_fail(self, key: GraphKey, request: CaptureRequest, *, name: str) -> Union[CUDAGraphEntry, Eager]:
         """Capture ``request`` for ``key``; when it cannot be graphed, remember the key as failed and
@@ -234,6 +206,14 @@ class GraphStore:
         with self._lock:
             self._failed.clear()
 
+    def clear(self) -> None:
+        """Drop every graph, forget failed keys and return the pool's memory (statistics are kept;
+        each dropped graph counts as an eviction by ``clear()``)."""
+        with self._family_lock:
+            with self._lock:
+                self._failed.clear()
+            super().clear()
+
     # -- capture ----------------------------------------------------------------------------------
 
     def capture_entry(
@@ -280,8 +260,7 @@ class GraphStore:
         self._view_epoch.bump()  # warm-ups and the capture may write where view outputs point
         try:
             with self.instruments.capturing(request.name, key):
-                entry = record(key, request, backend=self.backend, config=self.config, arena=arena,
-                               counts=(self._stats.rebinds_by_argument, self._stats.copies_by_argument))
+                entry = record(key, request, backend=self.backend, config=self.config, arena=arena)
             self.instruments.install(entry, request.name)
             self.add(entry)
         except BaseException:
@@ -298,101 +277,3 @@ class GraphStore:
                          key.descriptor, upload.describe())
         logger.debug("captured %s in %.2f ms (%d bytes)", key, 1e3 * entry.capture_time, entry.nbytes)
         return entry
-
-    # -- holding and evicting -------------------------------------------------------------------
-
-    def add(self, entry: CUDAGraphEntry) -> None:
-        """Hold ``entry``, evicting others to stay within ``max_cached_graphs`` and ``memory_budget``.
-
-        An entry above the memory budget on its own is released and refused with ``CaptureError``.
-        """
-        budget = self.config.memory_budget
-        if budget is not None and entry.nbytes > budget:
-            entry.release()
-            raise CaptureError(
-                f"{FallbackReason.OVER_BUDGET.text}: the graph for {entry.key.descriptor} needs {entry.nbytes} "
-                f"bytes, above memory_budget={budget} bytes on its own"
-            )
-        # The family lock first, as everywhere (eviction releases graphs under it): never the other order.
-        with self._family_lock, self._lock:
-            self._entries[entry.key] = entry
-            limit = self.config.max_cached_graphs
-            while limit is not None and len(self._entries) > limit:
-                if not self.evict_one(EvictionReason.MAX_CACHED_GRAPHS, f"max_cached_graphs={limit} reached",
-                                      keep=entry):
-                    break
-            # The new graph may keep a shared static buffer larger than itself alive, so the
-            # total can stay above the budget with nothing left to evict: stop there.
-            while budget is not None and self.total_bytes() > budget:
-                if not self.evict_one(EvictionReason.MEMORY_BUDGET, f"memory_budget={budget} bytes reached",
-                                      keep=entry):
-                    break
-
-    def select_victim(self, exclude: Optional[CUDAGraphEntry] = None) -> Optional[CUDAGraphEntry]:
-        """The entry eviction would take next under the configured policy."""
-        with self._lock:
-            victim: Optional[CUDAGraphEntry] = self.eviction.victim(self._entries.values(), exclude)
-            return victim
-
-    def evict_one(self, reason: EvictionReason, detail: str, keep: Optional[CUDAGraphEntry] = None) -> bool:
-        """Evict the policy's next victim (never ``keep``); False when there is none."""
-        victim = self.select_victim(exclude=keep)
-        if victim is None:
-            return False
-        self._remove(victim.key, reason, detail)
-        logger.debug("evicted %s (%d replays, %d bytes): %s", victim.key, victim.replay_count, victim.nbytes, detail)
-        return True
-
-    def evict(self, key: GraphKey, reason: EvictionReason, detail: Optional[str] = None) -> bool:
-        """Drop the entry for ``key``, counted as an eviction with ``reason``; True when one was held."""
-        return self._remove(key, reason, detail)
-
-    def remove_key(self, key: GraphKey) -> bool:
-        return self._remove(key, EvictionReason.REMOVED, "removed by remove_key()")
-
-    def clear(self) -> None:
-        """Drop every graph, forget failed keys and return the pool's memory (statistics are kept;
-        each dropped graph counts as an eviction by ``clear()``)."""
-        with self._family_lock:  # no replay of the family is enqueuing while its graphs are released
-            with self._lock:
-                self._failed.clear()
-                entries = list(self._entries.values())
-                for entry in entries:
-                    self._seen[entry.key] += entry.replay_count
-                    self._stats.record_eviction(EvictionReason.CLEARED)
-                self._entries.clear()
-                self._arenas.clear()
-                self._generation += 1
-                self._view_epoch.bump()
-            for entry in entries:
-                entry.release()
-            self.backend.release_memory()
-
-    def _remove(self, key: GraphKey, reason: EvictionReason, detail: Optional[str] = None) -> bool:
-        """Drop the entry for ``key``, counted as an eviction (stats stay whole: captures -
-        evictions == graphs held)."""
-        with self._family_lock:  # no replay of the family is enqueuing while the graph is released
-            with self._lock:
-                entry = self._entries.pop(key, None)
-                if entry is None:
-                    return False
-                self._stats.record_eviction(reason, detail)
-                self._generation += 1
-                self._view_epoch.bump()
-                self._seen[key] += entry.replay_count  # keep its history for get_hot_shapes
-            entry.release()
-            self._drop_unused_arena(key.signature)
-            self._release_if_empty()
-            return True
-
-    def _drop_unused_arena(self, signature: Signature) -> None:
-        with self._lock:
-            self._arenas.drop_unused(signature, self._entries.values())
-
-    def _release_if_empty(self) -> None:
-        with self._lock:
-            empty = not self._entries
-            if empty:
-                self._arenas.clear()
-        if empty:
-            self.backend.release_memory()

@@ -6,7 +6,7 @@ Nothing inside the package uses these names: each concept is spelled by its owne
 
 from __future__ import annotations
 
-from ..cache.entry import CUDAGraphEntry
+from ..cache import CUDAGraphEntry
 from ..config.model import CUDAGraphMode
 from ..dispatch.descriptor import BatchDescriptor
 

@@ -1,10 +1,11 @@
 """``CudagraphDispatcher``: the seed's dispatcher, a ``Dispatcher`` that also reaches the graph cache.
 
 ``cupygraph.dispatch.dispatcher.Dispatcher`` owns the keys and the decision and knows nothing of
-graphs. The seed API let a dispatcher hold graphs too (``register_graph``, ``has_graph``,
-``get_graph``, ``clear_cache``, registry counters in ``stats()``); that surface lives here, in the
-compatibility layer, on top of the one graph cache (``CUDAGraphRegistry``), so the dispatch layer
-never imports the cache layer.
+graphs; it is the dispatcher of the main path (``jit``, the manager). The seed API let a dispatcher
+hold graphs too (``register_graph``, ``has_graph``, ``get_graph``, ``clear_cache``, registry
+counters in ``stats()``); that surface has no home of its own and lives here, delegating to the one
+graph cache (``CUDAGraphRegistry``), so the dispatch layer never imports the cache layer.
+``StreamDispatcher`` is one, as the seed has it.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from ..cache.registry import CUDAGraphRegistry, RegisteredGraph
-from ..cache.stats import CUDAGraphStats
+from ..cache import CUDAGraphRegistry, CUDAGraphStats, RegisteredGraph
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..dispatch.descriptor import BatchDescriptor, check_descriptor
 from ..dispatch.dispatcher import Dispatcher

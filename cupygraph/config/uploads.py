@@ -1,7 +1,7 @@
 """The ``host_uploads`` field of ``CUDAGraphConfig``: what a capture does with host data (issue 20).
 
 Declared here, beside the model, so its documentation lives where it is declared without growing
-``model.py``; ``backends/uploads.py`` implements the three choices.
+``model.py``; ``backends/guards/uploads.py`` implements the three choices.
 """
 
 from __future__ import annotations

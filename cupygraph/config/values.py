@@ -140,8 +140,9 @@ def pad_value_problem(pad_value: Any, dtype: Any) -> Optional[str]:
     """Why ``pad_value`` cannot fill padding rows of an array of ``dtype`` as written; None when it can.
 
     NumPy and CuPy would convert silently: 2.7 becomes 2 in int32, -1 wraps in uint8, 1e300 becomes
-    inf in float16, NaN in an int array is an error only at run time. Front doors ask this when
-    they make a key, so the config's value and the input's dtype are checked together, once.
+    inf in float16, NaN in an int array is an error only at run time. The graph cache asks this before
+    it captures a key (``cache.padding.check_pad_value``), so the config's value and the input's dtype
+    are checked together, once.
     """
     import numpy as np
 
@@ -159,11 +160,9 @@ def pad_value_problem(pad_value: Any, dtype: Any) -> Optional[str]:
         if not info.min <= pad_value <= info.max:
             return f"pad_value={shown} is outside the range of {dt} ({info.min}..{info.max})"
         return None
-    if dt.kind == "f":
+    if dt.kind in "fc":  # a complex number's parts are floats of half its size
         largest = float(np.finfo(dt).max)
         if math.isfinite(pad_value) and abs(pad_value) > largest:
             return f"pad_value={shown} overflows {dt} (largest {largest:g}): it would become inf"
-        return None
-    if dt.kind == "c":
         return None
     return f"inputs of dtype {dt} cannot be padded with a number (pad_value={shown})"

@@ -39,15 +39,15 @@ from typing import Any, Optional
 import numpy as np
 
 from ..backends.base import on_gpu
-from ..backends.host_guard import capture_run_active, reads_allowed
+from ..backends.guards.host_guard import capture_run_active, reads_allowed
 from .nodes import (
     capturing_stream,
+    conditional_runtime,
     describe,
     graph_cond,
     graph_while,
     host_value_refused,
     no_graph_breaks,
-    probe,
     warm_kernels,
 )
 
@@ -109,7 +109,7 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Optional[Callable[[], 
 
 def conditional_nodes_unavailable_reason() -> Optional[str]:
     """None when conditional graph nodes can be recorded here; otherwise why not, in words."""
-    return probe()[1]
+    return conditional_runtime()[1]
 
 
 def inside_conditional() -> bool:

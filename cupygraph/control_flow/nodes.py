@@ -18,7 +18,7 @@ import numpy as np
 from ..backends.graph_bodies import note_body
 from ..errors import CaptureError
 
-__all__ = ["capturing_stream", "describe", "graph_cond", "graph_while", "probe", "warm_kernels"]
+__all__ = ["capturing_stream", "conditional_runtime", "describe", "graph_cond", "graph_while", "warm_kernels"]
 
 _MIN_CUDA = 12040  # conditional nodes and device-side cudaGraphSetConditional
 _EMPTY_BODY_FIXED = 12080  # older drivers hang on a conditional node with an empty body graph
@@ -132,7 +132,9 @@ class _Cuda:
 
 
 @functools.cache
-def probe() -> tuple[Optional[_Cuda], Optional[str]]:
+def conditional_runtime() -> tuple[Optional[_Cuda], Optional[str]]:
+    """The CUDA runtime calls conditional nodes need, and None; or None and why they are unavailable
+    (checked once per process)."""
     try:
         import cuda.bindings
         from cuda.bindings import runtime as rt
@@ -162,7 +164,7 @@ def probe() -> tuple[Optional[_Cuda], Optional[str]]:
 
 
 def _cuda_or_raise(what: str) -> _Cuda:
-    cuda, reason = probe()
+    cuda, reason = conditional_runtime()
     if cuda is None:
         raise CaptureError(f"{what} cannot be recorded into a CUDA graph: {reason}")
     return cuda
@@ -239,7 +241,7 @@ def host_value_refused(value: Any, what: str) -> CaptureError:
 def no_graph_breaks(what: str) -> Iterator[None]:
     """A ``graph_break`` inside a conditional body is refused (on the GPU and, while a host capture
     runs, on the host: both record bodies that cannot run ops eagerly between pieces)."""
-    from ..backends.piecewise import recording_breaks
+    from ..backends.graph_breaks import recording_breaks
 
     with recording_breaks(_RefuseBreaks(what)):
         yield

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from ..cache.key import GraphKey, Signature, StaticArg, keyable
+from ..cache import GraphKey, Signature, StaticArg, keyable
 from ..logs import logger
 
 _configured = False

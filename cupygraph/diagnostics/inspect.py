@@ -5,13 +5,24 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Union
+from typing import Optional, Protocol, Union
 
+from ..backends.base import Backend
+from ..cache import CUDAGraphRegistry, CUDAGraphStats
 from ..config.defaults import graphs_disabled_by_env
+from ..config.model import CUDAGraphConfig
 from ..errors import CupyGraphError
 
-if TYPE_CHECKING:
-    from ..api.jit import GraphedFunction
+
+class Inspectable(Protocol):
+    """What diagnostics read of a jitted function (``GraphedFunction`` is one): its graphs are its registry's."""
+
+    __name__: str
+    config: CUDAGraphConfig
+    backend: Backend
+    registry: CUDAGraphRegistry
+
+    def stats(self) -> CUDAGraphStats: ...
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -21,7 +32,7 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def describe(graphed: GraphedFunction) -> str:
+def describe(graphed: Inspectable) -> str:
     """Graphs held per mode and size (bytes, replays), hit rate and fallbacks by reason."""
     stats = graphed.stats()
     entries = sorted(graphed.registry.entries(), key=lambda e: (e.key.mode.name, e.key.descriptor.num_tokens))
@@ -64,7 +75,7 @@ class GraphNotHeldError(CupyGraphError, LookupError):
     """``to_dot`` was asked for a graph the function does not hold; the message lists what it holds."""
 
 
-def to_dot(graphed: GraphedFunction, size: Optional[int] = None) -> str:
+def to_dot(graphed: Inspectable, size: Optional[int] = None) -> str:
     """The captured graph for the batch ``size`` (padded; default: the largest held) as DOT text."""
     entries = graphed.registry.entries()
     name = graphed.__name__

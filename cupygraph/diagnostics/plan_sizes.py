@@ -21,7 +21,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ..cache.histogram import SizeHistogram
+from ..cache import SizeHistogram
 from ..config.modes import short_repr
 from ..config.sizes import check_positive_int, normalise_sizes, pad_to_capture_size
 

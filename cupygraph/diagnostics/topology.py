@@ -4,7 +4,7 @@ the differences between two such descriptions in words.
 A description is plain data per graph (keyed ``"FULL size=8"``): node counts by kind, kernel
 names in launch order (run-length encoded), memcpy and memset nodes, conditional nodes, pieces
 and graph breaks, and the bytes the graph holds. The GPU backend reads it from the real graph
-(``backends/cupy_topology.py``); everything here is pure, so it is tested on recorded
+(``backends/driver/topology.py``); everything here is pure, so it is tested on recorded
 descriptions. ``diff_topologies`` says what changed ("kernel `step` now launched 33 times, was
 32"; "a memcpy node appeared (device to device, 4096 bytes)"); bytes compare within a tolerance.
 """
@@ -15,13 +15,11 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
-from ..cache.instrument import key_label
+from ..cache import key_label
 from ..errors import CupyGraphError
-
-if TYPE_CHECKING:
-    from ..api.jit import GraphedFunction
+from .inspect import Inspectable
 
 FORMAT = 1
 """Version of the snapshot file layout (``"cupygraph_topology"`` in the file)."""
@@ -54,13 +52,13 @@ def expand(runs: Sequence[Sequence[Any]]) -> list[str]:
     return [str(name) for name, times in runs for _ in range(int(times))]
 
 
-def function_topology(graphed: GraphedFunction) -> dict[str, dict[str, Any]]:
+def function_topology(graphed: Inspectable) -> dict[str, dict[str, Any]]:
     """The description of every graph ``graphed`` holds, from its backend (CuPy only)."""
     if graphed.backend.name != "cupy":
         raise CupyGraphError(
             f"{graphed.__name__} runs on the {graphed.backend.name} backend, which records no CUDA graph: "
             "a topology can only be read from the CuPy backend's graphs")
-    from ..backends.cupy_topology import recording_topology
+    from ..backends.driver.topology import recording_topology
 
     graphs = {}
     for entry in sorted(graphed.registry.entries(), key=graph_label):

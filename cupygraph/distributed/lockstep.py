@@ -15,7 +15,7 @@ the graph made from the same capture. ``LockstepFunction`` keeps the ranks' grap
 3. After each capture the ranks agree on success (``LockstepRegistry``): when any rank failed,
    every rank drops its graph and marks the key failed, so they fall back to eager together.
    Before it they agree on its warm-ups: a rank whose call wrote into an array the function reads
-   by address skips them (``api/first_call.py``), and then every rank does.
+   by address skips them (``cache/first_call.py``), and then every rank does.
 """
 
 from __future__ import annotations
@@ -30,11 +30,7 @@ import numpy as np
 from ..api.jit import GraphedFunction
 from ..api.options import JitOptions, resolve_config
 from ..backends.base import Backend
-from ..cache.capture import CaptureRequest
-from ..cache.entry import CUDAGraphEntry
-from ..cache.key import GraphKey
-from ..cache.registry import CUDAGraphRegistry
-from ..cache.stats import CUDAGraphStats
+from ..cache import CaptureRequest, CUDAGraphEntry, CUDAGraphRegistry, CUDAGraphStats, GraphKey
 from ..config.model import CUDAGraphConfig
 from ..errors import CaptureError, ConfigError
 from ..pytree import flatten, unflatten
@@ -89,7 +85,7 @@ class LockstepRegistry(CUDAGraphRegistry):
 
     def _capture(self, key: GraphKey, request: CaptureRequest) -> CUDAGraphEntry:
         # A call's own run may show, on some ranks only, writes that make its capture skip the warm-ups
-        # (``api/first_call.py``): every rank runs the same collectives, so all skip them when one does.
+        # (``cache/first_call.py``): every rank runs the same collectives, so all skip them when one does.
         if not self.comm.agree_all(request.warmups != 0):
             request = dataclasses.replace(request, warmups=0)
         try:
@@ -145,7 +141,7 @@ class LockstepFunction:
         config = lockstep_config(resolve_config(options.config), comm)
         backend: Optional[Backend] = None
         if comm.backend_name == "cupy":
-            from ..backends.cupy import CupyBackend
+            from ..backends.cupy.backend import CupyBackend
 
             backend = CupyBackend(comm.device)
         self.comm = comm

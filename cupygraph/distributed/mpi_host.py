@@ -11,15 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.host_guard import capture_run_active, guarded
+from ..backends.guards.host_capturable import handed_back, plain_array
+from ..backends.guards.host_guard import capture_run_active
 from .comm import Communicator
 
 __all__ = ["MpiCommunicator"]
-
-
-def _plain(array: Any) -> np.ndarray:
-    # The host capture hands the function guarded ndarray subclasses; MPI needs only the buffer.
-    return array.view(np.ndarray) if type(array) is not np.ndarray else array
 
 
 class MpiCommunicator(Communicator):
@@ -60,44 +56,44 @@ class MpiCommunicator(Communicator):
     def _empty(self, like: Any, shape: tuple[int, ...]) -> Any:
         # Under a host capture the result refuses host reads like every other array there.
         out = np.empty(shape, dtype=like.dtype)
-        return guarded(out) if capture_run_active() else out
+        return handed_back(out)
 
     def _all_reduce(self, x: Any, out: Any, op: str) -> None:
         if capture_run_active():
-            _plain(out)[...] = _plain(x)  # as if alone: the capture's numbers are never returned
+            plain_array(out)[...] = plain_array(x)  # as if alone: the capture's numbers are never returned
             return
-        send, recv = _plain(x), _plain(out)
+        send, recv = plain_array(x), plain_array(out)
         # In place (out=x) as NCCL allows it; MPI wants IN_PLACE instead of aliased buffers.
         same = send.__array_interface__["data"][0] == recv.__array_interface__["data"][0]
         self.comm.Allreduce(self._mpi.IN_PLACE if same else send, recv, op=self._ops[op])
 
     def _all_gather(self, x: Any, out: Any) -> None:
         if capture_run_active():
-            _plain(out).reshape(self.size, -1)[...] = _plain(x).reshape(1, -1)
+            plain_array(out).reshape(self.size, -1)[...] = plain_array(x).reshape(1, -1)
             return
-        self.comm.Allgather(_plain(x), _plain(out))
+        self.comm.Allgather(plain_array(x), plain_array(out))
 
     def _reduce_scatter(self, x: Any, out: Any, op: str) -> None:
         if capture_run_active():
-            _plain(out).reshape(-1)[...] = _plain(x).reshape(self.size, -1)[self.rank]
+            plain_array(out).reshape(-1)[...] = plain_array(x).reshape(self.size, -1)[self.rank]
             return
-        self.comm.Reduce_scatter_block(_plain(x), _plain(out), op=self._ops[op])
+        self.comm.Reduce_scatter_block(plain_array(x), plain_array(out), op=self._ops[op])
 
     def _broadcast(self, x: Any, root: int) -> None:
         if capture_run_active():
             return
-        self.comm.Bcast(_plain(x), root=root)
+        self.comm.Bcast(plain_array(x), root=root)
 
     def _send(self, x: Any, peer: int) -> None:
         if capture_run_active():
             return
-        self._pending.append(self.comm.Isend(_plain(x), dest=peer))
+        self._pending.append(self.comm.Isend(plain_array(x), dest=peer))
         self._complete_unless_grouped()
 
     def _recv(self, out: Any, peer: int) -> None:
         if capture_run_active():
             return
-        self._pending.append(self.comm.Irecv(_plain(out), source=peer))
+        self._pending.append(self.comm.Irecv(plain_array(out), source=peer))
         self._complete_unless_grouped()
 
     def _group_start(self) -> None:

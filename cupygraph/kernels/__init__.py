@@ -1,7 +1,7 @@
 """CUDA C sources shipped with cupygraph, loaded with importlib.resources and compiled lazily.
 
 Every shipped source is given the PDL macros (``pdl.cuh``) and its kernels opt in; modules are
-registered so graphs can find, in their PTX, which kernels wait (``pdl.py``).
+registered so graphs can find, in their PTX, which kernels wait (``backends/pdl/``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import functools
 from importlib import resources
 from typing import Any
 
-from .pdl import register_module, with_pdl
+from ..backends.pdl.modules import register_module, with_pdl
 
 SOURCES = ("heat.cu", "elementwise.cu", "mlp.cu", "control.cu", "fingerprint.cu")
 

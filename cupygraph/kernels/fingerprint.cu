@@ -1,5 +1,5 @@
 // A hash of a span of device memory: whether a function wrote into an array it reads by address is
-// told by hashing the array before and after the function ran (cupygraph/api/first_call.py). The
+// told by hashing the array before and after the function ran (cupygraph/cache/first_call.py). The
 // bytes are read once and never copied: a copy of large weights would cost as much memory again.
 // Each word is mixed with its index (a permutation changes the hash); the mixes are summed and
 // xor-ed, which do not depend on the order the threads run in.

@@ -23,7 +23,7 @@ are bit-for-bit the same eagerly and in a graph replay (same handle settings, sa
 same algorithm); against ``cupy.matmul`` they agree to rounding. The cuBLAS binding is chosen in
 ``_binding`` (nvmath-python where installed, else ctypes on CuPy's own libcublas).
 
-Factorisations on cuSOLVER (``_solvers``): ``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``,
+Factorisations on cuSOLVER (``_public_solvers``): ``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``,
 ``svd`` with NumPy's results; a numerical failure (singular, not positive definite, no
 convergence) gives NaN results and a non-zero ``info`` (``return_info=True``; ``check(info)``
 raises ``LinAlgFailure``) instead of an exception, since a graph cannot raise. ``eigh`` and ``svd``
@@ -44,8 +44,8 @@ import numpy as np
 from ..backends.base import on_gpu as _on_gpu
 from ._binding import BINDINGS, CublasError, load_binding
 from ._contract import einsum, tensordot
+from ._public_solvers import LinAlgFailure, check, cholesky, eigh, inv, qr, solve, spmm, svd
 from ._shapes import SUPPORTED, scale_dtype
-from ._solvers import LinAlgFailure, check, cholesky, eigh, inv, qr, solve, spmm, svd
 
 __all__ = [
     "BINDINGS",
@@ -85,9 +85,9 @@ def matmul(a: Any, b: Any, /, out: Optional[Any] = None) -> Any:
         from . import _gemm_cupy
 
         return _gemm_cupy.matmul(a, b, out)
-    from . import _host
+    from . import _gemm_host
 
-    return _host.matmul(a, b, out)
+    return _gemm_host.matmul(a, b, out)
 
 
 def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, trans_a: bool = False,
@@ -103,9 +103,9 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, tr
         from . import _gemm_cupy
 
         return _gemm_cupy.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out)
-    from . import _host
+    from . import _gemm_host
 
-    return _host.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out)
+    return _gemm_host.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out)
 
 
 def gemm_strided_batched(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0,
@@ -130,9 +130,9 @@ def gemm_batched(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any =
         from . import _batched
 
         return _batched.gemm_batched(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out)
-    from . import _host
+    from . import _gemm_host
 
-    return _host.gemm_batched(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out)
+    return _gemm_host.gemm_batched(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out)
 
 
 def scalar(value: Any, *, like: Any) -> Any:
@@ -156,7 +156,7 @@ def prepare(stream: Any = None) -> None:
     this: its warm-up does it."""
     import cupy
 
-    from ._context import handle_for
+    from ._cublas_handles import handle_for
 
     stream = cupy.cuda.get_current_stream() if stream is None else stream
     handle_for(cupy.cuda.Device().id, stream)
@@ -165,7 +165,7 @@ def prepare(stream: Any = None) -> None:
 def release_unused() -> dict[str, int]:
     """Free the workspaces kept for eagerly used streams and destroy handles no thread or graph
     holds; what captured graphs hold stays. Returns ``resources()``."""
-    from ._context import release_unused as release
+    from ._cublas_handles import release_unused as release
 
     return release()
 
@@ -174,10 +174,10 @@ def resources() -> dict[str, int]:
     """Live cuBLAS handles, workspaces and workspace bytes of this process (0 where none was made)."""
     import sys
 
-    context = sys.modules.get(f"{__name__}._context")
-    if context is None:
+    handles = sys.modules.get(f"{__name__}._cublas_handles")
+    if handles is None:
         return {"handles": 0, "workspaces": 0, "workspace_bytes": 0}
-    counts: dict[str, int] = context.resources()
+    counts: dict[str, int] = handles.resources()
     return counts
 
 
@@ -185,7 +185,7 @@ def binding_info() -> dict[str, Any]:
     """Which cuBLAS binding this process uses, the library it loaded and cuBLAS's version."""
     import cupy
 
-    from ._context import handle_for
+    from ._cublas_handles import handle_for
 
     handle = handle_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream())
     lib = handle.lib

@@ -11,10 +11,10 @@ from typing import Any, Optional
 import cupy
 
 from ._binding import COMPUTE_TYPE, DATA_TYPE, GEMM_DEFAULT, OP_N, OP_T
-from ._context import handle_for
+from ._cublas_handles import handle_for
 from ._gemm_cupy import Scalars, bounds, device_of
 from ._pointer_table import pointer_table
-from ._shapes import Geometry, check_int32, matmul_shapes, plan_gemm, result_dtype
+from ._shapes import Geometry, check_int32, gemm_call, matmul_shapes, result_dtype
 
 _WHAT = "cupygraph.linalg.gemm_batched"
 
@@ -99,9 +99,9 @@ def _run(a_list: list[Any], b_list: list[Any], out_list: list[Any], m: int, k: i
         if lo < out_hi and out_lo < hi:  # cuBLAS must not write what it still reads
             targets = []
     for _ in range(2):
-        plan, copies = plan_gemm(m, k, n, 1, _geometry(a_list), _geometry(b_list),
+        call, copies = gemm_call(m, k, n, 1, _geometry(a_list), _geometry(b_list),
                                  _geometry(targets) if targets else None)
-        if plan is not None:
+        if call is not None:
             break
         if "a" in copies:
             a_list = [cupy.ascontiguousarray(x) for x in a_list]
@@ -111,8 +111,8 @@ def _run(a_list: list[Any], b_list: list[Any], out_list: list[Any], m: int, k: i
             targets = [x.copy() if not scalars.beta_zero else cupy.empty((m, n), dtype=x.dtype) for x in out_list]
     else:
         raise RuntimeError(f"{_WHAT}: no cuBLAS layout for contiguous copies (a bug in cupygraph.linalg)")
-    check_int32(_WHAT, m=plan.m, n=plan.n, k=plan.k, lda=plan.lda, ldb=plan.ldb, ldc=plan.ldc, batch=count)
-    first, second = (a_list, b_list) if plan.first == "a" else (b_list, a_list)
+    check_int32(_WHAT, m=call.m, n=call.n, k=call.k, lda=call.lda, ldb=call.ldb, ldc=call.ldc, batch=count)
+    first, second = (a_list, b_list) if call.first == "a" else (b_list, a_list)
     table = pointer_table([x.data.ptr for x in first] + [x.data.ptr for x in second] + [x.data.ptr for x in targets])
     stream = cupy.cuda.get_current_stream()
     handle = handle_for(int(table.device.id), stream)
@@ -120,9 +120,9 @@ def _run(a_list: list[Any], b_list: list[Any], out_list: list[Any], m: int, k: i
     alpha, beta = scalars.pointers
     dt, ct = DATA_TYPE[targets[0].dtype.char], COMPUTE_TYPE[targets[0].dtype.char]
     step = table.itemsize * count
-    handle.lib.gemm_batched(handle.ptr, OP_T if plan.trans_a else OP_N, OP_T if plan.trans_b else OP_N,
-                            plan.m, plan.n, plan.k, alpha, table.data.ptr, dt, plan.lda, table.data.ptr + step, dt,
-                            plan.ldb, beta, table.data.ptr + 2 * step, dt, plan.ldc, count, ct, GEMM_DEFAULT)
+    handle.lib.gemm_batched(handle.ptr, OP_T if call.trans_a else OP_N, OP_T if call.trans_b else OP_N,
+                            call.m, call.n, call.k, alpha, table.data.ptr, dt, call.lda, table.data.ptr + step, dt,
+                            call.ldb, beta, table.data.ptr + 2 * step, dt, call.ldc, count, ct, GEMM_DEFAULT)
     for target, final in zip(targets, out_list):
         if target is not final:
             final[...] = target

@@ -8,7 +8,7 @@
   map after CuPy's cuBLAS module is imported); it needs nothing beyond CuPy.
 
 Why ``auto`` (the default; ``CUPYGRAPH_CUBLAS_BINDING`` = auto | nvmath | ctypes) takes nvmath
-where it is installed and ctypes otherwise, measured with ``tools/probe_cublas.py`` on an H200
+where it is installed and ctypes otherwise, measured with ``tools/probe_cublas.py`` (at commit 357e924) on an H200
 (CUDA 13.2, cuBLAS 13.1, CuPy 14.2, nvmath-python 1.0.0; 2026-11-26): both capture a GEMM into a
 graph next to a CuPy kernel, and three replays on fresh data equal eager calls bit for bit under
 both; in graphs they cost the same (a (64x1024)@(1024x1024) float32 GEMM: 11.8 µs of GPU time
@@ -16,7 +16,7 @@ per replay with nvmath, 12.2 µs with ctypes, in one process). nvmath is the mai
 issue prefers and its calls are cheaper (eager ``cupygraph.matmul`` of 64x64: 31.5 µs of host time
 per call against 34.4 µs; ``cupy.matmul``: 15.5 µs), but its import costs 0.38 s on top of CuPy
 and cupygraph and it is an extra install, so without it the ctypes binding (import 3 ms) serves.
-Eager host time is mostly cupygraph's Python (shape checks, layout plan, handle binding), not the
+Eager host time is mostly cupygraph's Python (shape checks, the GEMM call's layout, handle binding), not the
 binding; a graph replays the GEMM with no Python at all.
 
 Only these calls are bound: handle create/destroy, stream, workspace, pointer mode, version, and

@@ -18,7 +18,7 @@ def _matmul(a: Any, b: Any) -> Any:
         from ._gemm_cupy import matmul
 
         return matmul(a, b, None)
-    from ._host import matmul as host_matmul
+    from ._gemm_host import matmul as host_matmul
 
     return host_matmul(a, b, None)
 

@@ -1,7 +1,7 @@
 """Matrix products of CuPy arrays through cuBLAS, eagerly or under a CUDA graph capture.
 
 Every product is one ``cublasGemmEx`` (or ``cublasGemmStridedBatchedEx`` for a batch) on this
-thread's handle, bound to the current stream and that stream's workspace (``_context``). Operands
+thread's handle, bound to the current stream and that stream's workspace (``_cublas_handles``). Operands
 cuBLAS cannot read in place are copied first, and an output it cannot write in place is computed
 in a temporary and copied back; both are ordinary CuPy kernels, so they capture too. Host-pointer
 alpha/beta are frozen into a captured graph; arrays select device pointer mode and are read at
@@ -17,7 +17,7 @@ import cupy
 import numpy as np
 
 from ._binding import COMPUTE_TYPE, DATA_TYPE, GEMM_DEFAULT, OP_N, OP_T, POINTER_MODE_DEVICE, POINTER_MODE_HOST
-from ._context import handle_for
+from ._cublas_handles import handle_for
 from ._shapes import (
     check_int32,
     check_scale_array,
@@ -115,23 +115,23 @@ def product(a: Any, b: Any, c: Any, batch: tuple[int, ...], m: int, k: int, n: i
     dtype = c.dtype
     # cuBLAS must not write what it still reads: an output overlapping an operand is a temporary.
     overlapping = _overlaps(c, a) or _overlaps(c, b)
-    plan, a, b, target = resolve(a, b, _temporary(c, batch, m, n, scalars) if overlapping else c, batch, m, k, n,
+    call, a, b, target = resolve(a, b, _temporary(c, batch, m, n, scalars) if overlapping else c, batch, m, k, n,
                                  cupy, lambda: _temporary(c, batch, m, n, scalars))
-    check_int32(what, m=plan.m, n=plan.n, k=plan.k, lda=plan.lda, ldb=plan.ldb, ldc=plan.ldc, batch=count)
-    first, second = (a, b) if plan.first == "a" else (b, a)
+    check_int32(what, m=call.m, n=call.n, k=call.k, lda=call.lda, ldb=call.ldb, ldc=call.ldc, batch=count)
+    first, second = (a, b) if call.first == "a" else (b, a)
     stream = cupy.cuda.get_current_stream()
     handle = handle_for(int(c.device.id), stream)
     handle.set_pointer_mode(scalars.mode)
     alpha, beta = scalars.pointers
     dt, ct = DATA_TYPE[dtype.char], COMPUTE_TYPE[dtype.char]
-    ta, tb = OP_T if plan.trans_a else OP_N, OP_T if plan.trans_b else OP_N
+    ta, tb = OP_T if call.trans_a else OP_N, OP_T if call.trans_b else OP_N
     if count == 1:
-        handle.lib.gemm(handle.ptr, ta, tb, plan.m, plan.n, plan.k, alpha, first.data.ptr, dt, plan.lda,
-                        second.data.ptr, dt, plan.ldb, beta, target.data.ptr, dt, plan.ldc, ct, GEMM_DEFAULT)
+        handle.lib.gemm(handle.ptr, ta, tb, call.m, call.n, call.k, alpha, first.data.ptr, dt, call.lda,
+                        second.data.ptr, dt, call.ldb, beta, target.data.ptr, dt, call.ldc, ct, GEMM_DEFAULT)
     else:
         handle.lib.gemm_strided_batched(
-            handle.ptr, ta, tb, plan.m, plan.n, plan.k, alpha, first.data.ptr, dt, plan.lda, plan.stride_a,
-            second.data.ptr, dt, plan.ldb, plan.stride_b, beta, target.data.ptr, dt, plan.ldc, plan.stride_c,
+            handle.ptr, ta, tb, call.m, call.n, call.k, alpha, first.data.ptr, dt, call.lda, call.stride_a,
+            second.data.ptr, dt, call.ldb, call.stride_b, beta, target.data.ptr, dt, call.ldc, call.stride_c,
             count, ct, GEMM_DEFAULT)
     if target is not c:
         c[...] = target

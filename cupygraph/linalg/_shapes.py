@@ -141,7 +141,7 @@ def geometry(shape: Sequence[int], strides: Sequence[int], itemsize: int, batch:
 
 
 @dataclasses.dataclass(frozen=True)
-class GemmPlan:
+class GemmCall:
     """One cuBLAS (strided-batched) GEMM call: ``first`` names the user operand ("a" or "b") that is
     cuBLAS's A; strides are per batch item, in elements."""
 
@@ -164,8 +164,8 @@ def _extent(rows: int, cols: int, g: Geometry) -> int:
     return 1 + (rows - 1) * abs(g.s_row) + (cols - 1) * abs(g.s_col)
 
 
-def plan_gemm(m: int, k: int, n: int, count: int, a: Optional[Geometry], b: Optional[Geometry],
-              c: Optional[Geometry]) -> tuple[Optional[GemmPlan], tuple[str, ...]]:
+def gemm_call(m: int, k: int, n: int, count: int, a: Optional[Geometry], b: Optional[Geometry],
+              c: Optional[Geometry]) -> tuple[Optional[GemmCall], tuple[str, ...]]:
     """The call computing C = A @ B in place, or (None, operands to copy first): "a" and "b" are
     read through contiguous copies, "c" is computed in a temporary and copied into the output."""
     la = matrix_layout(m, k, a.s_row, a.s_col) if a is not None and a.batch is not None else None
@@ -179,10 +179,10 @@ def plan_gemm(m: int, k: int, n: int, count: int, a: Optional[Geometry], b: Opti
     if count <= 1:
         sa = sb = sc = 0
     if lc.order == "col":
-        plan = GemmPlan("a", la.order == "row", lb.order == "row", m, n, k, la.ld, lb.ld, lc.ld, sa, sb, sc, count)
+        call = GemmCall("a", la.order == "row", lb.order == "row", m, n, k, la.ld, lb.ld, lc.ld, sa, sb, sc, count)
     else:  # C^T = B^T A^T, column-major
-        plan = GemmPlan("b", lb.order == "col", la.order == "col", n, m, k, lb.ld, la.ld, lc.ld, sb, sa, sc, count)
-    return plan, ()
+        call = GemmCall("b", lb.order == "col", la.order == "col", n, m, k, lb.ld, la.ld, lc.ld, sb, sa, sc, count)
+    return call, ()
 
 
 def host_scale(value: Any, dtype: Any, name: str, what: str) -> np.ndarray:
@@ -207,31 +207,31 @@ def check_scale_array(value: Any, dtype: Any, name: str, what: str) -> None:
             f"{np.dtype(dtype)})")
 
 
-_PLANS: dict[tuple[Any, ...], GemmPlan] = {}
-_PLAN_CACHE_SIZE = 4096  # distinct (shapes, strides) layouts planned in place; later ones are planned per call
+_CALLS: dict[tuple[Any, ...], GemmCall] = {}
+_CALL_CACHE_SIZE = 4096  # distinct (shapes, strides) layouts whose call is kept; later ones are worked out per call
 
 
 def resolve(a: Any, b: Any, c: Any, batch: tuple[int, ...], m: int, k: int, n: int, xp: Any,
-            temporary: Any) -> tuple[GemmPlan, Any, Any, Any]:
-    """The GEMM computing ``c = a @ b`` and the arrays it reads and writes: (plan, a, b, target).
+            temporary: Any) -> tuple[GemmCall, Any, Any, Any]:
+    """The GEMM computing ``c = a @ b`` and the arrays it reads and writes: (call, a, b, target).
 
     Operands cuBLAS cannot read in place become contiguous copies (``xp.ascontiguousarray``); an
     output it cannot write in place is replaced by ``temporary()``, which the caller copies back.
     """
     key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, c.itemsize, batch)
-    cached = _PLANS.get(key)
-    if cached is not None:  # an eager call of a shape seen before: no planning in Python
+    cached = _CALLS.get(key)
+    if cached is not None:  # an eager call of a layout seen before: its GEMM call is kept
         return cached, a, b, c
     count = math.prod(batch)
     target = c
     for attempt in range(2):
-        plan, copies = plan_gemm(m, k, n, count, geometry(a.shape, a.strides, a.itemsize, batch),
+        call, copies = gemm_call(m, k, n, count, geometry(a.shape, a.strides, a.itemsize, batch),
                                  geometry(b.shape, b.strides, b.itemsize, batch),
                                  geometry(target.shape, target.strides, target.itemsize, batch))
-        if plan is not None:
-            if attempt == 0 and len(_PLANS) < _PLAN_CACHE_SIZE:
-                _PLANS[key] = plan
-            return plan, a, b, target
+        if call is not None:
+            if attempt == 0 and len(_CALLS) < _CALL_CACHE_SIZE:
+                _CALLS[key] = call
+            return call, a, b, target
         if "a" in copies:
             a = xp.ascontiguousarray(xp.broadcast_to(a, (*batch, m, k)))
         if "b" in copies:

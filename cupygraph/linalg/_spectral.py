@@ -1,10 +1,10 @@
 """``eigh`` and ``svd`` of CuPy arrays on cuSOLVER, eagerly or under a CUDA graph capture.
 
-``_routes`` names the routine: up to 32 x 32, ``eigh`` runs XsyevBatched (64-bit API) and ``svd``
+``_spectral_routines`` names the routine: up to 32 x 32, ``eigh`` runs XsyevBatched (64-bit API) and ``svd``
 gesvdjBatched (Jacobi), each on one matrix, which capture; larger matrices run ``syevd`` /
 ``gesvd``, which fail under stream capture and are refused before any call (the key runs
 eagerly, and the handle stays usable). The same routine runs eagerly and in a graph.
-As in ``_solver``: the input is copied into a Fortran-ordered work array, workspaces and
+As in ``_cusolver``: the input is copied into a Fortran-ordered work array, workspaces and
 ``info`` are arrays of the current allocator, the params objects were made with the handle
 (outside any capture), and a failure (no convergence, or a NaN value) is NaN results plus a
 non-zero ``info``, never an exception inside a graph.
@@ -20,15 +20,15 @@ import numpy
 from ..backends.capturing import stream_is_capturing
 from ..errors import CaptureError
 from ..reasons import FallbackReason
-from . import _routes
-from ._solver import LOWER, UPPER, _float_dtype, _fortran, _info, _routine, handle, poison_on_failure
+from . import _spectral_routines
+from ._cusolver import LOWER, UPPER, float_dtype, fortran_copy, handle, new_info, poison_on_failure, routine_name
 
 EIG_MODE_VECTOR = 1
 _DATA_TYPE = {"f": 0, "d": 1}  # CUDA_R_32F, CUDA_R_64F
 
 
 def _refuse_under_capture(what: str, name: str, dtype: Any, shape: tuple[int, ...]) -> None:
-    reason = _routes.refusal(what, name, dtype, shape)
+    reason = _spectral_routines.refusal(what, name, dtype, shape)
     if reason is not None and stream_is_capturing(cupy.cuda.get_current_stream()):
         raise CaptureError(f"{FallbackReason.LIBRARY_CALL.text}: {reason}")
 
@@ -49,17 +49,17 @@ def _nan_is_a_failure(info: Any, values: Any) -> None:
 
 
 def eigh(a: Any, uplo: str = "L") -> tuple[Any, Any, Any]:
-    what = "cupygraph.linalg.eigh"  # (a and uplo checked by _solvers.eigh)
-    dtype = _float_dtype(a)
+    what = "cupygraph.linalg.eigh"  # (a and uplo checked by _public_solvers.eigh)
+    dtype = float_dtype(a)
     n = a.shape[0]
-    name = _routes.eigh_routine(n)
-    routine = _routine(dtype, name, what)  # also refuses dtypes other than float32 / float64
+    name = _spectral_routines.eigh_routine(n)
+    routine = routine_name(dtype, name, what)  # also refuses dtypes other than float32 / float64
     _refuse_under_capture(what, name, dtype, a.shape)
     fill = LOWER if uplo == "L" else UPPER
     with cupy.cuda.Device(a.device.id):
-        work = _fortran(a, dtype)
+        work = fortran_copy(a, dtype)
         w = cupy.empty(n, dtype=dtype)
-        info = _info()
+        info = new_info()
         if n == 0:
             return w, cupy.empty((0, 0), dtype=dtype), info
         h = handle(a.device.id)
@@ -94,11 +94,11 @@ def _xsyev_batched(h: Any, work: Any, w: Any, info: Any, fill: int) -> None:
 
 def svd(a: Any, full_matrices: bool = True) -> tuple[Any, Any, Any, Any]:
     """NumPy's ``svd(a, full_matrices)``: U, S (descending), Vh."""
-    what = "cupygraph.linalg.svd"  # (a checked by _solvers.svd)
+    what = "cupygraph.linalg.svd"  # (a checked by _public_solvers.svd)
     m, n = a.shape
-    dtype = _float_dtype(a)
-    name = _routes.svd_routine(m, n)
-    routine = _routine(dtype, name, what)
+    dtype = float_dtype(a)
+    name = _spectral_routines.svd_routine(m, n)
+    routine = routine_name(dtype, name, what)
     _refuse_under_capture(what, name, dtype, a.shape)
     if m < n:  # computed for A^T = V S U^T (gesvd needs M >= N; one rule for both routines)
         vt, s, ut, info = svd(a.T, full_matrices)
@@ -106,7 +106,7 @@ def svd(a: Any, full_matrices: bool = True) -> tuple[Any, Any, Any, Any]:
     with cupy.cuda.Device(a.device.id):
         if n == 0:
             u = cupy.eye(m, dtype=dtype) if full_matrices else cupy.empty((m, 0), dtype=dtype)
-            return u, cupy.empty(0, dtype=dtype), cupy.empty((0, 0), dtype=dtype), _info()
+            return u, cupy.empty(0, dtype=dtype), cupy.empty((0, 0), dtype=dtype), new_info()
         if name == "gesvdj_batched":
             return _svd_jacobi(a, dtype, routine, full_matrices)
         return _svd_qr(a, dtype, routine, full_matrices)
@@ -116,11 +116,11 @@ def _svd_jacobi(a: Any, dtype: Any, routine: str, full_matrices: bool) -> tuple[
     """gesvdjBatched on one matrix: it always forms the square U (M, M) and V (N, N), not V^T."""
     m, n = a.shape
     k = min(m, n)
-    work = _fortran(a, dtype)
+    work = fortran_copy(a, dtype)
     s = cupy.empty(k, dtype=dtype)
     u = cupy.empty((m, m), dtype=dtype, order="F")
     v = cupy.empty((n, n), dtype=dtype, order="F")
-    info = _info()
+    info = new_info()
     h = handle(a.device.id)
     args = (EIG_MODE_VECTOR, m, n, work.data.ptr, m, s.data.ptr, u.data.ptr, m, v.data.ptr, n)
     lwork = _sizes(h, (routine, m, n), routine + "_buffer_size", *args, h.gesvdj_params, 1)
@@ -139,11 +139,11 @@ def _svd_qr(a: Any, dtype: Any, routine: str, full_matrices: bool) -> tuple[Any,
     m, n = a.shape
     k = min(m, n)
     job = ord("A") if full_matrices else ord("S")
-    work = _fortran(a, dtype)
+    work = fortran_copy(a, dtype)
     s = cupy.empty(k, dtype=dtype)
     u = cupy.empty((m, m if full_matrices else k), dtype=dtype, order="F")
     vt = cupy.empty((n, n), dtype=dtype, order="F")
-    info = _info()
+    info = new_info()
     h = handle(a.device.id)
     lwork = max(h.call(routine + "_buffer_size", m, n), 1)
     scratch = cupy.empty(lwork, dtype=dtype)

@@ -6,7 +6,7 @@ the first call) on this thread's handle bound to the current stream: the matrix 
 host objects made and destroyed around the call, work buffers are ordinary arrays of the current
 allocator (the family's pool under ``jit``), sized before the call that uses them, and alpha = 1,
 beta = 0 are host values (frozen into a graph). The handle is made outside any capture (the
-warm-up makes it) and a recording holds it. The public checks (``_solvers.spmm``) ran before.
+warm-up makes it) and a recording holds it. The public checks (``_public_solvers.spmm``) ran before.
 
 dense @ CSR is ``(s^T @ x^T)^T``: see ``dense_csr``.
 """
@@ -95,7 +95,7 @@ def dense_csr(x: Any, s: Any, dtype: Any) -> Any:
     current values) and SpMM untransposed on row-major operands, as ``csr_dense`` runs it; x^T and
     the result are transposed copies (elementwise kernels). The shortcuts without those copies
     were not bit-reproducible from run to run on an H100 (CUDA 13.2, cuSPARSE; ``tools/
-    probe_cusolver_capture.py``), so replays would differ from eager calls: SpMM on the transposed
+    probe_cusolver_capture.py`` at 357e924), so replays would differ from eager calls: SpMM on the transposed
     s (as cuSPARSE documents), and SpMM on column-major views of x and the result (with s^T built
     by cupyx); with s^T from csr2cscEx2 that form even failed (cudaErrorInvalidAddressSpace).
     """

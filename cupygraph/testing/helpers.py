@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ..api.jit import GraphedFunction, jit, live_functions, on_creation, resolve_config
-from ..cache.stats import CUDAGraphStats
+from ..cache import CUDAGraphStats
 from ..config.model import CUDAGraphConfig
 from ..errors import CaptureError
 from ..pytree import flatten

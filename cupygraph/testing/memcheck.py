@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Optional
 
-from ..backends.pool_blocks import take_free_blocks
+from ..backends.cupy.pool_blocks import take_free_blocks
 
 __all__ = ["POISON_BYTE", "FreeMemoryPoison", "poison_family", "take_free_blocks"]
 

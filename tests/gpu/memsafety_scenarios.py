@@ -20,7 +20,7 @@ import cupy
 import numpy as np
 
 import cupygraph as cg
-from cupygraph.backends.foreign import ForeignMemoryError, ForeignMemoryWarning
+from cupygraph.backends.guards.foreign import ForeignMemoryError, ForeignMemoryWarning
 from cupygraph.testing import assert_graph_memory_safe
 from cupygraph.testing.memcheck import FreeMemoryPoison
 
@@ -143,7 +143,7 @@ def _shared_plan_cache(held):
 
 def scenario_fft_unsafe() -> None:
     """With the plan-cache isolation bypassed, the poisoning helper must fail."""
-    import cupygraph.backends.cupy as backend_module
+    import cupygraph.backends.cupy.backend as backend_module
 
     backend_module.isolated_plan_cache = _shared_plan_cache
     rng = np.random.default_rng(3)
@@ -301,7 +301,7 @@ def scenario_structure() -> None:
 
 def scenario_dump() -> None:
     """Calibration: what the walker sees in an FFT graph and an elementwise graph; audit cost."""
-    from cupygraph.backends import cupy_audit
+    from cupygraph.backends.guards import cupy_audit
 
     rng = np.random.default_rng(1)
     graphed = cg.jit(lambda x: cupy.fft.fft(x * 2, axis=1) + 1, config=FFT_ONLY)

@@ -1,4 +1,4 @@
-"""The compiled replay (``backends/cupy_fast.py``) on a real GPU: the calls it serves equal eager bit
+"""The compiled replay (``backends/fastpath/record.py``) on a real GPU: the calls it serves equal eager bit
 for bit on fresh random data with the static buffers poisoned, and every call it must not serve
 (another stream, a padded batch, an output still held, a view, an evicted graph, timing on) is
 served by the Python path, equally right."""
@@ -15,7 +15,7 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is n
 
 from replay_helpers import poison_static_buffers, run_threads  # noqa: E402
 
-from cupygraph.backends.cupy_fast import COMPILED  # noqa: E402
+from cupygraph.backends.fastpath.record import COMPILED  # noqa: E402
 from cupygraph.kernels import get_kernel  # noqa: E402
 
 COLS = 64
@@ -51,8 +51,10 @@ def check(g, f, x):
 
 
 def served(g) -> int:
-    replayer = g._plans._replayer
-    return 0 if replayer is None else replayer.served
+    """Calls the compiled replay served, counted on the entries as every replay is (launches minus
+    those of the Python path are not told apart there): the record's own count."""
+    record = g.record
+    return 0 if record is None else record.served
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +63,7 @@ def _device():
 
 
 def test_the_extension_is_built_here():
-    assert COMPILED, "cupygraph/backends/_replay.c was not built: run `python setup.py build_ext --inplace`"
+    assert COMPILED, "cupygraph/backends/fastpath/_replay.c was not built: run `python setup.py build_ext --inplace`"
 
 
 def test_steady_calls_are_served_compiled_and_equal_eager():
@@ -74,7 +76,7 @@ def test_steady_calls_are_served_compiled_and_equal_eager():
     stats = g.stats()
     assert stats.hits + stats.misses == 40 and stats.misses == 1, stats.to_dict()
     g.clear()
-    assert g._replayer is None  # it held the entry's graphs: gone with them
+    assert g.record is None  # it described the entry's graphs: gone with them
     check(g, f, rand(rng, 8))  # captured again, served right
 
 
@@ -151,7 +153,7 @@ def test_timed_replays_stay_on_the_python_path_and_are_timed():
     g = jit(f, time_replays=True)
     for _ in range(6):
         check(g, f, rand(rng, 8))
-    assert g._replayer is None
+    assert g.record is None
     (entry,) = list(g.registry.entries())
     assert entry.replay_count >= 5 and entry.total_replay_s > 0
 

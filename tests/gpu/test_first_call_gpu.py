@@ -23,7 +23,7 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is n
 from repo_files import documented_runs  # noqa: E402
 from run_counts import measured_runs  # noqa: E402
 
-from cupygraph.backends.cupy_fingerprint import fingerprint  # noqa: E402
+from cupygraph.backends.cupy.fingerprint import fingerprint  # noqa: E402
 
 CFG = dict(backend="cupy", capture_sizes=[4, 8])
 

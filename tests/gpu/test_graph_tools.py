@@ -92,7 +92,7 @@ def test_topology_of_a_piecewise_graph_names_its_graph_break(tmp_path):
 
 def test_nvtx_ranges_with_the_real_package_leave_results_exact():
     nvtx = pytest.importorskip("nvtx", reason="the optional nvtx package is not installed")
-    from cupygraph.cache.ranges import NvtxRanges
+    from cupygraph.cache.instruments.ranges import NvtxRanges
 
     rng = np.random.default_rng(2)
     with cupy.cuda.Device(0):

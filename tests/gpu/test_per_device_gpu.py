@@ -1,6 +1,6 @@
 """One jitted function used on two GPUs (``api/devices.py``): a graph family per device, each call
 routed by its array's device, every result equal to eager bit for bit on fresh random data, and each
-family's steady calls served by its own compiled replay (``backends/cupy_fast.py``). Needs two GPUs."""
+family's steady calls served by its own compiled replay (``backends/fastpath/record.py``). Needs two GPUs."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is n
 
 from replay_helpers import poison_static_buffers  # noqa: E402
 
-from cupygraph.backends.cupy_fast import COMPILED  # noqa: E402
+from cupygraph.backends.fastpath.record import COMPILED  # noqa: E402
 from cupygraph.kernels import get_kernel  # noqa: E402
 
 
@@ -70,6 +70,6 @@ def test_each_device_gets_its_own_family_and_compiled_replay():
     assert sorted(families) == [0, 1]
     for device, family in families.items():
         assert family.backend.device_id == device
-        replayer = family._plans._replayer
+        record = family.record
         if COMPILED:
-            assert replayer is not None and replayer.served >= 8, (device, replayer)
+            assert record is not None and record.served >= 8, (device, record)

@@ -18,9 +18,8 @@ import pytest
 from reliability_helpers import check_stats, record
 
 import cupygraph as cg
-from cupygraph.backends.host import HostBackend
-from cupygraph.cache.key import BatchedArg
-from cupygraph.cache.registry import CUDAGraphRegistry
+from cupygraph.backends.host.backend import HostBackend
+from cupygraph.cache import BatchedArg, CUDAGraphRegistry
 
 ROWS = (1, 5, 17, 40)
 

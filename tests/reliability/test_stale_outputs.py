@@ -136,7 +136,7 @@ def test_not_caught_views_derived_from_a_returned_view():
 def test_tracking_does_not_keep_views_alive_or_grow():
     import gc
 
-    from cupygraph.cache import freshness
+    from cupygraph.cache.checks import freshness
 
     f = cg.jit(lambda x: x * 2, config=DEBUG_VIEW)
     x = rand(3, 2)

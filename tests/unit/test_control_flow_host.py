@@ -365,7 +365,7 @@ class Sim:
         cupy.cuda = types.SimpleNamespace(get_current_stream=lambda: stream,
                                           Device=lambda: types.SimpleNamespace(id=0))
         monkeypatch.setitem(sys.modules, "cupy", cupy)
-        monkeypatch.setattr(nodes, "probe", lambda: (nodes._Cuda(self.rt, driver_version), None))
+        monkeypatch.setattr(nodes, "conditional_runtime", lambda: (nodes._Cuda(self.rt, driver_version), None))
         monkeypatch.setattr(nodes, "_kernel", self._kernel)
 
     def _kernel(self, name: str) -> Callable:
@@ -546,7 +546,8 @@ def test_sim_host_value_under_capture_is_a_capture_error(monkeypatch):
 
 def test_unavailable_conditional_nodes_raise_capture_error(monkeypatch):
     sim = Sim(monkeypatch)
-    monkeypatch.setattr(nodes, "probe", lambda: (None, "the CUDA driver is 12.2; conditional graph nodes need 12.4"))
+    monkeypatch.setattr(nodes, "conditional_runtime",
+                        lambda: (None, "the CUDA driver is 12.2; conditional graph nodes need 12.4"))
     sim.rt.captures[sim.s] = [Graph("top"), [], False]
     with pytest.raises(CaptureError, match=r"while_loop cannot be recorded.*12\.4"):
         cg.while_loop(lambda: sim.flag(lambda: True), lambda: None)

@@ -82,5 +82,5 @@ def test_with_process_wide_debug_logging_every_function_logs_there_once(caplog, 
     with caplog.at_level(logging.DEBUG, logger="cupygraph"):
         debugged(np.ones((3, 2)))
     captures = [r for r in caplog.records if "captures" in r.getMessage()]
-    assert captures and captures[0].module == "jit"  # a record names the module that logged it
+    assert captures and captures[0].module == "recaptures"  # a record names the module that logged it
     assert "captures" not in capsys.readouterr().err  # the process's handlers got it: not written twice

@@ -80,12 +80,15 @@ def expected(decision: tuple[CUDAGraphMode, Optional[BatchDescriptor]], n: int) 
     return (False, n) if descriptor is None else (True, descriptor.num_tokens)
 
 
-def run_counted(stats: cg.CUDAGraphStats, call: Any) -> bool:
-    """Run ``call``; True when it replayed a graph (captured or not), False when it ran eagerly."""
-    graphed_before, eager_before = stats.hits + stats.captures, stats.fallbacks
+def run_counted(stats: Any, call: Any) -> bool:
+    """Run ``call``; True when it replayed a graph (captured or not), False when it ran eagerly.
+    ``stats()`` reads the statistics (each read is a new object)."""
+    before = stats()
+    graphed_before, eager_before = before.hits + before.captures, before.fallbacks
     call()
-    graphed = stats.hits + stats.captures - graphed_before
-    eager = stats.fallbacks - eager_before
+    after = stats()
+    graphed = after.hits + after.captures - graphed_before
+    eager = after.fallbacks - eager_before
     assert graphed + eager == 1, (graphed, eager)
     return graphed == 1
 
@@ -94,7 +97,7 @@ def what_jit_did(config: cg.CUDAGraphConfig, batch: BatchDescriptor, x: np.ndarr
     fn = Rows()
     f = cg.jit(fn, config=config)
     out: list[Any] = []
-    graphed = run_counted(f.stats(), lambda: out.append(f.call_with_descriptor(batch, x)))
+    graphed = run_counted(f.stats, lambda: out.append(f.call_with_descriptor(batch, x)))
     np.testing.assert_array_equal(out[0], x * 2.0 + 1.0)
     assert fn.rows is not None
     return graphed, fn.rows
@@ -105,7 +108,7 @@ def what_the_manager_did(
 ) -> tuple[bool, int]:
     fn = Rows()
     out: list[Any] = []
-    graphed = run_counted(manager.stats(), lambda: out.append(manager.execute_or_capture(n, seq_len, fn, [x])))
+    graphed = run_counted(manager.stats, lambda: out.append(manager.execute_or_capture(n, seq_len, fn, [x])))
     np.testing.assert_array_equal(out[0], x * 2.0 + 1.0)
     assert fn.rows is not None
     return graphed, fn.rows

@@ -404,7 +404,7 @@ def test_clear_cache_keeps_initialised_keys():
 
 
 def test_registry_entries_are_graphs_too():
-    from cupygraph.cache.registry import CUDAGraphRegistry, GraphKey
+    from cupygraph.cache import CUDAGraphRegistry, GraphKey
 
     cfg = CUDAGraphConfig(capture_sizes=SIZES, backend="host")
     registry = CUDAGraphRegistry(cfg)

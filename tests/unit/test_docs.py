@@ -138,7 +138,7 @@ def test_every_reliability_promise_names_tests_that_exist():
     for cited in re.findall(r"`([\w/]+\.py)(?:::(test_\w+))?`", text):
         path = ROOT / cited[0] if cited[0].startswith("tests/") else tests / "reliability" / cited[0]
         if not path.name.startswith("test_"):
-            continue  # a source file (cupygraph/freshness.py), not a test
+            continue  # a source file (cupygraph/cache/checks/freshness.py), not a test
         assert path.is_file(), f"RELIABILITY.md cites {cited[0]}, which does not exist"
         if cited[1]:
             assert re.search(rf"^def {cited[1]}\(", path.read_text(encoding="utf-8"), re.M), "::".join(cited)

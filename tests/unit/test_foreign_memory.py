@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import cupygraph as cg
-from cupygraph.backends.audit import NodeRefs, Region, classify
-from cupygraph.backends.foreign import ForeignMemoryError, ForeignMemoryWarning, find_arrays
+from cupygraph.backends.guards.audit import NodeRefs, Region, classify
+from cupygraph.backends.guards.foreign import ForeignMemoryError, ForeignMemoryWarning, find_arrays
 from cupygraph.testing import assert_graph_memory_safe
 
 HOST = dict(backend="host", max_capture_size=16)

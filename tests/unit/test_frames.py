@@ -99,7 +99,7 @@ def test_library_file_forms():
 
 def test_the_stack_walk_skips_library_frames_outwards():
     # A refusal raised in cupygraph, reached through a NumPy function, from the user's line.
-    namespace = {"__name__": "cupygraph.backends.host_guard", "sys": sys, "location_in_stack": location_in_stack}
+    namespace = {"__name__": "cupygraph.backends.guards.host_guard", "sys": sys, "location_in_stack": location_in_stack}
     exec(compile("def refuse():\n    return location_in_stack(sys._getframe())\n", "cupygraph/guard.py", "exec"),
          namespace)
     exec(compile("def mean(x):\n    return refuse()\n", "numpy/_core/_methods.py", "exec"), namespace)

@@ -16,8 +16,8 @@ from extras import need
 
 driver = need("cuda.bindings.driver", "cuda", what="the graph walker tests")
 
-from cupygraph.backends.cupy_audit import NodeAddresses  # noqa: E402
 from cupygraph.backends.driver.snapshot import read_graphs  # noqa: E402
+from cupygraph.backends.guards.cupy_audit import NodeAddresses  # noqa: E402
 
 OK, BAD = driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_INVALID_VALUE
 T = driver.CUgraphNodeType
@@ -138,7 +138,7 @@ def test_of_cupys_structs_only_the_array_pointer_is_read():
 
 
 def test_a_cindexers_uninitialised_words_are_no_foreign_memory():
-    from cupygraph.backends.audit import Region, classify
+    from cupygraph.backends.guards.audit import Region, classify
 
     params = KernelParams(carray(0x7F00_0000_1000, 64), cindexer((8, 8), (GARBAGE, 3)))
     walker = read({100: [1]}, {1: kernel(1, params)}, {1: [(0, 48), (48, 40)]})

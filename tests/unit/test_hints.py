@@ -117,7 +117,7 @@ def test_csr_products_name_cupygraph_linalg_spmm():
 @pytest.mark.parametrize(("name", "called"), [("eigh", "cupy.linalg._eigenvalue.eigh"),
                                              ("svd", "cupy.linalg._decomposition.svd")])
 def test_eigh_and_svd_hints_name_the_size_that_captures(name, called):
-    from cupygraph.linalg._routes import CAPTURE_MAX
+    from cupygraph.linalg._spectral_routines import CAPTURE_MAX
 
     hint = replacement("library_call", called, f"r = cupy.linalg.{name}(a)")
     assert f"`cupygraph.linalg.{name}`" in hint and f"up to {CAPTURE_MAX}x{CAPTURE_MAX}" in hint
@@ -143,5 +143,5 @@ def test_library_functions_without_a_twin_name_a_rewrite_or_say_why_not(reason, 
 
 
 def test_a_failing_cupygraph_function_is_not_suggested_as_its_own_replacement():
-    assert "cupygraph.linalg.cholesky`" not in replacement("library_call", "cupygraph.linalg._solvers.cholesky",
+    assert "cupygraph.linalg.cholesky`" not in replacement("library_call", "cupygraph.linalg._public_solvers.cholesky",
                                                             "l = cupygraph.linalg.cholesky(a)")

@@ -13,7 +13,7 @@ import pytest
 from numpy import asarray as asarray_by_name  # a creator the module binds by name
 
 import cupygraph as cg
-from cupygraph.backends.uploads import UploadLedger
+from cupygraph.backends.guards.uploads import UploadLedger
 from cupygraph.diagnostics.inspect import describe
 from cupygraph.errors import CaptureError
 
@@ -148,7 +148,7 @@ class _Child(_Base):
 def test_interception_is_per_thread_and_restores_inherited_attributes():
     import threading
 
-    from cupygraph.backends.uploads import Interception
+    from cupygraph.backends.guards.uploads import Interception
 
     interception = Interception(lambda: [(_Child, "method", "child.method")])
     seen = []

@@ -10,7 +10,7 @@ import pytest
 from replay_helpers import run_threads
 
 import cupygraph as cg
-from cupygraph.backends.binding import CopyReason, copy_reason
+from cupygraph.backends.zerocopy.binding import CopyReason, copy_reason
 from cupygraph.errors import ConfigError
 
 SIZES = [4, 8]

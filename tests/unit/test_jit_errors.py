@@ -39,11 +39,12 @@ def test_a_masked_array_is_refused_also_after_a_plain_call_of_its_shape():
 @pytest.mark.parametrize(
     ("pad_value", "dtype", "words"),
     [
-        (-1, np.uint8, "uint8 holds 0 to 255"),
-        (float("nan"), np.int32, "int32 holds whole numbers only"),
-        (2.7, np.int32, "int32 holds whole numbers only"),
-        (1e300, np.float16, "float16 holds at most 65504"),
-        (2, np.bool_, "bool holds only 0 and 1"),
+        (-1, np.uint8, "outside the range of uint8 (0..255)"),
+        (float("nan"), np.int32, "not finite, so it cannot pad int32"),
+        (2.7, np.int32, "not a whole number, so it cannot pad int32"),
+        (1e300, np.float16, "overflows float16 (largest 65504)"),
+        (1e300, np.complex64, "overflows complex64"),
+        (2, np.bool_, "not a bool (0 or 1)"),
     ],
 )
 def test_a_pad_value_that_does_not_fit_the_dtype_is_an_error_when_the_key_is_made(pad_value, dtype, words):

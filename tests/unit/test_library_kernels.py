@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cupygraph.backends.library_kernels import library_of
+from cupygraph.backends.guards.library_kernels import library_of
 
 
 @pytest.mark.parametrize("name, library", [

@@ -3,8 +3,8 @@
 * The host backend runs NumPy with the contracts of the cuBLAS path: NumPy's matmul semantics,
   the same dtype and shape errors, gemm's alpha/beta/transposes, and products that a host capture
   accepts while it still refuses a raw ``@``.
-* The layout planner that maps NumPy semantics onto cuBLAS's column-major GEMM is checked by
-  running its plans on an emulated cuBLAS (NumPy over the very memory the plan names), for C, F,
+* The layout choice that maps NumPy semantics onto cuBLAS's column-major GEMM is checked by
+  running its calls on an emulated cuBLAS (NumPy over the very memory the call names), for C, F,
   transposed, sliced, broadcast and reversed operands.
 * The binding's import and error paths, where CuPy or nvmath-python are missing.
 """
@@ -49,19 +49,19 @@ def _colmajor(x, count, stride, rows, cols, ld, writeable=False):
         x, shape=(count, rows, cols), strides=(stride * itemsize, itemsize, ld * itemsize), writeable=writeable)
 
 
-def emulate_gemm(plan, first, second, target):
+def emulate_gemm(call, first, second, target):
     """cublasGemmStridedBatchedEx on NumPy memory: C = op(A) @ op(B), column-major."""
-    am, ak = (plan.k, plan.m) if plan.trans_a else (plan.m, plan.k)
-    bk, bn = (plan.n, plan.k) if plan.trans_b else (plan.k, plan.n)
-    a = _colmajor(first, plan.batch, plan.stride_a, am, ak, plan.lda)
-    b = _colmajor(second, plan.batch, plan.stride_b, bk, bn, plan.ldb)
-    c = _colmajor(target, plan.batch, plan.stride_c, plan.m, plan.n, plan.ldc, writeable=True)
-    op_a = a.transpose(0, 2, 1) if plan.trans_a else a
-    op_b = b.transpose(0, 2, 1) if plan.trans_b else b
+    am, ak = (call.k, call.m) if call.trans_a else (call.m, call.k)
+    bk, bn = (call.n, call.k) if call.trans_b else (call.k, call.n)
+    a = _colmajor(first, call.batch, call.stride_a, am, ak, call.lda)
+    b = _colmajor(second, call.batch, call.stride_b, bk, bn, call.ldb)
+    c = _colmajor(target, call.batch, call.stride_c, call.m, call.n, call.ldc, writeable=True)
+    op_a = a.transpose(0, 2, 1) if call.trans_a else a
+    op_b = b.transpose(0, 2, 1) if call.trans_b else b
     c[...] = op_a @ op_b
 
 
-def matmul_through_plan(a, b, out):
+def matmul_through_call(a, b, out):
     batch, m, k, n = matmul_shapes(a.shape, b.shape, "test")
     copies = []
 
@@ -69,10 +69,10 @@ def matmul_through_plan(a, b, out):
         copies.append("c")
         return np.empty((*batch, m, n), dtype=out.dtype)
 
-    plan, pa, pb, target = resolve(a, b, out, batch, m, k, n, np, temporary)
+    call, pa, pb, target = resolve(a, b, out, batch, m, k, n, np, temporary)
     copies += [name for name, new, old in (("a", pa, a), ("b", pb, b)) if new is not old]
-    first, second = (pa, pb) if plan.first == "a" else (pb, pa)
-    emulate_gemm(plan, first, second, target)
+    first, second = (pa, pb) if call.first == "a" else (pb, pa)
+    emulate_gemm(call, first, second, target)
     if target is not out:
         out[...] = target
     return copies
@@ -104,7 +104,7 @@ LAYOUTS = ["C", "F", "T", "padded", "reversed", "strided"]
 
 
 def copy_expected(kind, rows, cols, own_batch, batch):
-    """Whether cuBLAS cannot read an operand of this layout in place (so the plan copies it)."""
+    """Whether cuBLAS cannot read an operand of this layout in place (so the call copies it)."""
     if own_batch != tuple(batch) and math.prod(own_batch) > 1:
         return None  # a partly broadcast batch may or may not flatten into one stride: not asserted
     if kind == "F" and math.prod(own_batch) > 1:
@@ -117,7 +117,7 @@ def copy_expected(kind, rows, cols, own_batch, batch):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_planned_cublas_calls_compute_numpy_matmul_for_every_layout(seed):
+def test_chosen_cublas_calls_compute_numpy_matmul_for_every_layout(seed):
     rng = np.random.default_rng(seed)
     for _ in range(60):
         m, k, n = (int(v) for v in rng.integers(1, 7, size=3))
@@ -132,7 +132,7 @@ def test_planned_cublas_calls_compute_numpy_matmul_for_every_layout(seed):
         a = _layout(rng, rand(rng, (*batch_a, m, k), dtype), kinds[0])
         b = _layout(rng, rand(rng, (*batch_b, k, n), dtype), kinds[1])
         out = _layout(rng, np.full((*batch, m, n), np.nan, dtype=dtype), kinds[2])
-        copies = matmul_through_plan(a, b, out)
+        copies = matmul_through_call(a, b, out)
         want = np.matmul(a.astype(np.complex128), b.astype(np.complex128))
         want = want if np.dtype(dtype).kind == "c" else want.real
         np.testing.assert_allclose(out, want.astype(dtype), rtol=tolerance(dtype), atol=tolerance(dtype),
@@ -145,14 +145,14 @@ def test_planned_cublas_calls_compute_numpy_matmul_for_every_layout(seed):
                 assert (name in copies) == expected, (name, kind, (rows, cols), own, batch, copies)
 
 
-def test_planner_handles_vectors_and_unit_axes():
+def test_the_gemm_call_handles_vectors_and_unit_axes():
     rng = np.random.default_rng(7)
     for m, k, n in [(1, 1, 1), (1, 5, 1), (4, 1, 3), (1, 3, 6), (6, 3, 1)]:
         for kinds in [("C", "C", "C"), ("F", "T", "F"), ("padded", "F", "C")]:
             a = _layout(rng, rand(rng, (m, k), np.float64), kinds[0])
             b = _layout(rng, rand(rng, (k, n), np.float64), kinds[1])
             out = _layout(rng, np.full((m, n), np.nan), kinds[2])
-            matmul_through_plan(a, b, out)
+            matmul_through_call(a, b, out)
             np.testing.assert_allclose(out, a @ b, rtol=1e-12)
 
 
@@ -381,8 +381,8 @@ def test_ctypes_binding_says_it_needs_cupy_when_missing():
 
 def test_import_cupygraph_loads_no_binding_and_reports_no_resources():
     assert "nvmath" not in sys.modules or "nvmath.bindings.cublas" not in sys.modules
-    assert "cupygraph.linalg._context" not in sys.modules or cg.linalg.resources()["handles"] >= 0
-    if "cupygraph.linalg._context" not in sys.modules:
+    assert "cupygraph.linalg._cublas_handles" not in sys.modules or cg.linalg.resources()["handles"] >= 0
+    if "cupygraph.linalg._cublas_handles" not in sys.modules:
         assert cg.linalg.resources() == {"handles": 0, "workspaces": 0, "workspace_bytes": 0}
 
 
@@ -427,3 +427,45 @@ def test_the_retire_queue_counts_handles_per_library():
         assert _retire.pending() == total + 2
     finally:
         del _retire._retired[-2:]  # (destroying needs CuPy; leave the queue as it was)
+
+
+def test_threads_sharing_a_stream_get_one_cublas_workspace_and_it_is_kept(monkeypatch):
+    """Two threads' first GEMMs on one stream (the null stream) must get one workspace, kept for the
+    stream: a second one, made at the same moment, would be held only by its handle's weak reference
+    and freed while cuBLAS still wrote to it. A slow allocation widens the window a race needs."""
+    import threading
+    import time
+
+    from cupygraph.linalg import _cublas_handles as handles
+
+    made = []
+
+    class SlowWorkspace:
+        def __init__(self, device_id, stream, nbytes):
+            time.sleep(0.02)
+            self._stream = stream
+            made.append(self)
+
+        def serves(self, stream):
+            return True
+
+    stream = type("Stream", (), {"ptr": 0})()
+    monkeypatch.setattr(handles, "Workspace", SlowWorkspace)
+    monkeypatch.setattr(handles, "workspace_bytes", lambda device_id: 1 << 20)
+    monkeypatch.setattr(handles, "stream_is_capturing", lambda s: False)
+    monkeypatch.setattr(handles, "_live", type(handles._live)())
+    monkeypatch.setattr(handles, "_eager", {})
+    start = threading.Barrier(4)
+    got = []
+
+    def first_gemm():
+        start.wait()
+        got.append(handles.workspace_for(0, stream))
+
+    threads = [threading.Thread(target=first_gemm) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 1 and all(w is made[0] for w in got)
+    assert handles._eager[handles._stream_key(0, stream)] is made[0]

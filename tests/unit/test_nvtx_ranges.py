@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import cupygraph as cg
-from cupygraph.backends.host import HostBackend
-from cupygraph.cache import ranges
-from cupygraph.cache.instrument import Instruments
+from cupygraph.backends.host.backend import HostBackend
+from cupygraph.cache.instruments import ranges
+from cupygraph.cache.instruments.hooks import Instruments
 
 HOST = dict(backend="host", capture_sizes=[2, 4])
 
@@ -68,18 +68,37 @@ def test_ranges_off_install_nothing_on_any_call_path():
     f(np.ones((9, 2)))
     assert recorder.opened == [] and f.registry.instruments.ranges is None
     (entry,) = f.registry.entries()
-    assert "launch" not in vars(entry) and "_run_eagerly" not in vars(f)
+    assert entry._hooked is None and f._eager_ranges is None
 
 
 def test_graph_breaks_between_pieces_get_their_own_range():
     def solve(a):
         return a
 
-    graph_piece = SimpleNamespace(graph=1, launch=lambda: None)
-    eager_step = SimpleNamespace(fn=solve, launch=lambda: None)
-    recording = SimpleNamespace(steps=[graph_piece, eager_step, graph_piece], warmup_sample=None)
-    key = SimpleNamespace(mode=cg.CUDAGraphMode.PIECEWISE, descriptor=cg.BatchDescriptor(8))
-    entry = SimpleNamespace(key=key, recording=recording, capture_time=0.0, launch=lambda: eager_step.launch())
+    class Recording:  # a PIECEWISE recording: a graph piece, the graph break ``solve``, a piece
+        warmup_sample = None
+
+        def __init__(self):
+            self.steps = [lambda: None, lambda: None, lambda: None]
+
+        def set_break_hook(self, hook):
+            self.steps[1] = hook(solve, self.steps[1])
+
+        def launch(self):
+            for step in self.steps:
+                step()
+
+    class Entry:  # what Instruments.install uses of CUDAGraphEntry
+        def __init__(self, recording):
+            self.key = SimpleNamespace(mode=cg.CUDAGraphMode.PIECEWISE, descriptor=cg.BatchDescriptor(8))
+            self.recording, self.capture_time, self.timing = recording, 0.0, None
+            self.launch = recording.launch
+
+        def set_hooks(self, hooks):
+            for hook in hooks:
+                self.launch = hook(self, self.launch)
+
+    entry = Entry(Recording())
     with ranges.use_provider(Recorder()) as recorder:
         instruments = Instruments(cg.CUDAGraphConfig(backend="host", nvtx=True), HostBackend())
     instruments.install(entry, "pipeline")

@@ -13,10 +13,8 @@ import cupygraph as cg
 import cupygraph.config.defaults
 from cupygraph import BatchDescriptor as BD
 from cupygraph import CUDAGraphMode as Mode
-from cupygraph.cache.capture import CaptureRequest
+from cupygraph.cache import CaptureRequest, Eager, GraphKey
 from cupygraph.cache.eviction import LeastFrequentlyUsed, LeastRecentlyUsed, eviction_policy
-from cupygraph.cache.failures import Eager
-from cupygraph.cache.key import GraphKey
 from cupygraph.cache.store import CAPTURE_NOW
 from cupygraph.reasons import FallbackReason
 
@@ -55,23 +53,66 @@ def test_the_cache_decides_what_a_key_does():
     registry = cg.CUDAGraphRegistry(cg.CUDAGraphConfig(capture_after=3, **HOST))
     key = GraphKey(BD(4))
     for seen in (1, 2):  # cold: counted, and said why
-        verdict = registry.admit(key)
+        verdict = registry.verdict_for(key)
         assert isinstance(verdict, Eager) and verdict.reason is FallbackReason.COLD_KEY
         assert f"seen {seen} of capture_after=3" in str(verdict)
-    assert registry.admit(key) is CAPTURE_NOW
-    assert registry.admit(key, force=True) is CAPTURE_NOW  # warm-up: no capture_after
+    assert registry.verdict_for(key) is CAPTURE_NOW
+    assert registry.verdict_for(key, force=True) is CAPTURE_NOW  # warm-up: no capture_after
     x = rows(4)
     entry = registry.capture_entry(key, affine, [x])
-    assert registry.admit(key) is entry
+    assert registry.verdict_for(key) is entry
     # A key whose capture failed is remembered by the cache, and forgotten by clear().
     failing = GraphKey(BD(8))
     request = CaptureRequest(lambda x: x * float(x.sum()), [rows(8)], batched=(0,))
     why = registry.capture_or_fail(failing, request, name="reads")
     assert isinstance(why, Eager) and why.reason is FallbackReason.DEVICE_TO_HOST
-    assert registry.admit(failing, force=True) is why
+    assert registry.verdict_for(failing, force=True) is why
     registry.clear()
-    assert registry.admit(failing, force=True) is CAPTURE_NOW
+    assert registry.verdict_for(failing, force=True) is CAPTURE_NOW
     assert registry.stats().capture_failures == 1
+
+
+class Watch:
+    """A front door's ``CaptureWatch`` that notes what the cache told it, and may refuse a capture."""
+
+    def __init__(self, refuse: bool = False):
+        self.told: list[tuple[str, GraphKey, int]] = []
+        self.refuse = refuse
+
+    def bound(self, key):
+        self.told.append(("bound", key, 0))
+
+    def before_capture(self, key, held):
+        self.told.append(("before_capture", key, len(held)))
+        if self.refuse:
+            raise cg.InputMismatchError("refused by the front door")
+
+
+def test_a_miss_is_one_call_into_the_cache():
+    registry = cg.CUDAGraphRegistry(cg.CUDAGraphConfig(capture_after=2, **HOST))
+    key, x = GraphKey(BD(4)), rows(3)
+    request = CaptureRequest(affine, [x], batched=(0,))
+    watch = Watch()
+    found, captured = registry.find_or_capture(key, request, name="affine", watch=watch)
+    assert isinstance(found, Eager) and found.reason is FallbackReason.COLD_KEY and not captured
+    assert watch.told == []  # nothing to capture yet: the front door hears nothing
+    found, captured = registry.find_or_capture(key, request, name="affine", watch=watch)
+    assert isinstance(found, cg.CUDAGraphEntry) and captured and watch.told == [("before_capture", key, 0)]
+    np.testing.assert_array_equal(found.replay([x]), affine(x))
+    again, captured = registry.find_or_capture(key, request, name="affine", watch=watch)
+    assert again is found and not captured and len(watch.told) == 1
+
+
+def test_a_refused_call_or_pad_value_is_not_remembered_as_a_failed_key():
+    registry = cg.CUDAGraphRegistry(cg.CUDAGraphConfig(pad_value=-1, **HOST))
+    unsigned = np.ones((3, 2), np.uint8)
+    with pytest.raises(cg.InputMismatchError, match=r"pad_value=-1 .* argument 0 of pads\(\) \(uint8\)"):
+        registry.find_or_capture(GraphKey(BD(4)), CaptureRequest(affine, [unsigned], batched=(0,)), name="pads")
+    with pytest.raises(cg.InputMismatchError, match="refused by the front door"):
+        registry.find_or_capture(GraphKey(BD(8)), CaptureRequest(affine, [rows(5)], batched=(0,)), name="f",
+                                 watch=Watch(refuse=True))
+    assert registry.num_graphs() == 0 and registry.stats().capture_failures == 0
+    assert registry.verdict_for(GraphKey(BD(4))) is CAPTURE_NOW and registry.verdict_for(GraphKey(BD(8))) is CAPTURE_NOW
 
 
 def test_failed_keys_of_jit_live_in_its_registry():
@@ -95,7 +136,7 @@ def test_wrapper_captures_on_first_sight_by_default_as_the_config_says():
         np.testing.assert_array_equal(call(wrapper, arrays, 2), affine(arrays[2]))
         assert wrapper.get_cached_descriptors() == [BD(2)], wrapper_type
         assert isinstance(wrapper.registry, cg.CUDAGraphRegistry)
-        assert wrapper.stats() is wrapper.registry.stats() and wrapper.stats().fallbacks == 0
+        assert wrapper.stats().to_dict() == wrapper.registry.stats().to_dict() and wrapper.stats().fallbacks == 0
 
 
 def test_wrapper_honours_capture_after_eviction_and_min_replays_from_its_config():

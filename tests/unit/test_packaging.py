@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from repo_files import run_make
+from repo_files import load_tool, run_make
 
 ROOT = Path(__file__).resolve().parents[2]
 # Import name -> distribution name, where the two differ.
@@ -183,24 +183,10 @@ def test_the_license_file_is_the_apache_2_0_text_setup_cfg_names():
     assert "END OF TERMS AND CONDITIONS" in text  # the full text, not a stub
 
 
-def modules_imported_by_name(folder: str) -> Iterator[tuple[str, str]]:
-    """(top-level module, file:line) for every ``import_module("m...")`` / ``import_module(f"m...")``
-    under ``folder`` whose name is absolute: imports the plain import scan cannot see."""
-    for path in sorted((ROOT / folder).rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module" and node.args):
-                continue
-            first = node.args[0]
-            if isinstance(first, ast.JoinedStr) and first.values:
-                first = first.values[0]
-            if isinstance(first, ast.Constant) and isinstance(first.value, str) and not first.value.startswith("."):
-                yield first.value.split(".")[0], f"{path.relative_to(ROOT)}:{node.lineno}"
-
-
 def test_what_the_gpu_path_imports_by_name_comes_with_every_gpu_extra():
     # cupygraph.linalg's cuSOLVER and cuSPARSE routes import nvmath-python by name on first use: a user's
     # `pip install cupygraph[cuda13]` (and `make test` on a GPU machine) must bring it (issue 27).
-    found = list(modules_imported_by_name("cupygraph"))
+    found = [(load.library, f"{load.path}:{load.line}") for load in load_tool("import_graph").scan().libraries]
     assert "nvmath" in {module for module, _ in found}, found
     for extra in ("cuda12", "cuda13"):
         available = declared(extra)

@@ -12,9 +12,9 @@ from extras import need
 
 driver = need("cuda.bindings.driver", "cuda", what="the PDL rewrite tests")
 
-from cupygraph.backends import pdl  # noqa: E402
 from cupygraph.backends.driver.reading import RecordingGraphs  # noqa: E402
-from cupygraph.kernels.ptx_scan import WaitVerdict  # noqa: E402
+from cupygraph.backends.pdl import rewrite as pdl  # noqa: E402
+from cupygraph.backends.pdl.ptx_scan import WaitVerdict  # noqa: E402
 
 OK, BAD = driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_INVALID_VALUE
 KERNEL, MEMCPY = driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL, driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMCPY
@@ -99,9 +99,6 @@ def fake(monkeypatch):
         monkeypatch.setattr(pdl, "_compute_capability", lambda device: capability)
         monkeypatch.setattr(pdl, "known_module", lambda handle, device: Known())
 
-        # The real wrapper launches through CuPy; this one keeps what the tests read.
-        monkeypatch.setattr(pdl, "PdlGraph", lambda graph, new, drv_: SimpleNamespace(
-            graph=graph.graph, graphExec=int(new), wrapped=graph))
         return drv
 
     return install
@@ -111,10 +108,17 @@ def step(handle):
     return SimpleNamespace(graph=handle, graphExec=1)
 
 
+REPLACED: dict = {}
+
+
 def apply(steps, bodies, setting="auto"):
-    """``apply_pdl`` on the capture's one reading of the graphs, as ``CupyBackend.capture`` calls it."""
+    """``apply_pdl`` on the capture's one reading of the graphs, as ``CupyBackend.capture`` calls it;
+    the new executable of each rewritten piece lands in ``REPLACED``."""
     graphs = RecordingGraphs(steps, bodies, needed=True)
-    return pdl.apply_pdl(steps, graphs.tops, graphs.bodies, setting, 0, "f")
+    summary, replaced = pdl.apply_pdl(steps, graphs.tops, graphs.bodies, setting, 0, "f")
+    REPLACED.clear()
+    REPLACED.update(replaced)
+    return summary
 
 
 # a -> b, a -> c, b -> d, c -> d; plus a copy node feeding a.
@@ -133,10 +137,10 @@ def test_every_kernel_edge_into_a_waiting_kernel_converts(fake):
     assert programmatic(drv, 1) == [(10, 11), (10, 12), (11, 13), (12, 13)]
     assert (9, 10, 0) in drv.edges[1]
     assert summary.converted == 4 and summary.kept == {"producer_not_kernel": 1}
-    assert steps[0].graphExec == 1001 and summary.off_reason == ""
+    assert REPLACED == {0: 1001} and summary.off_reason == ""  # the recording launches it instead of CuPy's
 
 
-def test_a_driver_refusing_several_programmatic_dependencies_gets_the_narrow_plan(fake):
+def test_a_driver_refusing_several_programmatic_dependencies_gets_the_narrow_choice(fake):
     def one_programmatic_dependency(graph, edges):
         into = [d for _, d, t in edges if t == 1]
         return len(into) == len(set(into))
@@ -148,13 +152,13 @@ def test_a_driver_refusing_several_programmatic_dependencies_gets_the_narrow_pla
     assert summary.kept == {"producer_not_kernel": 1, "consumer_has_other_dependencies": 2}
 
 
-def test_a_driver_refusing_every_plan_leaves_the_graph_as_captured(fake):
+def test_a_driver_refusing_every_choice_leaves_the_graph_as_captured(fake):
     drv = fake(DIAMOND, KINDS, lambda graph, edges: all(t == 0 for _, _, t in edges))
     before = sorted(drv.edges[1])
     steps = [step(1)]
     summary = apply(steps, [])
     assert sorted(drv.edges[1]) == before
-    assert steps[0].graphExec == 1  # CuPy's executable stays
+    assert REPLACED == {}  # CuPy's executable stays
     assert summary.converted == 0 and "refused" in summary.off_reason
     assert summary.kept["driver_refused"] == 4
 
@@ -181,7 +185,7 @@ def test_off_or_before_sm90_nothing_is_touched(fake, setting, capability, reason
     drv = fake(DIAMOND, KINDS, capability=capability)
     steps = [step(1)]
     summary = apply(steps, [], setting)
-    assert programmatic(drv, 1) == [] and drv.instantiated == [] and steps[0].graphExec == 1
+    assert programmatic(drv, 1) == [] and drv.instantiated == [] and REPLACED == {}
     assert reason in summary.off_reason
 
 

@@ -10,9 +10,9 @@ import pytest
 from extras import needs_nvrtc
 
 from cupygraph import with_pdl
+from cupygraph.backends.pdl.modules import compile_ptx
+from cupygraph.backends.pdl.ptx_scan import entry_verdicts
 from cupygraph.kernels import SOURCES, kernel_source
-from cupygraph.kernels.pdl import compile_ptx
-from cupygraph.kernels.ptx_scan import entry_verdicts
 
 needs_nvrtc("the PTX scan's compile of the PDL header")
 

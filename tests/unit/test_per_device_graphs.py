@@ -10,7 +10,7 @@ import numpy as np
 
 import cupygraph as cg
 from cupygraph.backends import HostBackend
-from cupygraph.cache.registry import CUDAGraphRegistry
+from cupygraph.cache import CUDAGraphRegistry
 
 
 class TwoDevices(HostBackend):

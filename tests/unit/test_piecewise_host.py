@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cupygraph as cg
-from cupygraph.backends.piecewise import active_recorder, recording_breaks
+from cupygraph.backends.graph_breaks import active_recorder, recording_breaks
 
 HOST = dict(backend="host")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import struct
 
-from cupygraph.backends.cupy_audit import pointer_offsets
+from cupygraph.backends.guards.cupy_audit import pointer_offsets
 
 GARBAGE = 0x7F00_1234_5000  # what an uninitialised word can hold: an old device address
 

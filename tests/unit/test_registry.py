@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import cupygraph as cg
 from cupygraph import CaptureError, CUDAGraphConfig, CUDAGraphRegistry, GraphKey
 from cupygraph.cache.key import Signature, StaticArg
 from cupygraph.dispatch.descriptor import BatchDescriptor
@@ -115,9 +118,23 @@ def test_capture_above_largest_size_raises():
 
 def test_output_shapes_are_checked():
     registry = make_registry()
-    with pytest.raises(CaptureError, match="trailing shapes"):
+    words = f"outputs of shapes [(3, {D})] for batch_size=3, expected [(3, {D + 1})]"
+    with pytest.raises(CaptureError, match=re.escape(words)):
         registry.capture(3, None, double, [(3, D)], [(3, D + 1)], inputs=[rand(3)])
+    with pytest.raises(CaptureError, match="outputs of shapes"):  # the real batch's shapes, not the trailing ones
+        registry.capture(3, None, double, [(3, D)], [(D,)], inputs=[rand(3)])
     assert registry.num_graphs() == 0
+
+
+def test_capture_and_the_managers_capture_graph_check_their_inputs_alike():
+    # One place (``seed_inputs``) reads input_shapes for both: the same words for the same mistake.
+    registry, manager = make_registry(), cg.CUDAGraphManager(cg.CUDAGraphConfig(backend="host", max_capture_size=16))
+    for bad, words in (([(4, D)], f"input_shapes[0] is (4, {D}), whose leading axis is not batch_size=3"),
+                       ([(3, D + 1)], f"input 0 has shape (3, {D}), expected (3, {D + 1}) (input_shapes[0])")):
+        for capture in (registry.capture, manager.capture_graph):
+            with pytest.raises((ValueError, cg.InputMismatchError), match=re.escape(words)):
+                capture(3, None, double, bad, inputs=[rand(3)])
+    assert registry.num_graphs() == 0 and manager.registry.num_graphs() == 0
 
 
 def test_input_shapes_with_dtype_and_no_inputs_start_as_pad_value():
@@ -206,9 +223,9 @@ def test_get_hot_shapes_orders_by_sightings():
     k4, k8, k1 = (GraphKey(BatchDescriptor(n)) for n in (4, 8, 1))
     for key, times in ((k4, 3), (k8, 5), (k1, 1)):
         for i in range(times):
-            assert registry.note_seen(key) == i + 1
+            assert registry.count_sighting(key) == i + 1
     # Keys that differ only in signature count toward the same descriptor.
-    registry.note_seen(GraphKey(BatchDescriptor(4), signature=Signature((StaticArg(str, "other"),))))
+    registry.count_sighting(GraphKey(BatchDescriptor(4), signature=Signature((StaticArg(str, "other"),))))
     hot = registry.get_hot_shapes()
     assert hot == [(BatchDescriptor(8), 5), (BatchDescriptor(4), 4), (BatchDescriptor(1), 1)]
     assert registry.get_hot_shapes(top_k=1) == [(BatchDescriptor(8), 5)]

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from extras import need
 
-import cupygraph.backends.cupy_topology as cupy_topology
+import cupygraph.backends.driver.topology as cupy_topology
 from cupygraph.api.jit import GraphedFunction
-from cupygraph.backends.host import HostBackend
-from cupygraph.cache.registry import CUDAGraphRegistry
+from cupygraph.backends.host.backend import HostBackend
+from cupygraph.cache import CUDAGraphRegistry
 from cupygraph.config.model import CUDAGraphConfig
 from cupygraph.diagnostics.topology import (
     SnapshotError,
@@ -166,10 +166,10 @@ def test_the_host_backend_skips_with_the_reason(tmp_path):
 
 FIXTURE_TEST = """
 import numpy as np
-import cupygraph.backends.cupy_topology as cupy_topology
+import cupygraph.backends.driver.topology as cupy_topology
 from cupygraph.api.jit import GraphedFunction
-from cupygraph.backends.host import HostBackend
-from cupygraph.cache.registry import CUDAGraphRegistry
+from cupygraph.backends.host.backend import HostBackend
+from cupygraph.cache import CUDAGraphRegistry
 from cupygraph.config.model import CUDAGraphConfig
 
 

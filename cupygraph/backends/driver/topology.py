@@ -1,0 +1,60 @@
+"""The structure of a CuPy recording's real CUDA graphs (topology snapshots), from the capture's reading.
+
+What ``diagnostics.topology`` compares: per recording, the pieces and graph breaks, and over all
+their nodes (child graphs and conditional bodies included, in place): counts by node kind,
+kernel function names in ``cuGraphGetNodes`` order (the order stream capture created them), the
+memcpy and memset nodes (direction and bytes) and the conditional nodes (their type). Everything
+comes from the recording's graph snapshots (``driver/snapshot.py``), read once per capture.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ...errors import CupyGraphError
+from .snapshot import GraphSnapshot
+
+
+def recording_topology(recording: Any) -> dict[str, Any]:
+    """The description of ``recording`` (a ``CupyRecording``): plain data, kernel names one per launch."""
+    kinds: Counter[str] = Counter()
+    kernels: list[str] = []
+    memcpy: list[str] = []
+    memset: list[str] = []
+    conditional: list[str] = []
+    pieces, breaks = 0, []
+    for step in getattr(recording, "steps", []):
+        graph = getattr(step, "graph", None)
+        if graph is None:  # an eager step between pieces: a graph break
+            fn = getattr(step, "fn", None)
+            breaks.append(getattr(fn, "__name__", type(fn).__name__))
+            continue
+        pieces += 1
+        snapshot: GraphSnapshot = recording.snapshot_of(int(graph))
+        if snapshot.problem is not None:
+            raise CupyGraphError(f"cuGraphGetNodes failed on graph 0x{int(graph):x}: its topology cannot be read")
+        for node, _depth in snapshot.walk():
+            kinds["child_graph" if node.kind == "graph" else node.kind] += 1
+            if node.kind == "kernel":
+                kernel = node.kernel
+                kernels.append("<unreadable kernel>" if kernel is None else kernel.name or "<unnamed kernel>")
+            elif node.kind == "memcpy":
+                copy = node.copy
+                memcpy.append("unreadable" if copy is None else
+                              f"{copy.src_kind} to {copy.dst_kind}, {copy.nbytes:,} bytes")
+            elif node.kind == "memset":
+                memset.append("unreadable" if node.fill is None else f"{node.fill.nbytes:,} bytes")
+            elif node.kind == "conditional":
+                size = len(node.children)
+                conditional.append("unreadable" if node.conditional is None else
+                                   f"{node.conditional}, {size} {'body' if size == 1 else 'bodies'}")
+    return {
+        "pieces": pieces,
+        "graph_breaks": breaks,
+        "nodes_by_kind": dict(sorted(kinds.items())),
+        "kernels": kernels,
+        "memcpy": memcpy,
+        "memset": memset,
+        "conditional": conditional,
+    }

@@ -1,0 +1,175 @@
+"""cuBLAS handles (one per thread and device) and workspaces (one per device and stream).
+
+Contract:
+
+* A handle is used by one thread only (cuBLAS handles are not thread-safe); each call binds it to
+  the caller's current stream and that stream's workspace (``cublasSetStream`` resets the
+  workspace, so both are set together, only when the stream changes).
+* A workspace is preallocated device memory cuBLAS uses instead of allocating its own, so a GEMM
+  allocates nothing while a graph is being captured, and GEMMs captured on one stream always use
+  the same memory: two streams never share one (they may run at once). Eagerly used streams keep
+  theirs until ``release_unused()``; inside a cupygraph capture (``holding``) the workspace is
+  allocated by the first warm-up from the family's pool and then lives exactly as long as the
+  recordings that hold it, so it is freed with the graphs.
+* A recording holds the handle and workspace its GEMM nodes were captured with. A handle that
+  nothing holds any more (its thread ended and its graphs were released) is destroyed at the next
+  safe point: ``cublasDestroy`` synchronises the device, which would break a capture in progress,
+  so it waits until no cupygraph capture is open and the calling thread is not capturing.
+* Nothing is created during a capture: a capture that reaches a GEMM on a stream or thread with
+  no handle or workspace yet raises ``CaptureError`` saying to warm up first (``jit`` does, with
+  the default ``num_warmups=1``; ``prepare()`` does it by hand).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from typing import Any, Optional
+
+from ..backends.capturing import stream_is_capturing
+from ..backends.holding import hold, holding_active
+from ..errors import CaptureError
+from ..reasons import FallbackReason
+from ._binding import Binding, binding
+from ._retire import destroy_retired, pending, retire
+
+WORKSPACE_HOPPER = 32 << 20  # cuBLAS's recommendation for sm_90 and newer
+WORKSPACE_OTHER = 4 << 20
+_PER_THREAD_STREAM = 2  # cudaStreamPerThread: one handle value, a different stream in every thread
+
+
+def workspace_bytes(device_id: int) -> int:
+    import cupy
+
+    major = int(cupy.cuda.Device(device_id).compute_capability[:-1] or 0)
+    return WORKSPACE_HOPPER if major >= 9 else WORKSPACE_OTHER
+
+
+def _not_prepared(what: str, stream: Any) -> CaptureError:
+    return CaptureError(
+        f"{FallbackReason.LIBRARY_CALL.text}: cupygraph.linalg has no cuBLAS {what} for stream 0x{int(stream.ptr):x} "
+        "in this thread yet, and making one during a capture would allocate memory; run the function once "
+        "before capturing (jit's num_warmups >= 1) or call cupygraph.linalg.prepare() on that stream")
+
+
+
+class Workspace:
+    """Device memory one stream's GEMMs use as cuBLAS's workspace."""
+
+    def __init__(self, device_id: int, stream: Any, nbytes: int):
+        import cupy
+
+        # The current allocator: the family's pool under a cupygraph capture, else CuPy's default.
+        self.memory = cupy.cuda.alloc(nbytes)
+        self.ptr, self.nbytes, self.device_id = int(self.memory.ptr), nbytes, device_id
+        self._stream = weakref.ref(stream)
+        with _lock:
+            _workspaces.add(self)
+
+    def serves(self, stream: Any) -> bool:
+        """False once the stream object it was made for is gone (its handle value may be reused)."""
+        return self._stream() is not None
+
+    def held_regions(self) -> list[tuple[int, int, str]]:
+        return [(self.ptr, self.nbytes, "cupygraph.linalg's cuBLAS workspace, held by the graph")]
+
+
+class Handle:
+    """One thread's cuBLAS handle on one device, and the stream/workspace/pointer mode it is set to."""
+
+    def __init__(self, lib: Binding, device_id: int):
+        self.lib, self.device_id = lib, device_id
+        self.ptr = lib.create()
+        self.stream_ptr: Optional[int] = None
+        # Weak: a handle must not keep a graph's workspace alive after the graph is released.
+        self._workspace: Any = lambda: None
+        self.pointer_mode = 0
+        with _lock:
+            _handles.add(self)
+        weakref.finalize(self, retire, functools.partial(lib.destroy, self.ptr), device_id, "cublas")
+
+    def bind(self, stream_ptr: int, workspace: Workspace) -> None:
+        if self.stream_ptr != stream_ptr or self._workspace() is not workspace:
+            self.lib.set_stream(self.ptr, stream_ptr)
+            self.lib.set_workspace(self.ptr, workspace.ptr, workspace.nbytes)  # set_stream dropped the old one
+            self.stream_ptr, self._workspace = stream_ptr, weakref.ref(workspace)
+
+    def set_pointer_mode(self, mode: int) -> None:
+        if mode != self.pointer_mode:
+            self.lib.set_pointer_mode(self.ptr, mode)
+            self.pointer_mode = mode
+
+
+_lock = threading.RLock()  # re-entrant: weak containers' callbacks may run under it
+_local = threading.local()
+_live: weakref.WeakValueDictionary[tuple[int, int, int], Workspace] = weakref.WeakValueDictionary()
+_eager: dict[tuple[int, int, int], Workspace] = {}
+_workspaces: weakref.WeakSet[Workspace] = weakref.WeakSet()
+_handles: weakref.WeakSet[Handle] = weakref.WeakSet()
+
+
+def _stream_key(device_id: int, stream: Any) -> tuple[int, int, int]:
+    ptr = int(stream.ptr)
+    return device_id, ptr, threading.get_ident() if ptr == _PER_THREAD_STREAM else 0
+
+
+def workspace_for(device_id: int, stream: Any) -> Workspace:
+    key = _stream_key(device_id, stream)
+    # Found or made, and kept, in one step under the lock: threads sharing a stream (the null stream)
+    # must get one workspace. Two made at once would leave one held only by a handle's weak
+    # reference, freed while cuBLAS still has it as its workspace.
+    with _lock:
+        workspace = _live.get(key)
+        if workspace is None or not workspace.serves(stream):
+            if stream_is_capturing(stream):
+                raise _not_prepared("workspace", stream)
+            workspace = Workspace(device_id, stream, workspace_bytes(device_id))
+            _live[key] = workspace
+        if not holding_active() and _eager.get(key) is not workspace:
+            _eager[key] = workspace  # a stream used outside captures keeps its workspace
+    if holding_active():
+        hold(workspace)
+    return workspace
+
+
+def handle_for(device_id: int, stream: Any) -> Handle:
+    """This thread's handle on ``device_id``, bound to ``stream`` and its workspace."""
+    handles: Optional[dict[int, Handle]] = getattr(_local, "handles", None)
+    if handles is None:
+        handles = _local.handles = {}
+    handle = handles.get(device_id)
+    if handle is None:
+        if stream_is_capturing(stream):
+            raise _not_prepared("handle", stream)
+        destroy_retired(stream)
+        handle = handles[device_id] = Handle(binding(), device_id)
+    elif pending():
+        destroy_retired(stream)
+    handle.bind(int(stream.ptr), workspace_for(device_id, stream))
+    if holding_active():
+        hold(handle)
+    return handle
+
+
+def release_unused() -> dict[str, int]:
+    """Let go of the workspaces kept for eagerly used streams and destroy handles nothing holds.
+
+    Workspaces and handles that captured graphs still hold stay until those graphs are released.
+    Returns what is still alive afterwards (``resources()``).
+    """
+    import gc
+
+    with _lock:
+        _eager.clear()
+    gc.collect()
+    destroy_retired()
+    return resources()
+
+
+def resources() -> dict[str, int]:
+    """Live cuBLAS handles (not yet destroyed), workspaces and workspace bytes, in this process."""
+    with _lock:
+        handles = len(_handles) + pending("cublas")
+        workspaces = list(_workspaces)
+    return {"handles": handles, "workspaces": len(workspaces), "workspace_bytes": sum(w.nbytes for w in workspaces)}
