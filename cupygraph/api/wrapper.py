@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 from ..backends import Backend
 from ..backends.base import ReplayMismatch
@@ -209,10 +209,12 @@ class CUDAGraphWrapper:
         logger.log(logging.INFO if self.options.debug_log_enable else logging.DEBUG, message, *args)
 
     def _capture(self, key: GraphKey, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Union[CUDAGraphEntry, Eager]:
-        """Record the runnable on these very arguments now (``prewarm``): every array is read by address."""
-        result = self.registry.capture_or_fail(key, CaptureRequest(self.runnable, args, kwargs), name=self._name)
-        if isinstance(result, CUDAGraphEntry):
-            self._log_capture(result)
+        """Record the runnable on these very arguments now (``prewarm``): every array is read by address.
+        The cache's one miss call, forced past ``capture_after``: a key that failed before stays failed."""
+        result, captured = self.registry.find_or_capture(key, CaptureRequest(self.runnable, args, kwargs),
+                                                         name=self._name, force=True)
+        if captured:
+            self._log_capture(cast(CUDAGraphEntry, result))
         return result
 
     def _log_capture(self, entry: CUDAGraphEntry) -> None:

@@ -61,6 +61,7 @@ class FailedKeys:
         self.raises = on_capture_error == "raise"
         self._failed: dict[GraphKey, Eager] = {}
         self._padding = padding_text(pad_value, pad_mode)
+        self._edge = pad_mode == "edge"
 
     def check(self, key: GraphKey, name: str) -> Optional[Eager]:
         """Why ``key`` runs eagerly, or None when it may be captured; raises under raise mode."""
@@ -83,7 +84,7 @@ class FailedKeys:
             # The function itself raised on a padded batch: said (and counted) once an eager run at the real
             # batch tells whether the padding rows made it raise.
             if 0 < rows < key.descriptor.num_tokens and raised_through(err, fn):
-                why.padding = _PaddedFailure(name, key, raised, rows, self._padding)
+                why.padding = _PaddedFailure(name, key, raised, rows, self._padding, self._edge)
         self._failed[key] = why
         if why.failure == REFUSED and self.raises:
             raise CaptureError(f"cannot capture {name}() for {key.descriptor}: {err}") from err
@@ -123,9 +124,7 @@ def run_eagerly(
             stats.record_fallback(why.reason, mode, why.detail)
             raise
         worked_at_real_batch(why, name)
-        if raises:
-            raise CaptureError(f"cannot capture {name}() (it works eagerly): {why}")
-        stats.record_fallback(why.reason, mode, why.detail)
+        count_eager_run(why, name=name, stats=stats, raises=raises, mode=mode)  # (the capture raised: RAISED)
         return out
     if why.failure == RAISED and raises:
         fn(*args, **kwargs)
@@ -154,15 +153,17 @@ def count_eager_run(why: Eager, *, name: str, stats: CUDAGraphStats, raises: boo
 class _PaddedFailure:
     """A capture of a padded batch that raised: what to say if the function works at the real batch."""
 
-    __slots__ = ("key", "name", "padding", "raised", "rows")
+    __slots__ = ("edge", "key", "name", "padding", "raised", "rows")
 
-    def __init__(self, name: str, key: GraphKey, raised: str, rows: int, padding: str):
+    def __init__(self, name: str, key: GraphKey, raised: str, rows: int, padding: str, edge: bool):
         self.name, self.key, self.raised, self.rows, self.padding = name, key, raised, rows, padding
+        self.edge = edge
+        """Whether the padding already repeats the last real row (``pad_mode="edge"``)."""
 
     def blame(self, why: Eager) -> None:
         """``why`` becomes: the padding rows made the function raise, and what to do."""
         rows = self.rows
-        edge = "" if "pad_mode='edge'" in self.padding else "pad_mode='edge' (the padding repeats the last real row), "
+        edge = "" if self.edge else "pad_mode='edge' (the padding repeats the last real row), "
         why.reason = FallbackReason.RAISED_ON_PADDING
         why.detail = (f"{why.reason.text}: {self.raised}, on a batch padded from {rows} to "
                       f"{self.key.descriptor.num_tokens} rows (the padding rows hold {self.padding}); at its {rows} "

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..backends.base import Backend
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
+from ..config.values import pad_value_problem
 from ..dispatch.decision import decide_batch_size
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError, InputMismatchError
@@ -152,6 +153,8 @@ def seed_inputs(xp: Any, input_shapes: Any, batch_size: int, inputs: Optional[Se
     with its entry, raises naming it."""
     specs = _input_specs(input_shapes, batch_size)
     if inputs is None:
+        for i, (_, dt) in enumerate(specs):
+            _check_fill(fill, np.dtype(dtype if dt is None else dt), i)
         return [xp.full(shape, fill, dtype=dtype if dt is None else dt) for shape, dt in specs]
     if len(inputs) != len(specs):
         raise InputMismatchError(f"input_shapes has {len(specs)} entries for {len(inputs)} inputs; give one per input")
@@ -162,7 +165,17 @@ def seed_inputs(xp: Any, input_shapes: Any, batch_size: int, inputs: Optional[Se
         if dt is not None and getattr(array, "dtype", None) != dt:
             raise InputMismatchError(f"input {i} has dtype {getattr(array, 'dtype', None)}, expected {dt} "
                                      f"(input_shapes[{i}])")
+        _check_fill(fill, getattr(array, "dtype", None), i)
     return list(inputs)
+
+
+def _check_fill(pad_value: Any, dtype: Any, i: int) -> None:
+    """Input ``i``'s buffer is filled (and padded) with ``pad_value``: it must fit ``dtype`` exactly,
+    as ``check_pad_value`` makes sure for a call's batched arguments."""
+    problem = None if dtype is None else pad_value_problem(pad_value, dtype)
+    if problem is not None:
+        raise InputMismatchError(f"{problem}: it cannot fill the padding of input {i} (input_shapes[{i}], "
+                                 f"{np.dtype(dtype)}); choose a pad_value that fits (for example 0)")
 
 
 def _input_specs(input_shapes: Any, batch_size: int) -> list[tuple[tuple[int, ...], Optional[np.dtype[Any]]]]:

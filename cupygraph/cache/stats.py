@@ -101,7 +101,7 @@ class CUDAGraphStats:
             made = dataclasses.replace(self, _lock=threading.Lock(), _reset_source=None)
             for field in dataclasses.fields(self):
                 value = getattr(self, field.name)
-                if isinstance(value, (dict, SizeHistogram)) and field.name != "_reset_source":
+                if isinstance(value, (dict, SizeHistogram)):
                     setattr(made, field.name, type(value)(value) if not isinstance(value, SizeHistogram)
                             else SizeHistogram(dict(value.items())))
             return made

@@ -91,7 +91,7 @@ def _never_equal(was: Any, now: Any) -> bool:
         key = keyable(now)
         if not key == key:
             return True
-        return (getattr(type(now), "__eq__") is object.__eq__ and not callable(now)  # noqa: B009 (mypy) and hasattr(now, "__dict__")
+        return (type(now).__eq__ is object.__eq__ and not callable(now) and hasattr(now, "__dict__")
                 and bool(vars(was) == vars(now)))
     except Exception:  # a comparison that fails (arrays inside) says nothing either way
         return False

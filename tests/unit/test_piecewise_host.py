@@ -154,3 +154,19 @@ def test_stream_dispatcher_keeps_the_dispatchers_reentrant_lock():
     worker.join(timeout=30)
     assert not worker.is_alive(), "enable_mode deadlocked on the dispatcher's lock"
     assert dispatcher.dispatch(cg.BatchDescriptor(3))[0] is cg.CUDAGraphMode.FULL
+
+
+def test_adaptive_prewarm_does_not_capture_a_key_that_failed_again():
+    calls = []
+
+    def broken(x):
+        calls.append(1)
+        raise ValueError("no graph for me")
+
+    wrapper = cg.AdaptiveCUDAGraphWrapper(broken, cg.CUDAGraphMode.FULL, backend=cg.HostBackend())
+    arrays = {4: np.ones((4, 3))}
+    assert wrapper.prewarm([4], lambda d: arrays[d.num_tokens]) == 0
+    tried = len(calls)
+    assert tried >= 1
+    assert wrapper.prewarm([4], lambda d: arrays[d.num_tokens]) == 0
+    assert len(calls) == tried  # the failed key is remembered, as a call's would be

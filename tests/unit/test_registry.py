@@ -399,3 +399,20 @@ def test_stats_captures_minus_evictions_is_graphs_held():
     stats = registry.stats()
     assert stats.evictions == 2
     assert stats.captures - stats.evictions == registry.num_graphs()
+
+
+@pytest.mark.parametrize("with_inputs", [True, False], ids=["inputs given", "inputs filled"])
+def test_capture_by_batch_size_refuses_a_pad_value_its_inputs_cannot_hold(with_inputs):
+    """``registry.capture`` and ``CUDAGraphManager.capture_graph`` pad (and, without inputs, fill) with
+    ``pad_value`` as a call would: a value the dtype cannot hold is refused naming the input, not
+    rounded (2.7 -> 2) or raised as NumPy's own error."""
+    from cupygraph.errors import InputMismatchError
+
+    registry = CUDAGraphRegistry(CUDAGraphConfig(backend="host", pad_value=2.7, capture_sizes=[4]))
+    inputs = {"inputs": [np.ones((3, 2), np.int32)]} if with_inputs else {}
+    with pytest.raises(InputMismatchError, match=r"pad_value=2\.7.*input 0 \(input_shapes\[0\], int32\)"):
+        registry.capture(3, None, lambda x: x * 2, [((3, 2), "int32")], **inputs)
+    assert registry.num_graphs() == 0
+    manager = cg.CUDAGraphManager(CUDAGraphConfig(backend="host", pad_value=-1, capture_sizes=[4]))
+    with pytest.raises(InputMismatchError, match=r"pad_value=-1.*uint8"):
+        manager.capture_graph(3, None, lambda x: x * 2, [((3, 2), "uint8")])
