@@ -139,8 +139,6 @@ class GraphedFunction(FastFunction):
         self._devices = DeviceRouter(self.backend, self.batch_argnums, self, lambda device: GraphedFunction(
             fn, options, registry=self.registry.for_device(device), namespace=namespace))
         self._dev_of, self._home = self._devices.device_of, self._devices.home_device
-        self._eager_ranges = self.registry.instruments.ranges
-        """NVTX on: eager calls run in a range naming the reason (``_run_eagerly``)."""
         self._debug_log = function_log(self.__qualname__) if self.config.debug else None
         _LIVE.announce(self)
 
@@ -295,15 +293,9 @@ class GraphedFunction(FastFunction):
         self._template = remember_call(args, kwargs, shortcut.batched + shortcut.whole)
 
     def _run_eagerly(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager) -> Any:
-        ranges = self._eager_ranges
-        if ranges is not None:
-            ranges.push(f"cupygraph eager {self.__name__}: {why.reason.value}")
-        try:
+        with self.registry.instruments.eager(self.__name__, why.reason.value):
             return run_eagerly(self._fn, args, kwargs, why, name=self.__name__, stats=self._stats,
                                raises=self.registry.raises)
-        finally:
-            if ranges is not None:
-                ranges.pop()
 
     def _why_not_replayed(self, shortcut: Shortcut, err: Exception) -> Eager:
         """Why a call that found its graph runs eagerly (under the family lock; a mismatch drops it)."""

@@ -202,8 +202,9 @@ class CUDAGraphWrapper:
         self._known[descriptor] = entry
 
     def _run_eagerly(self, args: tuple[Any, ...], kwargs: dict[str, Any], why: Eager) -> Any:
-        return run_eagerly(self.runnable, args, kwargs, why, name=self._name, stats=self._stats,
-                           raises=self.registry.raises, mode=self.runtime_mode.name)
+        with self.registry.instruments.eager(self._name, why.reason.value):
+            return run_eagerly(self.runnable, args, kwargs, why, name=self._name, stats=self._stats,
+                               raises=self.registry.raises, mode=self.runtime_mode.name)
 
     def _log(self, message: str, *args: Any) -> None:
         logger.log(logging.INFO if self.options.debug_log_enable else logging.DEBUG, message, *args)

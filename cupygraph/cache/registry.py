@@ -214,7 +214,8 @@ def check_output_shapes(store: GraphStore, entry: CUDAGraphEntry, batch_size: in
            for leaf, sliced in zip(entry.leaves, entry.batched_outputs) if hasattr(leaf, "shape")]
     want = [tuple(s) for s in output_shapes]
     if got != want:
-        detail = f"capture_fn returned outputs of shapes {got} for batch_size={batch_size}, expected {want}"
+        detail = (f"capture_fn returned outputs of shapes {got} for batch_size={batch_size}, but output_shapes "
+                  f"says {want}: fix output_shapes (the batch first), or leave it out to skip this check")
         store.evict(entry.key, EvictionReason.UNEXPECTED_OUTPUT_SHAPES, detail)
         raise CaptureError(detail)
 

@@ -91,8 +91,8 @@ def _never_equal(was: Any, now: Any) -> bool:
         key = keyable(now)
         if not key == key:
             return True
-        return (type(now).__eq__ is object.__eq__ and not callable(now) and hasattr(now, "__dict__")
-                and bool(vars(was) == vars(now)))
+        identity_eq = getattr(type(now), "__eq__") is object.__eq__  # noqa: B009 (mypy rejects the attribute)
+        return identity_eq and not callable(now) and hasattr(now, "__dict__") and bool(vars(was) == vars(now))
     except Exception:  # a comparison that fails (arrays inside) says nothing either way
         return False
 

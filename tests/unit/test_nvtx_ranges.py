@@ -68,7 +68,7 @@ def test_ranges_off_install_nothing_on_any_call_path():
     f(np.ones((9, 2)))
     assert recorder.opened == [] and f.registry.instruments.ranges is None
     (entry,) = f.registry.entries()
-    assert entry._hooked is None and f._eager_ranges is None
+    assert entry._hooked is None
 
 
 def test_graph_breaks_between_pieces_get_their_own_range():
@@ -144,3 +144,11 @@ def test_the_real_nvtx_package_receives_the_ranges():
     np.testing.assert_array_equal(f(x), x * 2)
     np.testing.assert_array_equal(f(x), x * 2)
     np.testing.assert_array_equal(f(np.ones((9, 2))), np.ones((9, 2)) * 2)
+
+
+def test_the_vllm_style_wrappers_eager_calls_get_the_same_range():
+    with ranges.use_provider(Recorder()) as recorder:
+        wrapper = cg.CUDAGraphWrapper(scale, cg.CUDAGraphMode.FULL, config=dict(HOST, mode="NONE", nvtx=True))
+    with cg.cudagraph_context(cg.CUDAGraphMode.FULL, cg.BatchDescriptor(2)):
+        np.testing.assert_array_equal(wrapper(np.ones((2, 2))), np.ones((2, 2)) * 2)
+    assert recorder.opened == ["cupygraph eager scale: mode_none"] and recorder.depth == 0

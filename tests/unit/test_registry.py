@@ -118,7 +118,7 @@ def test_capture_above_largest_size_raises():
 
 def test_output_shapes_are_checked():
     registry = make_registry()
-    words = f"outputs of shapes [(3, {D})] for batch_size=3, expected [(3, {D + 1})]"
+    words = f"outputs of shapes [(3, {D})] for batch_size=3, but output_shapes says [(3, {D + 1})]"
     with pytest.raises(CaptureError, match=re.escape(words)):
         registry.capture(3, None, double, [(3, D)], [(3, D + 1)], inputs=[rand(3)])
     with pytest.raises(CaptureError, match="outputs of shapes"):  # the real batch's shapes, not the trailing ones

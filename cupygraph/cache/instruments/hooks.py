@@ -52,6 +52,12 @@ class Instruments:
             return nullcontext()
         return _range(self.ranges, f"cupygraph capture {name} {key_label(key)}")
 
+    def eager(self, name: str, reason: str) -> AbstractContextManager[Any]:
+        """A range around a call that runs eagerly (``reason``: its fallback code), when ranges are on."""
+        if self.ranges is None:
+            return nullcontext()
+        return _range(self.ranges, f"cupygraph eager {name}: {reason}")
+
     def running_as_it_is(self, name: str, key: GraphKey, why: str) -> AbstractContextManager[Any]:
         """A range around the function run as it is for a call that captures its key or checks its padding
         (``cache/first_call.py``; ``why`` says which), when ranges are on."""
