@@ -78,10 +78,9 @@ class Shortcuts:
         self._by_key: dict[tuple[Any, ...], Shortcut] = {}
         self._last: tuple[Any, Any, Optional[Shortcut]] = ((), None, None)
         """(shape, dtype, shortcut) of the last single-array shortcut ``find`` returned."""
-        self._record: Any = None
         self._record_shortcut: Optional[Shortcut] = None
-        """The compiled record of one shortcut's calls (``backends/fastpath/record.py``) the function tries before
-        ``find``, and that shortcut."""
+        """The shortcut whose compiled record (``backends/fastpath/record.py``) the function tries before ``find``
+        (the record itself is the function's: ``FastFunction.record``)."""
 
     def key(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """What a shortcut is found by: shapes and dtypes of the arrays, typed static values.
@@ -167,8 +166,11 @@ class Shortcuts:
             logger.debug("cupygraph: no compiled replay for this shortcut: %s", err, exc_info=True)
             return
         if made is not None:
-            self._record, self._record_shortcut = made, shortcut
+            self._record_shortcut = shortcut
             self._publish(made)
+        elif self._record_shortcut is shortcut:  # its record describes what changed since: tried for nothing
+            self._record_shortcut = None
+            self._publish(None)
 
     def _drop_all(self) -> None:
         """Forget every shortcut. A caller of the fast path may have found one before taking the family
@@ -180,7 +182,7 @@ class Shortcuts:
     def _retire(self, shortcut: Shortcut) -> None:
         self._last = ((), None, None)  # never found again, not even by the last-found check
         if self._record_shortcut is shortcut:  # (its record would hand its calls back: the entry's generation moved)
-            self._record = self._record_shortcut = None  # and nothing holds the entry's counts for it any more
+            self._record_shortcut = None  # and nothing holds the entry's counts for it any more
             self._publish(None)
         shortcut.entry = RETIRED  # type: ignore[assignment]
 

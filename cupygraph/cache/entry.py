@@ -141,7 +141,7 @@ class CUDAGraphEntry:
         """Changes whenever ``rebind_constants`` points the graph at other constant arrays: a shortcut made
         before is then stale (the fast path compares it)."""
         if input_binding == "auto":
-            self._bind(name, constants)
+            self._bind(constants)
         self.check_writes = check_first_replay and bool(count) and not written
         self._run: Callable[..., Any] = functools.partial(run_copied, self)
         self.strategy = ""
@@ -182,7 +182,7 @@ class CUDAGraphEntry:
         if family is not None:
             family.bump()
 
-    def _bind(self, name: str, constants: Sequence[tuple[int, Any]]) -> None:
+    def _bind(self, constants: Sequence[tuple[int, Any]]) -> None:
         """Zero-copy where the recording allows it (``backends/zerocopy/binding.py``)."""
         buffers = self.static_inputs + self.whole_inputs
         binder = self.recording.binder(buffers, self.labels, self.leaves, bind_outputs=self.output_mode == "copy",

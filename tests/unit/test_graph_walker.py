@@ -207,3 +207,18 @@ def test_control_flow_hands_its_body_graphs_to_the_capture_that_collects_them():
             note_body(3)
         note_body(4)
     assert outer == [2, 4] and inner == [3]
+
+
+def test_a_reading_that_fails_says_why_and_holds_no_snapshot():
+    """A capture whose graphs cannot be read keeps going (zero-copy copies, PDL keeps plain edges), but
+    the reason is kept, so the audit says "not audited" instead of reporting a clean graph."""
+    from cupygraph.backends.driver.reading import RecordingGraphs
+
+    class Broken:
+        def __getattr__(self, name):
+            raise RuntimeError(f"no {name} here")
+
+    graphs = RecordingGraphs([SimpleNamespace(graph=100)], [], needed=True, drv=Broken())
+    assert graphs.tops == {} and graphs.bodies == []
+    assert graphs.problem is not None and "RuntimeError" in graphs.problem
+    assert RecordingGraphs([SimpleNamespace(graph=100)], [], needed=False, drv=Broken()).problem is None

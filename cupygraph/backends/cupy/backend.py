@@ -193,16 +193,18 @@ class CupyBackend(Backend):
                     extents: list[tuple[int, int]] = []
                     with cupy.cuda.using_allocator(make_extent_recorder(self.pool.malloc, extents)):
                         steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
-                    # The graphs are read once; PDL, zero-copy and the audit all use this reading.
-                    snapshots = RecordingGraphs(steps, bodies, needed=pdl == "auto" or bind or audit_enabled())
-                    pdl_summary, replaced = apply_pdl(steps, snapshots.tops, snapshots.bodies, pdl, self.device_id,
-                                                      getattr(fn, "__name__", "graph"))
+                # After the guards above had their say (a refusal the function swallowed raises as they
+                # close): PDL's executables are owned by no one until the recording is made below.
+                # The graphs are read once; PDL, zero-copy and the audit all use this reading.
+                snapshots = RecordingGraphs(steps, bodies, needed=pdl == "auto" or bind or audit_enabled())
+                pdl_summary, replaced = apply_pdl(steps, snapshots.tops, snapshots.bodies, pdl, self.device_id,
+                                                  getattr(fn, "__name__", "graph"))
                 bindings = find_node_pointers_safely(steps, snapshots.tops, args, flatten(outputs, self.is_array)[0],
                                                      extents, held, self.device_id) if bind else None
                 if self._last_stream is None or self._last_stream.ptr != caller.ptr:
                     self.family.bump()  # a record expects calls on the last stream: that changed
                 self._last_stream = caller
-                outputs = self._detach(outputs)
+                outputs = self._detach(outputs)  # (after the zero-copy facts: they read the outputs' allocations)
                 recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held, replaced, self.family,
                                           CupyBinder)
                 recording.upload(stream)  # so the first replay costs what the others do
@@ -211,7 +213,7 @@ class CupyBackend(Backend):
                 recording.baked_uploads = tuple(uploads.baked)  # host uploads as constants (cupy_uploads)
                 recording.bindings = bindings
                 recording.graphs = snapshots
-                audit_capture(self, recording, snapshots.all, fn, args, kwargs)
+                audit_capture(self, recording, snapshots.all, fn, args, kwargs, unread=snapshots.problem)
                 return recording
             finally:
                 # The caller's next work waits for the capture stream's, whether the capture worked or

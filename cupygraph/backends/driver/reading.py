@@ -8,7 +8,7 @@ cannot be read, it holds nothing and each consumer falls back as it would withou
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
 from ...errors import CupyGraphError
 from ...logs import logger
@@ -38,13 +38,16 @@ class RecordingGraphs:
         """``drv``: the driver bindings to read with (tests give a fake; default: cuda-bindings)."""
         self.tops: dict[int, GraphSnapshot] = {}
         self.bodies: list[GraphSnapshot] = []
+        self.problem: Optional[str] = None
+        """Why the graphs could not be read (then there is nothing in ``tops``), or None."""
         if not needed or (drv is None and bindings() is None):
             return
         handles = [int(graph) for graph in (getattr(step, "graph", None) for step in steps) if graph is not None]
         try:
             read = read_graphs(handles, [int(body) for body in recorded_bodies], drv)
         except Exception as err:  # a reading must never cost the capture
-            logger.debug("cupygraph: the captured graphs could not be read: %s: %s", type(err).__name__, err)
+            self.problem = f"{type(err).__name__}: {err}"
+            logger.debug("cupygraph: the captured graphs could not be read: %s", self.problem)
             return
         self.tops = dict(zip(handles, read[: len(handles)]))
         nested = conditional_bodies(read[: len(handles)])

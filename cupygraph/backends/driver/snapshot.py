@@ -206,10 +206,7 @@ class _Reader:
         drv = self.drv
         snapshot = self._graphs[handle] = GraphSnapshot(handle)
         graph = drv.CUgraph(handle)
-        got = ok(drv.cuGraphGetNodes(graph, 0))
-        count = int(got[-1]) if got is not None else 0
-        if got is not None and count:
-            got = ok(drv.cuGraphGetNodes(graph, count))
+        got, count = _listed(drv.cuGraphGetNodes, graph)
         if got is None:
             snapshot.problem = "a graph whose nodes could not be listed"
             return snapshot
@@ -220,11 +217,7 @@ class _Reader:
         return snapshot
 
     def _edges(self, snapshot: GraphSnapshot, graph: Any) -> None:
-        drv = self.drv
-        got = ok(drv.cuGraphGetEdges(graph, 0))
-        count = int(got[-1]) if got is not None else 0
-        if got is not None and count:
-            got = ok(drv.cuGraphGetEdges(graph, count))
+        got, count = _listed(self.drv.cuGraphGetEdges, graph)
         if got is None:
             snapshot.edges_problem = "cuGraphGetEdges failed"
             return
@@ -396,3 +389,12 @@ def _extra_buffer(extra: int) -> Optional[bytes]:
     if not buffer or not size:
         return None
     return ctypes.string_at(buffer, size)
+
+
+def _listed(call: Any, graph: Any) -> tuple[Any, int]:
+    """(result, count) of a driver list call asked for its count, then that many; (None, 0) if it failed."""
+    got = ok(call(graph, 0))
+    count = int(got[-1]) if got is not None else 0
+    if got is not None and count:
+        got = ok(call(graph, count))
+    return got, count if got is not None else 0

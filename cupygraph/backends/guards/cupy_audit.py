@@ -136,10 +136,15 @@ def audit_enabled() -> bool:
 
 
 def audit_capture(backend: Any, recording: Any, snapshots: Sequence[GraphSnapshot], fn: Any, args: Sequence[Any],
-                  kwargs: dict[str, Any]) -> None:
+                  kwargs: dict[str, Any], unread: Optional[str] = None) -> None:
     """Account for every address the graphs of ``snapshots`` (of ``recording``) touch; warn once per family
-    about memory the entry does not own, and watch the named arrays behind it (checked by debug mode)."""
+    about memory the entry does not own, and watch the named arrays behind it (checked by debug mode).
+    ``unread``: why the graphs could not be read; then nothing is audited, and no report says "clean"."""
     if not audit_enabled() or bindings() is None:
+        return
+    if unread is not None:
+        logger.debug("cupygraph: the graph of %s was not audited (it could not be read: %s)",
+                     getattr(fn, "__name__", fn), unread)
         return
     try:
         report, watches = _audit(backend, recording, snapshots, fn, args, kwargs)

@@ -22,7 +22,7 @@ from ...logs import logger
 from ..cupy.recording import Bank, CupyRecording
 from ..driver import set_params_function
 from ..fastpath.record import record_of, references
-from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label
+from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label, prepare_counts
 from .node_pointers import ALIGNMENT, CupyBindings, KernelNode
 
 MAX_BANKS = 2
@@ -221,15 +221,14 @@ class CupyBinder:
         calls = self.counts.bound_calls
         rebinds: Counter[str] = Counter()
         copies: Counter[str] = Counter()
+        prepare_counts(rebinds, copies, [slot.label for slot in self._slots])
         for slot in self._inputs:
             rebinds[slot.label] += max(calls - slot.copies, 0)
             copies[slot.label] += slot.copies
         for slot in self._outputs:
             rebinds[slot.label] += calls
-            copies[slot.label] += 0
         for slot in self._constants.values():
             rebinds[slot.label] += self._constant_rebinds[slot.label]
-            copies[slot.label] += 0
         return rebinds, copies
 
     def reset_tally(self) -> None:
@@ -238,11 +237,6 @@ class CupyBinder:
         for slot in self._slots:
             slot.copies = 0
         self._constant_rebinds.clear()
-
-    @property
-    def recording(self) -> Any:
-        """The recording whose banks this binder points (None once released)."""
-        return self._recording
 
     def record(self, shortcut: Any, entry: Any, lock: Any, family: Any) -> Any:
         """The compiled replay's record of ``shortcut``'s calls (``fastpath.record``): for arguments that may all be
@@ -334,6 +328,8 @@ class CupyBinder:
 
     def release(self) -> None:
         for slot in self._outputs:
+            for item in slot.ring:  # a record made before holds the ring's items: emptied, they hold no array
+                item.clear()
             slot.ring = []
         self._recording = None  # type: ignore[assignment]
         self._constants = {}
