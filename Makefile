@@ -59,4 +59,4 @@ suite: $(TEST_STAMP)
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); failing"; fi; exit $$rc; }
 
 clean:
-	rm -rf $(VENV) build *.egg-info cupygraph/backends/fastpath/_replay*.so
+	rm -rf $(VENV) build *.egg-info cupygraph/backends/fastpath/_replay*.so cupygraph/backends/_replay*.so

@@ -111,6 +111,15 @@ def run_threads(target: Callable[[int], None], count: int, timeout_s: float = 12
     return errors
 
 
+def replayed(graphed: Any, *args: Any) -> tuple[Any, bool]:
+    """(``graphed(*args)``, whether it replayed a graph). The call that captures a key, and a key's first
+    padded call, run the function as it is at the real rows, where a GEMM rounds as at that row count:
+    such a call equals the plain function, a replay equals it on the padded batch."""
+    hits = graphed.stats().hits
+    got = graphed(*args)
+    return got, graphed.stats().hits > hits
+
+
 def eager_at_padded_size(graphed: Any, *args: Any) -> Any:
     """``graphed``'s function run eagerly on ``args`` with its batched arrays padded as the graph pads
     them (to the capture size the config gives the batch, with ``pad_value`` or, under

@@ -10,11 +10,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +27,10 @@ def load_file(path: Path, name: str) -> ModuleType:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # as an import would: a dataclass in the file looks its module up there
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(name, None)  # the process as it was: the caller holds the module
     return module
 
 
@@ -56,6 +61,15 @@ def run_make(*args: str) -> subprocess.CompletedProcess[str]:
     """``make -C ROOT ARGS`` in ``make_environment()``, output captured."""
     return subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), *args],
                           capture_output=True, text=True, env=make_environment())
+
+
+def needs_make(test: Callable[..., Any]) -> Callable[..., Any]:
+    """Skip ``test`` where GNU make is not installed (what ``run_make`` needs)."""
+    import pytest
+
+    return pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed here")(test)
+
+
 def documented_runs(backend: str) -> dict[str, Callable[[int], int]]:
     """README.md's table of how many times a call runs the function ("What a call runs"): per row (its
     first cell), the count on ``backend`` ("host" or "GPU") as a function of ``num_warmups``."""

@@ -10,7 +10,9 @@
 # Prepare here (the device copy has no git history):
 #   rm -rf .ab_old && mkdir .ab_old && git archive 357e924 cupygraph setup.py | tar -x -C .ab_old
 #   echo /.ab_old/ >> .git/info/exclude
-# then on the GPU machine (carry [".whl", ".ab_old"]):  bash tools/ab_hot_path.sh [rounds]
+# then on the GPU machine (carry [".whl", ".ab_old"]), after `bash tools/gpu_session.sh` (which installs
+# the wheels into /tmp/site and builds this tree's extension; with .ab_old present it runs this script
+# itself):  bash tools/ab_hot_path.sh [rounds]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"

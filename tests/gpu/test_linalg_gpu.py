@@ -16,7 +16,7 @@ import threading
 import numpy as np
 import pytest
 from extras import needs_nvmath
-from replay_helpers import run_threads
+from replay_helpers import replayed, run_threads
 from repo_files import load_example
 
 import cupygraph as cg
@@ -53,14 +53,6 @@ def layout(x, kind):
 
 def padded_size(n):
     return min(s for s in cg.default_capture_sizes(MAX) if s >= n)
-
-
-def replayed(graphed, *args):
-    """(``graphed(*args)``, whether it replayed a graph): the call that captures a key, or a key's first
-    padded call, runs the function as it is, at its real rows, where a GEMM rounds as at that row count."""
-    hits = graphed.stats().hits
-    got = graphed(*args)
-    return got, graphed.stats().hits > hits
 
 
 def poison(graphed):

@@ -27,15 +27,21 @@ def test_making_a_debug_function_changes_no_logging_state():
     assert not logging.getLogger("cupygraph").isEnabledFor(logging.DEBUG)
 
 
+def watched(x):
+    return x * 2
+
+
+def quiet(x):
+    return x - 1
+
+
+def _debugged_and_quiet():
+    """A ``debug=True`` function and one without, on the host backend: whose lines reach stderr."""
+    return cg.jit(watched, config={**HOST, "debug": True}), cg.jit(quiet, config=HOST)
+
+
 def test_only_the_debug_functions_decisions_reach_stderr(capsys):
-    def watched(x):
-        return x * 2
-
-    def quiet(x):
-        return x - 1
-
-    debugged = cg.jit(watched, config={**HOST, "debug": True})
-    other = cg.jit(quiet, config=HOST)
+    debugged, other = _debugged_and_quiet()
     for n in (3, 5, 3):
         other(np.ones((n, 2)))
         debugged(np.ones((n, 2)))
@@ -47,26 +53,21 @@ def test_only_the_debug_functions_decisions_reach_stderr(capsys):
 
 
 def test_a_debug_functions_calls_in_another_thread_do_not_open_this_threads_log(capsys):
-    def watched(x):
-        return x * 2
-
-    def quiet(x):
-        return x - 1
-
-    debugged = cg.jit(watched, config={**HOST, "debug": True})
-    other = cg.jit(quiet, config=HOST)
+    debugged, other = _debugged_and_quiet()
     start, done = threading.Event(), threading.Event()
 
     def keep_calling():
-        debugged(np.ones((3, 2)))  # captures: its decisions logged from this thread
-        start.set()
+        try:
+            debugged(np.ones((3, 2)))  # captures: its decisions logged from this thread
+        finally:
+            start.set()  # (a failure above must not leave this thread waiting forever)
         while not done.is_set():
             debugged(np.ones((3, 2)))
 
     thread = threading.Thread(target=keep_calling)
     thread.start()
     try:
-        start.wait()
+        assert start.wait(timeout=60), "the debug function's first call never returned"
         for n in range(1, 9):
             other(np.ones((n, 2)))  # its captures' debug lines must not go to the other thread's log
     finally:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from repo_files import load_tool, run_make
+from repo_files import load_tool, needs_make, run_make
 
 import cupygraph as cg
 
@@ -26,9 +25,6 @@ def _load_snippet_tool():
 
 readme_quickstart = _load_snippet_tool()
 SNIPPETS = readme_quickstart.readme_snippets()
-
-needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed here")
-
 
 def readme_section(title: str) -> str:
     text = README.read_text(encoding="utf-8")

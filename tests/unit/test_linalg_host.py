@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 from extras import need
-from replay_helpers import AsItIs, eager_at_padded_size, gemm_bound
+from replay_helpers import AsItIs, eager_at_padded_size, gemm_bound, run_threads
 from repo_files import load_example
 
 import cupygraph as cg
@@ -380,10 +380,14 @@ def test_ctypes_binding_says_it_needs_cupy_when_missing():
 
 
 def test_import_cupygraph_loads_no_binding_and_reports_no_resources():
-    assert "nvmath" not in sys.modules or "nvmath.bindings.cublas" not in sys.modules
-    assert "cupygraph.linalg._cublas_handles" not in sys.modules or cg.linalg.resources()["handles"] >= 0
-    if "cupygraph.linalg._cublas_handles" not in sys.modules:
-        assert cg.linalg.resources() == {"handles": 0, "workspaces": 0, "workspace_bytes": 0}
+    # In a fresh interpreter: in this one, tests that ran before may have loaded them.
+    import subprocess
+
+    probe = ("import sys, cupygraph as cg; "
+             "loaded = [m for m in ('nvmath', 'nvmath.bindings.cublas', 'cupygraph.linalg._cublas_handles') "
+             "if m in sys.modules]; print(loaded, cg.linalg.resources())")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[] {'handles': 0, 'workspaces': 0, 'workspace_bytes': 0}", out
 
 
 def test_the_supported_dtypes_are_the_cublas_gemm_types():
@@ -433,7 +437,6 @@ def test_threads_sharing_a_stream_get_one_cublas_workspace_and_it_is_kept(monkey
     """Two threads' first GEMMs on one stream (the null stream) must get one workspace, kept for the
     stream: a second one, made at the same moment, would be held only by its handle's weak reference
     and freed while cuBLAS still wrote to it. A slow allocation widens the window a race needs."""
-    import threading
     import time
 
     from cupygraph.linalg import _cublas_handles as handles
@@ -455,17 +458,8 @@ def test_threads_sharing_a_stream_get_one_cublas_workspace_and_it_is_kept(monkey
     monkeypatch.setattr(handles, "stream_is_capturing", lambda s: False)
     monkeypatch.setattr(handles, "_live", type(handles._live)())
     monkeypatch.setattr(handles, "_eager", {})
-    start = threading.Barrier(4)
     got = []
-
-    def first_gemm():
-        start.wait()
-        got.append(handles.workspace_for(0, stream))
-
-    threads = [threading.Thread(target=first_gemm) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(made) == 1 and all(w is made[0] for w in got)
+    errors = run_threads(lambda t: got.append(handles.workspace_for(0, stream)), 4)
+    assert not errors, errors
+    assert len(got) == 4 and len(made) == 1 and all(w is made[0] for w in got)
     assert handles._eager[handles._stream_key(0, stream)] is made[0]

@@ -5,13 +5,12 @@ from __future__ import annotations
 import ast
 import configparser
 import re
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from repo_files import load_tool, run_make
+from repo_files import load_tool, needs_make, run_make
 
 ROOT = Path(__file__).resolve().parents[2]
 # Import name -> distribution name, where the two differ.
@@ -21,9 +20,6 @@ DISTRIBUTION = {"yaml": "pyyaml", "tomli_w": "tomli-w", "cuda": "cuda-bindings",
 # dask and dask_cuda: only examples/dask_cuda_pipeline.py's main() imports them (a multi-GPU example).
 # nvmath: the GPU extras' nvmath-python (tests/extras.py skips naming the extra without it).
 GPU_ONLY = {"cupy", "cupyx", "cupy_backends", "torch", "jax", "jaxlib", "dask", "dask_cuda", "nvmath"}
-
-needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed here")
-
 
 def setup_cfg() -> configparser.ConfigParser:
     parser = configparser.ConfigParser()
