@@ -37,11 +37,10 @@ import numbers
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-import numpy as np
-
 from ..config.batch_decision import install_batch_decision
 from ..config.modes import CUDAGraphMode, short_repr
 from ..config.sizes import check_positive_int, decode_capture_sizes, outside_token_limits, pad_to_capture_size
+from ..config.values import is_bool
 from ..reasons import FallbackReason
 from .descriptor import BatchDescriptor, check_config, check_descriptor
 from .policy import DefaultDispatchPolicy, DispatchPolicy
@@ -245,7 +244,7 @@ def decide(
     _check_arguments(config, batch, keys)
     if not isinstance(policy, DispatchPolicy):
         raise TypeError(f"policy must be a DispatchPolicy, got {type(policy).__name__} {short_repr(policy)}")
-    if not isinstance(use_cascade_attn, (bool, np.bool_)):
+    if not is_bool(use_cascade_attn):
         raise TypeError(f"use_cascade_attn must be a bool, got {type(use_cascade_attn).__name__} "
                         f"{short_repr(use_cascade_attn)}")
     if not keys.mode.has_graphs():
