@@ -7,10 +7,13 @@ Contract:
   workspace, so both are set together, only when the stream changes).
 * A workspace is preallocated device memory cuBLAS uses instead of allocating its own, so a GEMM
   allocates nothing while a graph is being captured, and GEMMs captured on one stream always use
-  the same memory: two streams never share one (they may run at once). Eagerly used streams keep
-  theirs until ``release_unused()``; inside a cupygraph capture (``holding``) the workspace is
-  allocated by the first warm-up from the family's pool and then lives exactly as long as the
-  recordings that hold it, so it is freed with the graphs.
+  the same memory. There is one per thread and stream, never shared: two streams may run at once,
+  and two threads' GEMMs on one stream (the null stream, say) interleave, since a GEMM is several
+  kernels (split-K partial sums written to the workspace, then a reduction reading them): a shared
+  workspace gave one thread's reduction the other's partial sums (seen on an H200). Eagerly used
+  streams keep theirs until ``release_unused()`` or until their thread has ended; inside a cupygraph
+  capture (``holding``) the workspace is allocated by the first warm-up from the family's pool and
+  then lives exactly as long as the recordings that hold it, so it is freed with the graphs.
 * A recording holds the handle and workspace its GEMM nodes were captured with. A handle that
   nothing holds any more (its thread ended and its graphs were released) is destroyed at the next
   safe point: ``cublasDestroy`` synchronises the device, which would break a capture in progress,
@@ -36,7 +39,6 @@ from ._retire import destroy_retired, pending, retire
 
 WORKSPACE_HOPPER = 32 << 20  # cuBLAS's recommendation for sm_90 and newer
 WORKSPACE_OTHER = 4 << 20
-_PER_THREAD_STREAM = 2  # cudaStreamPerThread: one handle value, a different stream in every thread
 
 
 def workspace_bytes(device_id: int) -> int:
@@ -110,20 +112,26 @@ _handles: weakref.WeakSet[Handle] = weakref.WeakSet()
 
 
 def _stream_key(device_id: int, stream: Any) -> tuple[int, int, int]:
-    ptr = int(stream.ptr)
-    return device_id, ptr, threading.get_ident() if ptr == _PER_THREAD_STREAM else 0
+    """A workspace's key: the calling thread's (module docstring), on ``stream`` of ``device_id``
+    (cudaStreamPerThread, one handle value, is a different stream in every thread too)."""
+    return device_id, int(stream.ptr), threading.get_ident()
+
+
+def _forget_ended_threads() -> None:
+    """Drop the eager workspaces of threads that have ended (called under ``_lock``)."""
+    alive = {thread.ident for thread in threading.enumerate()}
+    for key in [key for key in _eager if key[2] not in alive]:
+        del _eager[key]
 
 
 def workspace_for(device_id: int, stream: Any) -> Workspace:
     key = _stream_key(device_id, stream)
-    # Found or made, and kept, in one step under the lock: threads sharing a stream (the null stream)
-    # must get one workspace. Two made at once would leave one held only by a handle's weak
-    # reference, freed while cuBLAS still has it as its workspace.
     with _lock:
         workspace = _live.get(key)
         if workspace is None or not workspace.serves(stream):
             if stream_is_capturing(stream):
                 raise _not_prepared("workspace", stream)
+            _forget_ended_threads()
             workspace = Workspace(device_id, stream, workspace_bytes(device_id))
             _live[key] = workspace
         if not holding_active() and _eager.get(key) is not workspace:

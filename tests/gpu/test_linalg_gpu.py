@@ -208,6 +208,28 @@ def test_strided_and_pointer_array_batches_capture(binding):
     run_in_thread(check)
 
 
+def test_threads_gemms_on_the_null_stream_at_once_are_each_right():
+    """Four threads' eager GEMMs on the one null stream, at once: each thread's cuBLAS workspace is its own.
+    A GEMM is several kernels (split-K partial sums in the workspace, then a reduction); with one
+    workspace for the stream, two threads' launches interleaved and a reduction read the other thread's
+    sums (an H200 gave another thread's product, off by ~50). A long k makes split-K likely."""
+    gc.collect()
+    cg.linalg.release_unused()  # no workspace made earlier in the main thread: the threads make theirs
+
+    def worker(seed):
+        rng = np.random.default_rng(100 + seed)
+        for i in range(20):
+            m, k, n = int(rng.integers(1, 65)), int(rng.choice([32, 512, 4096])), int(rng.integers(1, 33))
+            a, b = rand(rng, (m, k), np.float32), rand(rng, (k, n), np.float32)
+            want = cupy.asnumpy(a).astype(np.float64) @ cupy.asnumpy(b).astype(np.float64)
+            got = cupy.asnumpy(cg.matmul(a, b))
+            err = np.abs(got - want).max()
+            assert err <= 1e-4 * k, f"thread {seed}, GEMM {i} ({m}x{k}x{n}): max |got - want| {err:.3g}"
+
+    errors = run_threads(worker, 4)
+    assert not errors, "\n".join(str(err) for err in errors)
+
+
 def test_threads_capture_and_replay_at_once_on_their_own_handles():
     errors: list[BaseException] = []
     start, first_done = threading.Barrier(4), threading.Barrier(4)

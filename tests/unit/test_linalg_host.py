@@ -433,17 +433,18 @@ def test_the_retire_queue_counts_handles_per_library():
         del _retire._retired[-2:]  # (destroying needs CuPy; leave the queue as it was)
 
 
-def test_threads_sharing_a_stream_get_one_cublas_workspace_and_it_is_kept(monkeypatch):
-    """Two threads' first GEMMs on one stream (the null stream) must get one workspace, kept for the
-    stream: a second one, made at the same moment, would be held only by its handle's weak reference
-    and freed while cuBLAS still wrote to it. A slow allocation widens the window a race needs."""
+def test_threads_sharing_a_stream_each_get_their_own_cublas_workspace(monkeypatch):
+    """Threads' GEMMs on one stream (the null stream) must not share a workspace: a GEMM is several
+    kernels (split-K partial sums, then a reduction), and two threads' launches interleave on the stream,
+    so a shared workspace hands one thread's reduction the other's partial sums (an H200 showed it).
+    A thread calling again keeps its own; an ended thread's is let go when the next one is made."""
     import time
 
     from cupygraph.linalg import _cublas_handles as handles
 
     made = []
 
-    class SlowWorkspace:
+    class SlowWorkspace:  # a slow allocation widens the window a lookup race would need
         def __init__(self, device_id, stream, nbytes):
             time.sleep(0.02)
             self._stream = stream
@@ -458,8 +459,12 @@ def test_threads_sharing_a_stream_get_one_cublas_workspace_and_it_is_kept(monkey
     monkeypatch.setattr(handles, "stream_is_capturing", lambda s: False)
     monkeypatch.setattr(handles, "_live", type(handles._live)())
     monkeypatch.setattr(handles, "_eager", {})
-    got = []
-    errors = run_threads(lambda t: got.append(handles.workspace_for(0, stream)), 4)
+    got: dict[int, list] = {}
+    errors = run_threads(lambda t: got.setdefault(t, []).extend(
+        [handles.workspace_for(0, stream), handles.workspace_for(0, stream)]), 4)
     assert not errors, errors
-    assert len(got) == 4 and len(made) == 1 and all(w is made[0] for w in got)
-    assert handles._eager[handles._stream_key(0, stream)] is made[0]
+    assert len(made) == 4 and len({id(first) for first, _ in got.values()}) == 4
+    assert all(first is again for first, again in got.values())  # a thread keeps its own
+    assert len(handles._eager) == 4  # (kept while their threads lived)
+    mine = handles.workspace_for(0, stream)  # the ended threads' are let go as this one is made
+    assert list(handles._eager.values()) == [mine] and len(made) == 5
