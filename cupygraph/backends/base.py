@@ -46,6 +46,10 @@ class Recording(abc.ABC):
     baked_uploads: Sequence[Any] = ()
     """Host uploads replayed from the recording's own snapshots (``uploads.BakedUpload``; issue 20)."""
 
+    routed_calls: Sequence[str] = ()
+    """Library calls its warm-ups and capture ran through cupygraph's capture-safe implementations
+    (``backends/routing.py``; issue 29), each once: ``"cupy.matmul (cublasGemmEx)"``."""
+
     scalar_outputs: frozenset[int] = frozenset()
     """Output leaves (in ``pytree.flatten`` order) held as 0-d arrays but returned as the NumPy scalars
     the plain function gives (the host's reductions); CuPy returns 0-d arrays, so none on the GPU."""

@@ -20,6 +20,7 @@ import numpy as np
 from ..backends.base import Backend, Recording
 from ..backends.guards.uploads import upload_policy
 from ..backends.zerocopy.binding import argument_label
+from ..config.defaults import routes_library_calls
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import CaptureError
@@ -27,6 +28,7 @@ from ..logs import logger
 from ..pytree import flatten
 from ..random import draws_given_back
 from ..reasons import FallbackReason
+from ..routes import routed_library_calls
 from .checks.writes import changed
 from .entry import CUDAGraphEntry
 from .key import GraphKey
@@ -83,8 +85,10 @@ def record(
             staging.stage(request)
             start = time.perf_counter()
             # The warm-ups' and capture run's draws from cupygraph.random are given back: a call's
-            # draws are its own eager run's and its replays' (cache/first_call.py).
-            with upload_policy(config.host_uploads, warmups), draws_given_back():
+            # draws are its own eager run's and its replays' (cache/first_call.py). CuPy's library calls
+            # the graph could not hold run through cupygraph's capture-safe ones (routes/).
+            with upload_policy(config.host_uploads, warmups), draws_given_back(), \
+                    routed_library_calls(request.fn, backend.name, routes_library_calls(config)) as routed:
                 staging.recording = backend.capture(
                     request.fn, staging.call_args, dict(request.kwargs),
                     num_warmups=warmups,
@@ -95,6 +99,7 @@ def record(
                     bind=config.input_binding == "auto",
                 )
             seconds = time.perf_counter() - start
+            staging.recording.routed_calls = tuple(dict.fromkeys(routed))  # each routed call once, in order
         check_outputs(staging.recording.outputs, backend.is_array)
         written = sorted({*staging.written(), *(k for k, p in enumerate(staging.positions) if p in request.written)})
         if written:

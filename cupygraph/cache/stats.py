@@ -58,6 +58,9 @@ class CUDAGraphStats:
     baked_uploads: dict[str, int] = dataclasses.field(default_factory=dict)
     """Host uploads baked into graphs as constants (issue 20): call and user's line -> bytes per graph
     (one entry per place in the code, so it stays bounded)."""
+    routed_calls: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Library calls routed to cupygraph's capture-safe implementations (issue 29): call -> graphs
+    captured with it (bounded by the kinds of call, not by traffic)."""
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
     _reset_source: Optional[Callable[[], None]] = dataclasses.field(default=None, repr=False, compare=False)
 
@@ -160,6 +163,10 @@ class CUDAGraphStats:
         with self._lock:
             self.baked_uploads[call] = nbytes
 
+    def record_routed_call(self, call: str) -> None:
+        with self._lock:
+            self.routed_calls[call] += 1
+
     def record_capture_failure(self) -> None:
         with self._lock:
             self.capture_failures += 1
@@ -230,6 +237,7 @@ class CUDAGraphStats:
                 "copies_by_argument": {k: v for k, v in self.copies_by_argument.items() if v},
                 "last_detail_by_reason": dict(self.last_detail_by_reason),
                 "baked_uploads": dict(self.baked_uploads),
+                "routed_calls": dict(self.routed_calls),
             }
 
 

@@ -275,5 +275,10 @@ class GraphStore(HeldGraphs):
                                             upload.nbytes)
             logger.debug("%s() for %s: host upload baked into the graph as a constant: %s", request.name,
                          key.descriptor, upload.describe())
+        for call in entry.recording.routed_calls:
+            self._stats.record_routed_call(call)
+        if entry.recording.routed_calls:
+            logger.debug("%s() for %s: routed to cupygraph's capture-safe implementations: %s", request.name,
+                         key.descriptor, ", ".join(entry.recording.routed_calls))
         logger.debug("captured %s in %.2f ms (%d bytes)", key, 1e3 * entry.capture_time, entry.nbytes)
         return entry

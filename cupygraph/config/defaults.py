@@ -43,6 +43,13 @@ def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
+def routes_library_calls(config: CUDAGraphConfig) -> bool:
+    """Whether ``config``'s recordings route library calls (``backends/routing.py``): its
+    ``route_library_calls``, unless ``CUPYGRAPH_ROUTE_LIBRARY_CALLS`` is set to 0, false, no or off."""
+    value = os.environ.get("CUPYGRAPH_ROUTE_LIBRARY_CALLS", "").strip().lower()
+    return config.route_library_calls and value not in ("0", "false", "no", "off")
+
+
 def graphs_disabled_by_env() -> bool:
     """``CUPYGRAPH_DISABLE=1`` makes every front door run eagerly; logged once per process."""
     global _DISABLE_LOGGED

@@ -202,6 +202,11 @@ class CUDAGraphConfig(BaseModel):
         "between two kernels becomes programmatic when the consumer, compiled through cupygraph.pdl_kernel/"
         "pdl_module, executes CUPYGRAPH_PDL_WAIT() before touching memory; other edges stay. off: plain edges.")
     host_uploads: HostUploads = HOST_UPLOADS  # issue 20 (config/uploads.py documents it)
+    route_library_calls: bool = Field(
+        True, description="While a function is warmed up and captured, run CuPy's calls that CUDA graphs "
+        "cannot hold (x @ W, cupy.linalg, legacy cupy.random, ...) through cupygraph's capture-safe "
+        "implementations (docs/ROUTING.md); off, they make the key run eagerly as before. "
+        "CUPYGRAPH_ROUTE_LIBRARY_CALLS=0 turns it off in the whole process.")
 
     _sizes: tuple[int, ...] = PrivateAttr(default=())
 
@@ -233,6 +238,7 @@ class CUDAGraphConfig(BaseModel):
         "replay_timing_every", mode="before",
     )(integral_to_int)
     _switches = field_validator("time_replays", "gc_freeze", "debug", "prefer_piecewise", "nvtx",
+                                "route_library_calls",
                                 mode="before")(as_bool)
 
     @field_validator("eviction", "output_mode", "on_capture_error", "input_binding", "capture_mode", "backend", "pdl",

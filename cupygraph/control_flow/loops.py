@@ -39,7 +39,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..backends.base import on_gpu
-from ..backends.guards.host_guard import capture_run_active, reads_allowed
+from ..backends.guards.host_refusal import capture_run_active, reads_allowed
 from .nodes import (
     capturing_stream,
     conditional_runtime,

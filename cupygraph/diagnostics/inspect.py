@@ -68,6 +68,9 @@ def describe(graphed: Inspectable) -> str:
     if stats.baked_uploads:  # host data frozen into graphs (host_uploads="constant"/"auto")
         parts.append("host uploads baked into graphs as constants:")
         parts += [f"  {nbytes:>6} bytes  {call}" for call, nbytes in sorted(stats.baked_uploads.items())]
+    if stats.routed_calls:  # CuPy's library calls run through cupygraph's capture-safe ones (issue 29)
+        parts.append("library calls routed to capture-safe implementations (graphs):")
+        parts += [f"  {count:>6}  {call}" for call, count in stats.routed_calls.most_common()]
     return "\n".join(parts)
 
 

@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..backends.guards.host_guard import capture_run_active
+from ..backends.guards.host_refusal import capture_run_active
 from ..control_flow.loops import inside_conditional
 from ..control_flow.nodes import capturing_stream
 from ..errors import CaptureError, CupyGraphError

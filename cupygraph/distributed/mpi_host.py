@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..backends.guards.host_capturable import handed_back, plain_array
-from ..backends.guards.host_guard import capture_run_active
+from ..backends.guards.host_refusal import capture_run_active
 from .comm import Communicator
 
 __all__ = ["MpiCommunicator"]

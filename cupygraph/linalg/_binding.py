@@ -21,7 +21,9 @@ binding; a graph replays the GEMM with no Python at all.
 
 Only these calls are bound: handle create/destroy, stream, workspace, pointer mode, version, and
 ``cublasGemmEx`` / ``cublasGemmStridedBatchedEx`` / ``cublasGemmBatchedEx``, which cover every
-supported dtype through (data type, compute type) pairs.
+supported dtype through (data type, compute type) pairs; and ``ROUTINES``, the typed routines CuPy
+itself calls that have no (data type, compute type) form, for the calls ``routes/cupy_cublas.py``
+routes with CuPy's own arguments (``routine``).
 """
 
 from __future__ import annotations
@@ -82,6 +84,20 @@ class Binding(Protocol):
     def gemm_batched(self, handle: int, ta: int, tb: int, m: int, n: int, k: int, alpha: int, a: int, atype: int,
                      lda: int, b: int, btype: int, ldb: int, beta: int, c: int, ctype: int, ldc: int, count: int,
                      compute: int, algo: int) -> None: ...
+    def routine(self, name: str, *args: int) -> None:
+        """One of ``ROUTINES`` by CuPy's name (``"sgemmBatched"``), with cuBLAS's arguments."""
+
+
+_BATCHED = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+            ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+            ctypes.c_int, ctypes.c_int]
+_GEAM = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+         ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+ROUTINES: dict[str, tuple[str, str, list[Any]]] = {
+    # CuPy's name: (cuBLAS symbol, nvmath.bindings.cublas name, ctypes argument types), arguments in cuBLAS's order
+    **{f"{t}gemmBatched": (f"cublas{t.upper()}gemmBatched", f"{t}gemm_batched", _BATCHED) for t in "sdcz"},
+    **{f"{t}geam": (f"cublas{t.upper()}geam", f"{t}geam", _GEAM) for t in "sd"},
+}
 
 
 def library_in_maps(maps: str, stem: str = "libcublas.so") -> Optional[str]:
@@ -144,7 +160,8 @@ class CtypesCublas:
             raise BackendUnavailableError(f"the ctypes cuBLAS binding found no libcublas (tried {candidates})")
         self.library_path = path or candidates[0]
         self._fn: dict[str, Any] = {}
-        for symbol, argtypes in _SIGNATURES.items():
+        signatures = {**_SIGNATURES, **{symbol: types for symbol, _, types in ROUTINES.values()}}
+        for symbol, argtypes in signatures.items():
             fn = getattr(lib, symbol)
             fn.argtypes, fn.restype = argtypes, _I
             self._fn[symbol] = fn
@@ -193,6 +210,9 @@ class CtypesCublas:
         status = self._batched(*args)
         if status:
             raise CublasError("cublasGemmBatchedEx", status)
+
+    def routine(self, name: str, *args: int) -> None:
+        self._call(ROUTINES[name][0], *args)
 
 
 # -- nvmath-python ---------------------------------------------------------------------------------
@@ -246,6 +266,9 @@ class NvmathCublas:
 
     def gemm_batched(self, *args: int) -> None:
         self._call("gemm_batched_ex", *args)
+
+    def routine(self, name: str, *args: int) -> None:
+        self._call(ROUTINES[name][1], *args)
 
 
 # -- choosing one ----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..backends.guards.host_capturable import handed_back, plain_array
-from ..backends.guards.host_guard import capture_run_active, refuse
+from ..backends.guards.host_refusal import capture_run_active, refuse
 from ..reasons import FallbackReason
 from . import _spectral_routines
 

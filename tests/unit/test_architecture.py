@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     "cupygraph.config": 1,
     "cupygraph.dispatch": 2,
     "cupygraph.backends": 3, "cupygraph.kernels": 3,
-    "cupygraph.control_flow": 4, "cupygraph.linalg": 4, "cupygraph.random": 4,
+    "cupygraph.control_flow": 4, "cupygraph.linalg": 4, "cupygraph.random": 4, "cupygraph.routes": 4,
     "cupygraph.cache": 5,
     "cupygraph.compat": 6,
     "cupygraph.diagnostics": 7,
@@ -38,7 +38,7 @@ LAYERS: dict[str, int] = {
     "cupygraph.cli": 10, "cupygraph.script": 10, "cupygraph.demo": 10, "cupygraph.__main__": 10,
     "cupygraph": 10,
 }
-LAYER_NAMES = ["foundation", "config", "dispatch", "backends", "control_flow/linalg/random", "cache",
+LAYER_NAMES = ["foundation", "config", "dispatch", "backends", "control_flow/linalg/random/routes", "cache",
                "compat", "diagnostics", "api", "testing/distributed", "front doors"]
 
 

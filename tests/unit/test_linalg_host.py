@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -274,7 +275,7 @@ def test_gemm_batched_over_lists():
 # -- inside jit on the host backend ------------------------------------------------------------------
 
 
-def test_matmul_runs_in_a_full_host_graph_where_raw_matmul_is_refused():
+def test_matmul_runs_in_a_full_host_graph_where_raw_matmul_is_refused_with_routing_off():
     rng = np.random.default_rng(8)
     w = rand(rng, (16, 8), np.float32)
     bias = rand(rng, (8,), np.float32)
@@ -298,8 +299,9 @@ def test_matmul_runs_in_a_full_host_graph_where_raw_matmul_is_refused():
     stats = graphed.stats()
     assert stats.fallbacks == 0 and stats.captures >= 1 and stats.hits >= 1
 
+    # Unchanged `x @ w` is routed (issue 29); with routing off it is refused as the GPU refuses cuBLAS.
     raw = cg.jit(lambda x, w, bias: np.tanh(x @ w + bias), constant_argnums=(1, 2),
-                 config={"backend": "host", "mode": "FULL"})
+                 config={"backend": "host", "mode": "FULL", "route_library_calls": False})
     raw(rand(rng, (4, 16), np.float32), w, bias)
     detail = raw.stats().detail("library_call")
     assert raw.stats().fallbacks == 1 and "cupygraph.matmul" in detail, detail
@@ -460,8 +462,13 @@ def test_threads_sharing_a_stream_each_get_their_own_cublas_workspace(monkeypatc
     monkeypatch.setattr(handles, "_live", type(handles._live)())
     monkeypatch.setattr(handles, "_eager", {})
     got: dict[int, list] = {}
-    errors = run_threads(lambda t: got.setdefault(t, []).extend(
-        [handles.workspace_for(0, stream), handles.workspace_for(0, stream)]), 4)
+    all_made = threading.Barrier(4)  # no thread ends before every thread has made its own
+
+    def two_lookups(t):
+        got[t] = [handles.workspace_for(0, stream), handles.workspace_for(0, stream)]
+        all_made.wait(timeout=30)
+
+    errors = run_threads(two_lookups, 4)
     assert not errors, errors
     assert len(made) == 4 and len({id(first) for first, _ in got.values()}) == 4
     assert all(first is again for first, again in got.values())  # a thread keeps its own

@@ -104,7 +104,7 @@ def test_the_promise_holds_whatever_kernels_and_threads_openblas_uses(threads):
         "tests/unit/test_padded_products.py::test_a_padded_gemm_is_the_padded_eager_call_and_within_the_bound_of"
         "_the_unpadded_one",
         "tests/unit/test_padded_products.py::test_a_numpy_matmul_in_an_eager_step_keeps_the_same_promise",
-        "tests/unit/test_linalg_host.py::test_matmul_runs_in_a_full_host_graph_where_raw_matmul_is_refused",
+        "tests/unit/test_linalg_host.py::test_matmul_runs_in_a_full_host_graph_where_raw_matmul_is_refused_with_routing_off",
         "tests/unit/test_linalg_host.py::test_mlp_example_runs_on_the_host_backend",
         "tests/unit/test_examples.py::test_serving_loop_uses_both_graph_families",
     ]

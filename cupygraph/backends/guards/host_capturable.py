@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .host_guard import capture_run_active, guarded
+from .host_guard import guarded
+from .host_refusal import capture_run_active
 
 __all__ = ["handed_back", "plain_array"]
 

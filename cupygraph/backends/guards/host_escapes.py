@@ -28,7 +28,7 @@ import numpy as np
 
 from ...frames import called_from_user
 from ...reasons import FallbackReason
-from .host_guard import capture_run_active, refuse
+from .host_refusal import capture_run_active, refuse
 from .uploads import Interception
 
 _RANDOM_HINT = ("NumPy's legacy global generator, whose GPU counterpart cupy.random calls cuRAND's host API, which "

@@ -10,7 +10,9 @@ function sees its static buffers as ``CaptureArray`` views: NumPy arrays that re
 * data-dependent output shapes: boolean-mask indexing (``x[x > 0]``), ``np.nonzero``, one-argument
   ``np.where``, ``np.unique``, ``np.bincount``, ``np.flatnonzero`` and the like;
 * library calls CuPy cannot capture: ``@`` / ``np.matmul`` / ``np.dot`` / ``np.einsum`` / ...
-  (cuBLAS) and ``np.linalg`` (cuSOLVER). ``cupygraph.matmul`` / ``cupygraph.linalg`` and
+  (cuBLAS) and ``np.linalg`` (cuSOLVER), except what the GPU routes to capture-safe
+  implementations (``backends/routing.py``: the products, with ``route_library_calls`` on, noted
+  as routed as the GPU notes them). ``cupygraph.matmul`` / ``cupygraph.linalg`` and
   ``cupygraph.random`` capture on the GPU, so they run here on plain views (``host_capturable``).
 
 Every array derived from a ``CaptureArray`` is one too (ufuncs, array functions, views,
@@ -29,66 +31,36 @@ from __future__ import annotations
 
 import dis
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any, NoReturn, Optional
+from typing import Any
 
 import numpy as np
 
 from ...errors import CaptureError
-from ...hints import where_and_instead
 from ...pytree import flatten, unflatten
 from ...reasons import FallbackReason
 from ..graph_breaks import recording_breaks
-
-
-class RefusedOp(CaptureError):
-    """An op the GPU cannot capture, refused on the host; ``reason`` is its code."""
-
-    def __init__(self, message: str, reason: FallbackReason):
-        super().__init__(message)
-        self.reason = reason
-
-
-class _Guard:
-    """One capture run: whether refusals are on, and the first refusal (caught or not)."""
-
-    def __init__(self) -> None:
-        self.active = True
-        self.first: Optional[tuple[str, FallbackReason]] = None
-
-
-_local = threading.local()
-
-
-def _guard() -> Optional[_Guard]:
-    guard: Optional[_Guard] = getattr(_local, "guard", None)
-    return guard if guard is not None and guard.active else None
-
-
-def refuse(reason: FallbackReason, what: str, called: str = "") -> NoReturn:
-    """Raise the refusal of ``what`` (the user's line and a way out in the message), and keep it as the
-    capture run's first, which the run raises at its end even if the function caught this one."""
-    message = f"{reason.text}: {what}{where_and_instead(sys._getframe(1), reason.value, called)}"
-    guard = _guard()
-    if guard is not None and guard.first is None:
-        guard.first = (message, reason)
-    raise RefusedOp(message, reason)
-
-
-_D2H_HINT = "CuPy would copy the value to the host, which a graph cannot hold; keep it an array"
-_SHAPE_HINT = "a graph records fixed shapes; keep the shape with np.where(mask, x, fill)"
-
-
-def _host_read(what: str) -> NoReturn:
-    refuse(FallbackReason.DEVICE_TO_HOST, f"{what} reads array data on the host ({_D2H_HINT})")
+from .host_refusal import (
+    CUBLAS_UFUNCS,
+    LIBRARY_HINT,
+    SHAPE_HINT,
+    SHAPE_ONLY,
+    RefusedOp,
+    active_guard,
+    check_function,
+    guard_scope,
+    host_read,
+    reads_allowed,
+    refuse,
+    routed_product,
+)
 
 
 def _host_read_unless_stored(what: str) -> None:
     frame = sys._getframe(2)  # NumPy storing it into an element (`part[i] = x.sum()`): CuPy copies on device
     if frame.f_code.co_code[frame.f_lasti] != dis.opmap["STORE_SUBSCR"]:
-        _host_read(what)
+        host_read(what)
 
 
 def _plain(value: Any) -> Any:
@@ -130,7 +102,7 @@ def _is_bool_index(component: Any) -> bool:
 def _check_index(index: Any, what: str) -> None:
     components = index if isinstance(index, tuple) else (index,)
     if any(_is_bool_index(c) for c in components):
-        refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f"boolean-mask {what} ({_SHAPE_HINT})")
+        refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f"boolean-mask {what} ({SHAPE_HINT})")
     if any(isinstance(c, list) for c in components):  # CuPy uploads a list index: refused under capture
         refuse(FallbackReason.HOST_UPLOAD, f"{what} with a Python list uploads it (use an index array)")
 
@@ -140,8 +112,8 @@ class CaptureArray(np.ndarray):
     outside a capture run it behaves as a plain ndarray."""
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        if _guard() is not None and ufunc.__name__ in _CUBLAS_UFUNCS:
-            refuse(FallbackReason.LIBRARY_CALL, f"np.{ufunc.__name__} / @ calls cuBLAS, {_LIBRARY_HINT}", "numpy.dot")
+        if active_guard() is not None and ufunc.__name__ in CUBLAS_UFUNCS and not routed_product(ufunc.__name__):
+            refuse(FallbackReason.LIBRARY_CALL, f"np.{ufunc.__name__} / @ calls cuBLAS, {LIBRARY_HINT}", "numpy.dot")
         out = kwargs.get("out")
         if out is not None:
             kwargs["out"] = tuple(_plain(o) for o in out)
@@ -155,13 +127,13 @@ class CaptureArray(np.ndarray):
         return tuple(_wrap(r) if o is None else o for o, r in zip(out, result))
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        if _guard() is not None:
-            _check_function(func, args, kwargs)
+        if active_guard() is not None:
+            check_function(func, args, kwargs)
         out = kwargs.get("out")
         result = func(*_plain_tree(args), **_plain_tree(kwargs))
         if out is not None and isinstance(result, np.ndarray) and not isinstance(out, tuple):
             return out
-        return result if func in _SHAPE_ONLY else _wrap(result)
+        return result if func in SHAPE_ONLY else _wrap(result)
 
     def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
         return array.view(CaptureArray)  # 0-d results stay arrays: float() of them is caught
@@ -169,75 +141,75 @@ class CaptureArray(np.ndarray):
     # -- reading data to the host ------------------------------------------------------------------
 
     def __float__(self) -> float:
-        if _guard() is not None:
+        if active_guard() is not None:
             _host_read_unless_stored("float() of an array")
         return float(self.view(np.ndarray))
 
     def __int__(self) -> int:
-        if _guard() is not None:
+        if active_guard() is not None:
             _host_read_unless_stored("int() of an array")
         return int(self.view(np.ndarray))
 
     def __complex__(self) -> complex:
-        if _guard() is not None:
-            _host_read("complex() of an array")
+        if active_guard() is not None:
+            host_read("complex() of an array")
         return complex(self.view(np.ndarray))
 
     def __bool__(self) -> bool:
-        if _guard() is not None:
+        if active_guard() is not None:
             _host_read_unless_stored("bool() of an array (an `if`, `and`, `or` or `not` on array data)")
         return bool(self.view(np.ndarray))
 
     def __index__(self) -> int:
-        if _guard() is not None:
-            _host_read("an array used as a Python integer (a size, a range, an index)")
+        if active_guard() is not None:
+            host_read("an array used as a Python integer (a size, a range, an index)")
         return self.view(np.ndarray).__index__()
 
     def item(self, *args: Any) -> Any:
-        if _guard() is not None:
-            _host_read(".item()")
+        if active_guard() is not None:
+            host_read(".item()")
         return self.view(np.ndarray).item(*args)
 
     def tolist(self) -> Any:
-        if _guard() is not None:
-            _host_read(".tolist()")
+        if active_guard() is not None:
+            host_read(".tolist()")
         return self.view(np.ndarray).tolist()
 
     def tobytes(self, order: Any = "C") -> bytes:
-        if _guard() is not None:
-            _host_read(".tobytes()")
+        if active_guard() is not None:
+            host_read(".tobytes()")
         return self.view(np.ndarray).tobytes(order)
 
     def __str__(self) -> str:
-        if _guard() is not None:
-            _host_read("str() (or printing) of an array")
+        if active_guard() is not None:
+            host_read("str() (or printing) of an array")
         return str(self.view(np.ndarray))
 
     def __format__(self, spec: str) -> str:
-        if _guard() is not None:
-            _host_read("formatting an array (an f-string or format())")
+        if active_guard() is not None:
+            host_read("formatting an array (an f-string or format())")
         return format(self.view(np.ndarray), spec)
 
     def __repr__(self) -> str:
-        if _guard() is not None:  # debuggers and error messages call repr: describe, do not read
+        if active_guard() is not None:  # debuggers and error messages call repr: describe, do not read
             return f"CaptureArray(shape={self.shape}, dtype={self.dtype}: values unavailable during capture)"
         return repr(self.view(np.ndarray))
 
     @property
     def flat(self) -> Any:
-        if _guard() is not None:
-            _host_read(".flat (element-wise iteration)")
+        if active_guard() is not None:
+            host_read(".flat (element-wise iteration)")
         return self.view(np.ndarray).flat
 
     # -- indexing ------------------------------------------------------------------------------------
 
     def __getitem__(self, index: Any) -> Any:
-        if _guard() is not None:
+        if active_guard() is not None:
             _check_index(index, "indexing")
         return _wrap(np.ndarray.__getitem__(self, _plain_tree(index)))
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        if _guard() is not None:
+        if active_guard() is not None:
             _check_index(index, "assignment")
             if isinstance(value, (list, tuple)):  # CuPy uploads the values: refused under capture
                 refuse(FallbackReason.HOST_UPLOAD, "assigning a Python list or tuple uploads it (assign an array)")
@@ -255,18 +227,18 @@ class CaptureArray(np.ndarray):
     # -- methods NumPy implements without ufuncs -------------------------------------------------------
 
     def nonzero(self) -> Any:
-        if _guard() is not None:
-            refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f".nonzero() ({_SHAPE_HINT})")
+        if active_guard() is not None:
+            refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f".nonzero() ({SHAPE_HINT})")
         return self.view(np.ndarray).nonzero()
 
     def dot(self, *args: Any, **kwargs: Any) -> Any:
-        if _guard() is not None:
-            refuse(FallbackReason.LIBRARY_CALL, f".dot() calls cuBLAS, {_LIBRARY_HINT}", "numpy.dot")
+        if active_guard() is not None and not routed_product("dot"):
+            refuse(FallbackReason.LIBRARY_CALL, f".dot() calls cuBLAS, {LIBRARY_HINT}", "numpy.dot")
         return _wrap(self.view(np.ndarray).dot(*_plain_tree(args), **kwargs))
 
     def compress(self, *args: Any, **kwargs: Any) -> Any:
-        if _guard() is not None:
-            refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f".compress() ({_SHAPE_HINT})")
+        if active_guard() is not None:
+            refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f".compress() ({SHAPE_HINT})")
         return _wrap(self.view(np.ndarray).compress(*_plain_tree(args), **kwargs))
 
 
@@ -286,43 +258,6 @@ def _returns_arrays(name: str) -> Callable[..., Any]:
 for _name in ("argmax", "argmin", "take", "trace", "searchsorted", "choose", "sum", "prod", "mean", "std",
               "var", "min", "max", "all", "any", "cumsum", "cumprod", "round", "clip"):
     setattr(CaptureArray, _name, _returns_arrays(_name))
-
-
-_LIBRARY_HINT = "which CuPy cannot capture (mark the op with cupygraph.graph_break and use PIECEWISE mode)"
-_CUBLAS_UFUNCS = frozenset({"matmul", "vecdot", "matvec", "vecmat"})
-
-
-def _functions(*names: str) -> frozenset[Any]:
-    return frozenset(getattr(np, n) for n in names if hasattr(np, n))
-
-
-_CUBLAS = _functions("dot", "vdot", "inner", "tensordot", "einsum", "cov", "corrcoef", "polyfit")
-_DATA_SHAPED = _functions(
-    "nonzero", "argwhere", "flatnonzero", "unique", "unique_all", "unique_counts", "unique_inverse", "unique_values",
-    "bincount", "compress", "extract", "trim_zeros", "setdiff1d", "intersect1d", "union1d", "setxor1d",
-)
-_HISTOGRAMS = _functions("histogram", "histogram_bin_edges", "histogram2d", "histogramdd")
-_PRINTING = _functions("array2string", "array_repr", "array_str", "save", "savetxt", "savez")
-_SHAPE_ONLY = _functions(
-    "shape", "ndim", "size", "iscomplexobj", "isrealobj", "isfortran", "may_share_memory", "shares_memory",
-    "can_cast", "result_type", "min_scalar_type",
-)
-
-
-def _check_function(func: Any, args: Any, kwargs: Any) -> None:
-    name = getattr(func, "__name__", "function")
-    if func in _CUBLAS:
-        refuse(FallbackReason.LIBRARY_CALL, f"np.{name} calls cuBLAS, {_LIBRARY_HINT}", f"numpy.{name}")
-    if str(getattr(func, "__module__", "")).startswith("numpy.linalg"):
-        refuse(FallbackReason.LIBRARY_CALL, f"np.linalg.{name} calls cuSOLVER, {_LIBRARY_HINT}", f"linalg.{name}")
-    if func in _DATA_SHAPED or (func is np.where and len(args) + len(kwargs) == 1):
-        label = "np.where with one argument" if func is np.where else f"np.{name}"
-        refuse(FallbackReason.DATA_DEPENDENT_SHAPE, f"{label} ({_SHAPE_HINT})", f"numpy.{name}")
-    if func in _HISTOGRAMS and kwargs.get("range") is None and not isinstance(
-            args[1] if len(args) > 1 else kwargs.get("bins", 10), (np.ndarray, list, tuple)):
-        refuse(FallbackReason.DEVICE_TO_HOST, f"np.{name} without range= ({_D2H_HINT}: pass range= or bin edges)")
-    if func in _PRINTING:
-        _host_read(f"np.{name}")
 
 
 # -- the capture run -------------------------------------------------------------------------------------
@@ -348,27 +283,6 @@ def _wrap_tree(tree: Any) -> Any:
     return unflatten(spec, [_wrap(leaf) for leaf in leaves])
 
 
-@contextmanager
-def reads_allowed() -> Iterator[None]:
-    """Refusals off in this thread for a while: for work the GPU does outside the graph or on the
-    device (a graph-break op, the condition of ``cupygraph.while_loop`` / ``cond``)."""
-    guard = _guard()
-    if guard is None:
-        yield
-        return
-    guard.active = False
-    try:
-        yield
-    finally:
-        guard.active = True
-
-
-def capture_run_active() -> bool:
-    """Whether this thread runs a host capture with refusals on: ops that capture on the GPU
-    (``cupygraph.matmul``, ``cupygraph.random``) compute on plain arrays, then hand back guarded ones."""
-    return _guard() is not None
-
-
 def guarded(array: Any) -> Any:
     """``array`` as the capture run sees it: a CaptureArray view (no copy) of a NumPy array."""
     return array.view(CaptureArray) if type(array) is np.ndarray else array
@@ -381,20 +295,16 @@ def refusing(piecewise: bool) -> Iterator[None]:
     Raises the first refusal when the run ends, also one the function caught and ignored, as an
     invalidated CUDA capture fails at its end whatever the function did with the error.
     """
-    guard = _Guard()
-    previous = getattr(_local, "guard", None)
-    _local.guard = guard
-    try:
-        with recording_breaks(_HostBreaks()) if piecewise else nullcontext():
-            yield
-    except RefusedOp:
-        raise
-    except Exception as err:
-        if guard.first is not None:  # the function turned a refusal into another error
-            raise RefusedOp(*guard.first) from err
-        raise
-    finally:
-        _local.guard = previous
+    with guard_scope() as guard:
+        try:
+            with recording_breaks(_HostBreaks()) if piecewise else nullcontext():
+                yield
+        except RefusedOp:
+            raise
+        except Exception as err:
+            if guard.first is not None:  # the function turned a refusal into another error
+                raise RefusedOp(*guard.first) from err
+            raise
     if guard.first is not None:
         raise RefusedOp(*guard.first)
 

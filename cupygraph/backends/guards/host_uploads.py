@@ -28,7 +28,8 @@ import numpy as np
 
 from ...frames import called_from_user, location_in_stack
 from ..base import ReplayMismatch
-from .host_guard import CaptureArray, capture_run_active, guarded
+from .host_guard import CaptureArray, guarded
+from .host_refusal import capture_run_active
 from .uploads import CREATORS, UNSUPPORTED_KINDS, Interception, UploadLedger, new_ledger
 
 __all__ = ["intercepted_uploads", "replaying"]
