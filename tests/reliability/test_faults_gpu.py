@@ -53,7 +53,7 @@ class Fault:
             elif kind == "cublas":
                 y = y @ self.weight
             elif kind == "curand":
-                y = y + cupy.random.random(y.shape, dtype=y.dtype)
+                y = y + cupy.random.binomial(10, 0.5, size=y.shape).astype(y.dtype)  # never routed: refused
             elif kind == "user_exception":
                 if cupy.cuda.get_current_stream().is_capturing():
                     raise ValueError("boom in user code, mid-capture")
