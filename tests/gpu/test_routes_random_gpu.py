@@ -146,6 +146,13 @@ def test_what_is_not_routed_is_still_refused_naming_the_line(name):
     assert stats.fallbacks_by_reason == {"library_call": 1} and graphed.registry.num_graphs() == 0
     detail = stats.detail("library_call")
     assert words in detail and "test_routes_random_gpu.py" in detail, detail
+    assert ("not routed" in words) is ("not routed" in detail)  # a function with no route: refused as before
+
+
+def test_a_routed_draw_read_on_the_host_is_refused():
+    graphed = cg.jit(lambda x: x * float(cupy.random.rand()), config=CONFIG)
+    graphed(ones(4))
+    assert graphed.stats().fallbacks_by_reason == {"device_to_host_read": 1}, graphed.stats().to_dict()
 
 
 def test_a_draw_first_made_in_the_capture_run_is_refused():

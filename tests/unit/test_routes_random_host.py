@@ -137,7 +137,15 @@ def test_what_the_gpu_does_not_route_is_still_refused_naming_the_line(name):
     np.testing.assert_array_equal(graphed(x), want)
     stats = graphed.stats()
     assert stats.fallbacks_by_reason == {"library_call": 1} and graphed.registry.num_graphs() == 0
-    assert words in stats.detail("library_call") and "test_routes_random_host.py" in stats.detail("library_call")
+    detail = stats.detail("library_call")
+    assert words in detail and "test_routes_random_host.py" in detail
+    assert ("not routed" in words) is ("not routed" in detail)  # a function with no route: refused as before
+
+
+def test_a_routed_draw_read_on_the_host_is_refused_as_on_the_gpu():
+    graphed = cg.jit(lambda x: x * float(np.random.rand()), config=HOST)  # a 0-d device array on the GPU
+    graphed(np.ones((4, 3)))
+    assert graphed.stats().fallbacks_by_reason == {"device_to_host_read": 1}
 
 
 def test_a_draw_first_made_in_the_capture_run_is_refused():
@@ -197,9 +205,12 @@ def test_permutations_of_rows_keep_the_rows():
 def test_a_name_bound_before_the_capture_is_routed_too():
     graphed = cg.jit(lambda x: x + bound_early(x.shape), config=HOST)
     x = np.zeros((4, 2))
-    first, second = np.array(graphed(x), copy=True), np.array(graphed(x), copy=True)
+    first = np.array(graphed(x), copy=True)
+    state = np.random.get_state()
+    second = np.array(graphed(x), copy=True)
     assert graphed.stats().fallbacks == 0 and graphed.stats().replays == 1
     assert not np.array_equal(first, second)
+    assert np.array_equal(np.random.get_state()[1], state[1])  # the replay drew from the graph's generator
 
 
 def test_a_replay_the_capture_did_not_route_runs_eagerly():

@@ -156,4 +156,4 @@ class _Replayer:
             return self.route(label, args, kwargs)
         except NotRouted as why:  # the replay took another path than the capture run
             raise ReplayMismatch(f"the replay called {label}, which the capture run did not route "
-                                 f"({why or 'no route'}); a graph replays the capture's draws only") from None
+                                 f"({why or 'no route'}); a GPU graph replays what its capture run did") from None
