@@ -5,8 +5,9 @@
 ``Generator(Philox4x3210(seed))``: every draw is one kernel that reads and advances the state
 array in device memory, so a captured graph advances it at every replay (and a ``while_loop``
 body at every iteration) without any host work. CuPy's legacy ``cupy.random.*`` functions
-(cuRAND's host API) cannot be captured; this can. On the host backend it is NumPy's
-``default_rng(seed)`` (PCG64), with the same contract.
+(cuRAND's host API) cannot be captured; this can, and while ``jit`` records a function the legacy
+calls it can compose are routed to a generator of this kind (``routes/legacy_random.py``). On the
+host backend it is NumPy's ``default_rng(seed)`` (PCG64), with the same contract.
 
 What is reproducible:
 

@@ -9,7 +9,10 @@ capture-safe implementations instead, and the host reference mirrors exactly wha
 * whether routing is on in this thread: the front door opens ``routing_policy`` around each
   recording with the config's ``route_library_calls`` (``CUPYGRAPH_ROUTE_LIBRARY_CALLS=0`` turns it
   off everywhere); a backend used without a front door routes nothing, on the GPU and the host alike;
-* the ledger: what was routed (``note_routed``), which the recording keeps for statistics and logs.
+* the ledger: what was routed (``note_routed``), which the recording keeps for statistics and logs;
+* the routers of calls a guard would otherwise refuse (``routing_to`` / ``route_or_refuse``): legacy
+  ``cupy.random`` / ``np.random`` draws are intercepted by their guard (``guards/cupy_legacy_random.py``,
+  ``guards/host_escapes.py``), which owns the refusal and asks here whether a router takes the call.
 
 Neutral on purpose: backends, routes and the cache all import it; it imports nothing of cupygraph.
 """
@@ -17,11 +20,12 @@ Neutral on purpose: backends, routes and the cache all import it; it imports not
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Optional
+from typing import Any, Optional
 
-__all__ = ["ENV_SWITCH", "note_routed", "routing_enabled", "routing_policy"]
+__all__ = ["ENV_SWITCH", "LEGACY_RANDOM", "NotRouted", "Route", "note_routed", "route_for", "route_or_refuse",
+           "routing_enabled", "routing_policy", "routing_to"]
 
 ENV_SWITCH = "CUPYGRAPH_ROUTE_LIBRARY_CALLS"
 """Set to 0 (false, no, off) to route nothing whatever the config says."""
@@ -29,12 +33,25 @@ ENV_SWITCH = "CUPYGRAPH_ROUTE_LIBRARY_CALLS"
 _local = threading.local()
 
 
+LEGACY_RANDOM = "legacy_random"
+"""The kind of the legacy global generators' module functions (``cupy.random.rand``, ``np.random.rand``)."""
+
+Route = Callable[[str, tuple[Any, ...], dict[str, Any]], Any]
+"""A router of intercepted calls: ``(label, args, kwargs) -> result``; raises ``NotRouted`` for a call it
+has no faithful route for."""
+
+
+class NotRouted(Exception):
+    """A call no router takes: the guard refuses it; the message says why (empty: nothing routes it)."""
+
+
 class _Policy:
-    __slots__ = ("enabled", "routed")
+    __slots__ = ("enabled", "routed", "routes")
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self.routed: list[str] = []
+        self.routes: dict[str, Route] = {}
 
 
 @contextmanager
@@ -60,3 +77,37 @@ def note_routed(label: str) -> None:
     policy: Optional[_Policy] = getattr(_local, "policy", None)
     if policy is not None:
         policy.routed.append(label)
+
+
+@contextmanager
+def routing_to(kind: str, route: Route) -> Iterator[None]:
+    """The calls of ``kind`` that a guard intercepts go to ``route`` in this thread meanwhile (a router opens
+    it inside the recording's ``routing_policy``; without an enabled policy nothing is routed)."""
+    policy: Optional[_Policy] = getattr(_local, "policy", None)
+    if policy is None or not policy.enabled:
+        yield
+        return
+    previous = policy.routes.get(kind)
+    policy.routes[kind] = route
+    try:
+        yield
+    finally:
+        if previous is None:
+            policy.routes.pop(kind, None)
+        else:
+            policy.routes[kind] = previous
+
+
+def route_for(kind: str) -> Optional[Route]:
+    """This thread's router of ``kind`` while routing is on, else None."""
+    policy: Optional[_Policy] = getattr(_local, "policy", None)
+    return policy.routes.get(kind) if policy is not None and policy.enabled else None
+
+
+def route_or_refuse(kind: str, label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The guard's question: the routed call's result, or ``NotRouted`` (why, or "" where nothing routes
+    ``kind`` now: routing off, or no router), which the guard turns into its refusal."""
+    route = route_for(kind)
+    if route is None:
+        raise NotRouted("")
+    return route(label, args, kwargs)

@@ -14,6 +14,10 @@ names for the replaced functions are replaced too, as ``from cupy import matmul`
   ``cov``, ...) and ``cupy.linalg``'s factorisations (``solve``, ``inv``, ``cholesky``, ``qr``, ``det``,
   ``slogdet``) reach cuBLAS and cuSOLVER through ``cupy_backends`` functions; those run on
   cupygraph's per-thread handles with CuPy's own arguments, so the routed result is CuPy's.
+* ``cupy_random``: legacy ``cupy.random`` draws (``rand``, ``normal``, ``randint``, ``choice``,
+  ``shuffle``, ...) from a ``cupygraph.random`` generator of the recording, seeded from CuPy's global
+  state, so every replay draws fresh numbers; ``numpy_random`` is its host twin, and both route what
+  ``legacy_random`` lists (their guards, which refuse the rest, hand them the calls).
 """
 
 from __future__ import annotations
@@ -33,9 +37,14 @@ def _routers(backend: str) -> list[Router]:
     """The routers of one backend, imported only when a recording routes (CuPy's only with CuPy)."""
     if backend == "cupy":
         from .cupy_libraries import routed_cupy_libraries
+        from .cupy_random import routed_cupy_random
 
-        return [routed_cupy_libraries]
-    return []  # the host reference runs NumPy, which needs no route: its guard lets the routed calls through
+        return [routed_cupy_libraries, routed_cupy_random]
+    from .numpy_random import routed_numpy_random
+
+    # The host reference runs NumPy's products as they are (its guard lets the routed ones through); its
+    # legacy draws need a generator of the recording, as the GPU's do.
+    return [routed_numpy_random]
 
 
 @contextmanager

@@ -119,8 +119,8 @@ def test_view_mode_returns_views_overwritten_by_next_call_and_copy_mode_does_not
 @pytest.mark.parametrize(
     "body, words",
     [
-        (lambda x: x @ x.T, "cuBLAS"),
-        (lambda x: x + cupy.random.random(x.shape, dtype=x.dtype), "cuRAND"),
+        (lambda x: x * cupy.cublas.nrm2(x.ravel()), "cuBLAS"),  # level-1 BLAS: not routed (x @ x.T is)
+        (lambda x: x + cupy.random.binomial(10, 0.5, size=x.shape).astype(x.dtype), "cuRAND"),  # never routed
         (lambda x: x * float(x.sum()), "device-to-host"),
     ],
     ids=["cublas", "curand", "d2h"],

@@ -2,7 +2,7 @@
 
 The call that captures a key runs the function as it is; a write it made into an array the
 function reads by address (told by a hash on the device, no copy) makes the capture skip its
-warm-ups; legacy ``cupy.random`` is refused in the warm-ups before it draws; the first padded call
+warm-ups; legacy ``cupy.random``, routing off, is refused in the warm-ups before it draws; the first padded call
 shows which outputs carry the batch on their leading axis; and the README's table of how many times
 each call runs the function holds for the GPU. Bit for bit against the plain function on fresh data.
 The host variants are ``tests/unit/test_first_call.py`` and ``tests/unit/test_execution_counts.py``.
@@ -170,7 +170,8 @@ def test_legacy_cupy_random_draws_what_the_plain_calls_draw(fn, num_warmups, row
         cupy.random.set_random_state(cupy.random.RandomState(7))
         plain = [cupy.asnumpy(fn(rand(rows, seed=i))) for i in range(3)]
         plain_next = cupy.asnumpy(cupy.random.random(16))
-        f = cg.jit(fn, config=dict(CFG, num_warmups=num_warmups))
+        # Routing off: the legacy draws are refused (routed draws: tests/gpu/test_routes_random_gpu.py).
+        f = cg.jit(fn, config=dict(CFG, num_warmups=num_warmups, route_library_calls=False))
         cupy.random.set_random_state(cupy.random.RandomState(7))
         graphed = [cupy.asnumpy(f(rand(rows, seed=i))) for i in range(3)]
         graphed_next = cupy.asnumpy(cupy.random.random(16))

@@ -51,9 +51,9 @@ class Fault:
             if kind == "d2h":
                 y = y * float(y[0, 0])  # a host read of a device value
             elif kind == "cublas":
-                y = y @ self.weight
+                y = y * cupy.cublas.nrm2(y.ravel())  # level-1 BLAS: not routed (y @ self.weight is, issue 29)
             elif kind == "curand":
-                y = y + cupy.random.random(y.shape, dtype=y.dtype)
+                y = y + cupy.random.binomial(10, 0.5, size=y.shape).astype(y.dtype)  # never routed: refused
             elif kind == "user_exception":
                 if cupy.cuda.get_current_stream().is_capturing():
                     raise ValueError("boom in user code, mid-capture")

@@ -175,7 +175,8 @@ def test_legacy_np_random_draws_what_the_plain_calls_draw(num_warmups, rows):
         np.random.seed(7)
         plain = [noisy(rand(rows, seed=i)) for i in range(3)]
         after_plain = np.random.get_state()[1].copy()
-        f = cg.jit(noisy, config=dict(HOST, num_warmups=num_warmups))
+        # Routing off: the legacy draws are refused (routed draws: tests/unit/test_routes_random_host.py).
+        f = cg.jit(noisy, config=dict(HOST, num_warmups=num_warmups, route_library_calls=False))
         np.random.seed(7)
         graphed = [f(rand(rows, seed=i)) for i in range(3)]
         assert all(np.array_equal(g, p) for g, p in zip(graphed, plain))
@@ -198,7 +199,7 @@ def test_a_caught_legacy_draw_in_a_warm_up_still_fails_the_capture():
         np.random.seed(3)
         plain = [careful(rand(4)) for _ in range(2)]
         np.random.seed(3)
-        f = cg.jit(careful, config=HOST)
+        f = cg.jit(careful, config=dict(HOST, route_library_calls=False))
         graphed = [f(rand(4)) for _ in range(2)]
     finally:
         np.random.set_state(state)

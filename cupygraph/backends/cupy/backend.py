@@ -181,7 +181,8 @@ class CupyBackend(Backend):
                 # The function's own cuFFT plan cache: its plans get their work areas from this pool
                 # and live as long as the recording, whatever happens to CuPy's cache.
                 # cuBLAS workspaces/handles and RNG states used by the graph join ``held`` (holding.py).
-                # Legacy cupy.random is refused before it draws, in the warm-ups too (cupy_legacy_random).
+                # Legacy cupy.random is routed (routes/cupy_random.py) or refused before it draws, in the
+                # warm-ups too (cupy_legacy_random).
                 with cupy.cuda.using_allocator(self.pool.malloc), stream, isolated_plan_cache(held), \
                         collecting_held(held), collecting_bodies() as bodies, intercepted_uploads(fn) as uploads, \
                         legacy_random_refused(fn):

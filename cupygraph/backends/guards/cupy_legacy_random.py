@@ -1,4 +1,4 @@
-"""CuPy's legacy global generator (``cupy.random.*``), refused in a capture and its warm-ups before it draws.
+"""CuPy's legacy global generator (``cupy.random.*``) in a capture and its warm-ups: routed, or refused before it draws.
 
 ``cupy.random.standard_normal`` and the other module-level functions draw from one ``RandomState``
 per device: through cuRAND's host API, which CuPy refuses on a capturing stream, or through a seed
@@ -6,11 +6,19 @@ kept on the host and passed to a kernel, which a graph would freeze (every repla
 numbers). That state cannot be read back (cuRAND keeps its offset to itself), so draws a warm-up
 made could not be given back: the plain function's next call would draw other numbers than it does
 without ``jit``. So while a capture and its warm-ups run in a thread, those functions, called from
-the user's code, raise before they draw, and the capture fails with ``library_call`` naming the line
-and ``cupygraph.random``, which captures. The draws of the call itself are its eager run's
-(``cache/first_call.py``). The host reference refuses NumPy's legacy generator alike
-(``host_escapes``). Methods of a ``RandomState`` the function holds, and names bound before
-(``from cupy.random import rand`` in another module), are not caught.
+the user's code, never reach that state. This module owns the interception and the refusal:
+
+* with routing on (``backends/routing.py``), a call the recording's router takes
+  (``routes/cupy_random.py``; which calls and arguments: ``routes/legacy_random.py``) draws from a
+  ``cupygraph.random`` generator instead, fresh at every replay;
+* every other call (routing off, ``gamma``, ``seed``, arguments no route takes) raises before it
+  draws, and the capture fails with ``library_call`` naming the line and ``cupygraph.random``, which
+  captures (with routing on, the refusal also says why the call was not routed).
+
+The draws of the call itself are its eager run's (``cache/first_call.py``). The host reference
+routes and refuses NumPy's legacy generator alike (``host_escapes``). Methods of a ``RandomState``
+the function holds, and names bound before (``from cupy.random import rand`` in another module), are
+not caught.
 
 Imported only with the CuPy backend.
 """
@@ -28,6 +36,7 @@ from ...errors import CaptureError
 from ...frames import called_from_user
 from ...hints import where_and_instead
 from ...reasons import FallbackReason
+from ..routing import LEGACY_RANDOM, NotRouted, route_or_refuse
 from .uploads import Interception
 
 __all__ = ["legacy_random_refused"]
@@ -65,9 +74,13 @@ def legacy_random_refused(fn: Any = None) -> Iterator[None]:
     def refuse(label: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # Frames: called_from_user <- this handler <- the replacement <- the caller.
         if called_from_user(2):
+            try:
+                return route_or_refuse(LEGACY_RANDOM, label, args, kwargs)
+            except NotRouted as why:
+                unrouted = f" (not routed: {why})" if str(why) else ""
             text = FallbackReason.LIBRARY_CALL.text
             where = where_and_instead(sys._getframe(0), FallbackReason.LIBRARY_CALL.value, xp="cupy")
-            err = LegacyRandomRefused(f"{text}: {label} uses {_HINT}{where}")
+            err = LegacyRandomRefused(f"{text}: {label}{unrouted} uses {_HINT}{where}")
             if not first:
                 first.append(err)
             raise err

@@ -1,7 +1,12 @@
 """NumPy functions a host capture run refuses although no method of ``CaptureArray`` sees them.
 
 * NumPy's legacy ``np.random.*`` functions (the global ``RandomState``): their CuPy counterparts,
-  ``cupy.random.*``, call cuRAND's host API, which CuPy cannot capture.
+  ``cupy.random.*``, call cuRAND's host API, which CuPy cannot capture. With routing on, the calls
+  the GPU routes (``routes/legacy_random.py``) go to the recording's host router
+  (``routes/numpy_random.py``) instead, in the warm-ups and the capture run; the replays of a
+  recording that routed some route them again (``legacy_random_replayed``), so each replay draws
+  fresh numbers from the recording's generator, as the GPU graph does. The rest stays refused, as
+  ``guards/cupy_legacy_random.py`` refuses it on the GPU, and ``seed`` with it.
 * SciPy sparse products (``csr @ x``, ``csr.dot(x)``; when SciPy is imported): their GPU
   counterparts in ``cupyx.scipy.sparse`` run cuSPARSE, which CuPy cannot capture.
 * SciPy's dense solvers (``scipy.linalg.solve``, ``inv``, ``cholesky``, ...): their cupyx
@@ -21,13 +26,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, Optional
 
 import numpy as np
 
 from ...frames import called_from_user
 from ...reasons import FallbackReason
+from ..base import ReplayMismatch
+from ..routing import LEGACY_RANDOM, NotRouted, Route, route_for, route_or_refuse
 from .host_refusal import capture_run_active, refuse
 from .uploads import Interception
 
@@ -70,21 +77,41 @@ def _targets() -> list[tuple[Any, str, str]]:
     return targets
 
 
-def _refuse_escape(label: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if capture_run_active():
-        if label.startswith("np.random.") and _caller_is_user():
-            refuse(FallbackReason.LIBRARY_CALL, f"{label} uses {_RANDOM_HINT}")
-        if label == "sparse" and _caller_is_user(skip_scipy=True):
-            refuse(FallbackReason.LIBRARY_CALL, _SPARSE_HINT)
-        if label.startswith("scipy.linalg.") and _caller_is_user():
-            refuse(FallbackReason.LIBRARY_CALL, f"{label} {_SCIPY_LINALG_HINT}", label)
-    return original(*args, **kwargs)
+class CaptureRun:
+    """One capture run's escapes: ``random_route`` is the router its legacy draws went to (None: none
+    did), which the recording's replays route them to again."""
+
+    def __init__(self) -> None:
+        self.random_route: Optional[Route] = None
+
+    def refuse_escape(self, label: str, original: Callable[..., Any], args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> Any:
+        if capture_run_active():
+            if label.startswith("np.random.") and _caller_is_user():
+                result = _routed_or_refused(label, args, kwargs)
+                self.random_route = route_for(LEGACY_RANDOM)
+                return result
+            if label == "sparse" and _caller_is_user(skip_scipy=True):
+                refuse(FallbackReason.LIBRARY_CALL, _SPARSE_HINT)
+            if label.startswith("scipy.linalg.") and _caller_is_user():
+                refuse(FallbackReason.LIBRARY_CALL, f"{label} {_SCIPY_LINALG_HINT}", label)
+        return original(*args, **kwargs)
+
+
+def _routed_or_refused(label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A legacy draw from the user's code: what the GPU routes is routed, the rest refused as the GPU
+    refuses it (``cupy_legacy_random``), with why it was not routed where routing is on."""
+    try:
+        return route_or_refuse(LEGACY_RANDOM, label, args, kwargs)
+    except NotRouted as why:
+        unrouted = f" (not routed: {why})" if str(why) else ""
+    refuse(FallbackReason.LIBRARY_CALL, f"{label}{unrouted} uses {_RANDOM_HINT}")
 
 
 def _refuse_legacy_random(label: str, original: Callable[..., Any], args: tuple[Any, ...],
                           kwargs: dict[str, Any]) -> Any:
     if label.startswith("np.random.") and _caller_is_user():
-        refuse(FallbackReason.LIBRARY_CALL, f"{label} uses {_RANDOM_HINT}")
+        return _routed_or_refused(label, args, kwargs)
     return original(*args, **kwargs)
 
 
@@ -92,17 +119,41 @@ _interception = Interception(_targets)
 
 
 @contextmanager
-def numpy_escapes_refused(fn: Any = None) -> Iterator[None]:
+def numpy_escapes_refused(fn: Any = None) -> Iterator[CaptureRun]:
     """The refusing wrappers in place for this thread's capture run of ``fn`` (other threads: the
-    originals), its module's own names for them included."""
-    with _interception.active(_refuse_escape, fn):
-        yield
+    originals), its module's own names for them included; yields what the run routed."""
+    run = CaptureRun()
+    with _interception.active(run.refuse_escape, fn):
+        yield run
 
 
 @contextmanager
 def legacy_random_refused(fn: Any = None) -> Iterator[None]:
-    """The warm-ups: legacy ``np.random`` refused before it draws (the rest runs as it is). The global
-    state a warm-up drew from could be restored here, but not on the GPU (``cupy_legacy_random``):
+    """The warm-ups: legacy ``np.random`` routed or refused before it draws (the rest runs as it is). The
+    global state a warm-up drew from could be restored here, but not on the GPU (``cupy_legacy_random``):
     the reference refuses where the GPU does, and the call's own draws are its eager run's."""
     with _interception.active(_refuse_legacy_random, fn):
         yield
+
+
+def legacy_random_replayed(route: Optional[Route], fn: Any = None) -> AbstractContextManager[None]:
+    """A replay of a recording whose capture run routed legacy draws to ``route``: the replay's draws are
+    routed there again (a context manager; nothing to do without a route)."""
+    if route is None:
+        return nullcontext()
+    return _interception.active(_Replayer(route), fn)
+
+
+class _Replayer:
+    def __init__(self, route: Route):
+        self.route = route
+
+    def __call__(self, label: str, original: Callable[..., Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Any:
+        if not (label.startswith("np.random.") and _caller_is_user()):
+            return original(*args, **kwargs)
+        try:
+            return self.route(label, args, kwargs)
+        except NotRouted as why:  # the replay took another path than the capture run
+            raise ReplayMismatch(f"the replay called {label}, which the capture run did not route "
+                                 f"({why or 'no route'}); a GPU graph replays what its capture run did") from None
