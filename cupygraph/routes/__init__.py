@@ -14,6 +14,8 @@ names for the replaced functions are replaced too, as ``from cupy import matmul`
   ``cov``, ...) reach cuBLAS through a handful of ``cupy_backends`` functions; those run on
   cupygraph's per-thread handle and workspace (``linalg/_cublas_handles.py``) with CuPy's own
   arguments, so the routed product is CuPy's product.
+* ``cupy_mask_store``: ``y[mask] = v`` of one value (CuPy's boolean-mask store reads the mask's
+  count to the host) runs as ``cupy.copyto(y, v, where=mask)``; any other store is CuPy's own.
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ def _routers(backend: str) -> list[Router]:
     """The routers of one backend, imported only when a recording routes (CuPy's only with CuPy)."""
     if backend == "cupy":
         from .cupy_cublas import routed_gemms
+        from .cupy_mask_store import routed_mask_stores
 
-        return [routed_gemms]
+        return [routed_gemms, routed_mask_stores]
     return []  # the host reference runs NumPy, which needs no route: its guard lets the routed calls through
+    # (and rewrites the routed mask stores itself, ``backends/guards/host_guard.py``)
 
 
 @contextmanager

@@ -33,8 +33,8 @@ def data(seed, rows=4):
     return np.random.default_rng(seed).standard_normal((rows, 3))
 
 
-def test_by_default_an_upload_falls_back_naming_the_call_size_and_line():
-    f = cg.jit(scaled, config=host())
+def test_fallback_refuses_an_upload_naming_the_call_size_and_line():
+    f = cg.jit(scaled, config=host(host_uploads="fallback"))
     for seed in range(3):
         x = data(seed)
         np.testing.assert_array_equal(f(x), scaled(x))
@@ -43,11 +43,11 @@ def test_by_default_an_upload_falls_back_naming_the_call_size_and_line():
     detail = stats.detail("host_upload")
     assert "numpy.asarray of <f8[3] (24 bytes)" in detail
     assert "(at test_host_uploads.py:" in detail and "# upload-line" in detail
-    assert 'host_uploads="auto"' in detail
+    assert 'host_uploads is "fallback"' in detail and 'host_uploads="auto", the default' in detail
 
 
-def test_the_default_raises_capture_error_under_on_capture_error_raise():
-    f = cg.jit(scaled, config=host(on_capture_error="raise"))
+def test_fallback_raises_capture_error_under_on_capture_error_raise():
+    f = cg.jit(scaled, config=host(host_uploads="fallback", on_capture_error="raise"))
     with pytest.raises(CaptureError, match=r"host-to-device upload during capture: numpy\.asarray"):
         f(data(0))
 
@@ -111,7 +111,7 @@ def test_the_functions_own_arrays_and_scalars_are_not_uploads():
     for seed in range(3):
         x = data(seed)
         np.testing.assert_array_equal(f(x), fn(x))
-    assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0
+    assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0 and f.stats().baked_uploads == {}
 
 
 def test_numpy_is_restored_after_every_capture():
@@ -177,7 +177,7 @@ def test_numpys_own_creator_calls_are_untouched_during_a_capture():
     for seed in range(3):
         x = data(seed)
         np.testing.assert_array_equal(f(x), fn(x))
-    assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0
+    assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0 and f.stats().baked_uploads == {}
 
 
 def test_a_refused_upload_the_function_catches_still_fails_the_capture():
@@ -188,7 +188,7 @@ def test_a_refused_upload_the_function_catches_still_fails_the_capture():
             w = np.zeros(3)
         return x * w
 
-    f = cg.jit(forgiving, config=host())
+    f = cg.jit(forgiving, config=host(host_uploads="fallback"))
     for seed in range(2):
         x = data(seed)
         np.testing.assert_array_equal(f(x), forgiving(x))
@@ -209,8 +209,8 @@ def p90(x):
     return np.percentile(x, 90, axis=1)  # q-line
 
 
-def test_percentile_uploads_its_q_and_falls_back_by_default_naming_the_line():
-    f = cg.jit(p90, config=host())
+def test_percentile_uploads_its_q_and_fallback_refuses_it_naming_the_line():
+    f = cg.jit(p90, config=host(host_uploads="fallback"))
     for seed in range(3):
         np.testing.assert_array_equal(f(data(seed)), p90(data(seed)))
     assert f.registry.num_graphs() == 0 and f.stats().fallbacks_by_reason == {"host_upload": 3}
@@ -267,7 +267,7 @@ def test_a_creator_imported_by_name_is_an_upload_too():
     # ``from numpy import asarray`` binds the function in the user's module, out of reach of the
     # patched numpy module: the capture patches the function's own globals as well (and puts the
     # original back), so the host refuses or bakes it as it does np.asarray, and as the GPU does.
-    f = cg.jit(scaled_by_name, config=host())
+    f = cg.jit(scaled_by_name, config=host(host_uploads="fallback"))
     for seed in range(2):
         x = data(seed)
         np.testing.assert_array_equal(f(x), scaled_by_name(x))
