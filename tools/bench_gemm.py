@@ -35,6 +35,7 @@ from tools.bench_workloads import HIDDEN, MLP_LAYERS, WORKLOADS, random_inputs
 
 LABELS = {
     "jit-view": "cupygraph jit (view), cupygraph.matmul",
+    "jit-unchanged": "cupygraph jit (view), unchanged `x @ W` (routed)",
     "jit-copy": "cupygraph jit (copy), cupygraph.matmul",
     "bare": "bare CuPy graph, cupygraph.matmul",
     "torch-graph": "torch.cuda.CUDAGraph, addmm + gelu",
@@ -50,9 +51,12 @@ class Row:
         self.key, self.call, self.inputs, self.fw = key, call, inputs, fw
 
 
-def cupy_mlp(cupy: Any) -> Any:
-    """``mlp(x, W, B)``: per layer cupygraph.matmul, then bias + tanh-GELU in place (one kernel)."""
+def cupy_mlp(cupy: Any, unchanged: bool = False) -> Any:
+    """``mlp(x, W, B)``: per layer cupygraph.matmul (or, ``unchanged``, CuPy's own ``x @ W`` as a user writes
+    it, which jit routes to the same cuBLAS: issue 29), then bias + tanh-GELU in place (one kernel)."""
     import cupygraph as cg
+
+    product = (lambda x, w: x @ w) if unchanged else cg.matmul
 
     bias_gelu = cupy.ElementwiseKernel(
         "float32 b", "float32 y",
@@ -61,7 +65,7 @@ def cupy_mlp(cupy: Any) -> Any:
 
     def mlp(x: Any, weights: Any, biases: Any) -> Any:
         for layer in range(weights.shape[0]):
-            y = cg.matmul(x, weights[layer])
+            y = product(x, weights[layer])
             bias_gelu(biases[layer], y)
             x = y
         return x
@@ -87,6 +91,10 @@ def build(fws: Frameworks, size: int, params: list[np.ndarray], seed: int) -> tu
                          config={"mode": "FULL", "output_mode": mode, "max_capture_size": max(size, 1)})
         graphs[key] = graphed
         rows.append(Row(key, (lambda g: lambda x: g(x, weights, biases))(graphed), cupy_inputs, cupy_fw))
+    plain = cupy_mlp(cupy, unchanged=True)
+    graphs["jit-unchanged"] = unchanged = cg.jit(plain, constant_argnums=(1, 2), config={
+        "mode": "FULL", "output_mode": "view", "max_capture_size": max(size, 1)})
+    rows.append(Row("jit-unchanged", lambda x: unchanged(x, weights, biases), cupy_inputs, cupy_fw))
     bare = BareGraph(lambda x: mlp(x, weights, biases), cupy_inputs[0])
     rows.append(Row("bare", bare, cupy_inputs, cupy_fw))
 
@@ -99,9 +107,15 @@ def build(fws: Frameworks, size: int, params: list[np.ndarray], seed: int) -> tu
     # Correct first: every row on the same input, against eager cupygraph and against torch.
     checks: dict[str, Any] = {}
     eager = cupy.asnumpy(mlp(cupy_inputs[1], weights, biases))
+    eager_unchanged = cupy.asnumpy(plain(cupy_inputs[1], weights, biases))
     for row in rows:
         got = row.fw.to_numpy(row.call(row.inputs[1]))
-        if row.key == "torch-graph":
+        if row.key == "jit-unchanged":  # against CuPy's own eager `x @ W`, bit for bit
+            if not np.array_equal(got, eager_unchanged):
+                raise RuntimeError("jit of the unchanged code is not bit for bit its eager CuPy run")
+            checks[row.key] = (f"bit for bit equal to eager CuPy `x @ W`; max |it - cupygraph.matmul's| = "
+                               f"{float(np.max(np.abs(got - eager))):.2e}")
+        elif row.key == "torch-graph":
             checks[row.key] = f"max |torch - cupygraph eager| = {float(np.max(np.abs(got - eager))):.2e}"
             if not np.allclose(got, eager, rtol=1e-3, atol=1e-4):
                 raise RuntimeError(f"torch's graph disagrees with eager cupygraph: {checks[row.key]}")
@@ -165,6 +179,11 @@ def report(result: dict) -> str:
             gpu = row["gpu_us"] / torch_row["gpu_us"] if torch_row else float("nan")
             lines.append(f"| {size} | {label} | {row['latency_us']:.1f} ({row['latency_iqr_us']:.1f}) | "
                          f"{row['gpu_us']:.1f} | {lat:.2f}x | {gpu:.2f}x |")
+            if key == "jit-unchanged" and rows.get("jit-view"):
+                base = rows["jit-view"]
+                verdicts.append(f"batch {size}: unchanged `x @ W` / cupygraph.matmul: latency "
+                                f"{row['latency_us'] / base['latency_us']:.3f}x, "
+                                f"GPU time {row['gpu_us'] / base['gpu_us']:.3f}x")
             if key == "jit-view" and torch_row:
                 met = lat <= LATENCY_TARGET and gpu <= 1 + GPU_TARGET
                 verdicts.append(f"batch {size}: latency {lat:.2f}x torch (target <= {LATENCY_TARGET:.1f}x), GPU time "

@@ -9,11 +9,15 @@ Each case (``tools/corpus_cases.py``) runs three times under ``jit`` on fresh ra
 result compared with the same function run eagerly (bit for bit; the family pool's free memory
 is poisoned before every replay). Statuses:
 
-* ``captures``: graphed, every result identical to eager;
+* ``captures``: graphed as written (the code unchanged, default config), every result identical to eager;
 * ``replacement``: the original falls back with a reason naming the user's line; the replacement
   the reason suggests is graphed, identical to its own eager run and close to the original's;
 * ``cannot``: falls back, and nothing suggested captures it;
 * ``wrong``: a graphed result differed from eager (a bug: the run fails).
+
+Each case also runs once more as written with ``route_library_calls=False`` (``routed_off``: whether
+it graphs without issue 29's routing), so the report shows the unchanged code with and without
+routing next to the code after the suggested rewrite; ``routed_calls`` lists what routing ran.
 """
 
 from __future__ import annotations
@@ -92,7 +96,8 @@ def run_jit(fn: Any, kind: str, config: dict[str, Any], cases: Any, rtol: float 
     graphed = f.registry.num_graphs() > 0 and stats.fallbacks == 0
     reason = next(iter(stats.fallbacks_by_reason), "")
     return {"graphed": graphed, "mismatch": mismatch, "reason": reason,
-            "detail": stats.detail(reason) if reason else "", "baked_uploads": dict(stats.baked_uploads)}
+            "detail": stats.detail(reason) if reason else "", "baked_uploads": dict(stats.baked_uploads),
+            "routed_calls": sorted(stats.routed_calls)}
 
 
 def run_case(case: Any, cases: Any) -> dict[str, Any]:
@@ -103,7 +108,15 @@ def run_case(case: Any, cases: Any) -> dict[str, Any]:
     except Exception as err:  # a crash is reported, not hidden
         return {**row, "status": "error", "detail": f"{type(err).__name__}: {err}"}
     row.update(reason=original["reason"], detail=original["detail"],
-               names_line=f"{CASES_FILE}:" in original["detail"] if original["reason"] else None)
+               names_line=f"{CASES_FILE}:" in original["detail"] if original["reason"] else None,
+               routed_calls=original["routed_calls"])
+    try:  # the same unchanged code as before issue 29: nothing routed
+        unrouted = run_jit(case.fn, case.inputs, {"route_library_calls": False}, cases,
+                           0.0 if case.reproducible else case.tolerance or 1e-5)
+        row["routed_off"] = unrouted["graphed"] and not unrouted["mismatch"]
+    except Exception as err:
+        row["routed_off"] = False
+        row["routed_off_error"] = f"{type(err).__name__}: {err}"
     if original["mismatch"]:  # graphed or not: the caller got another value than eager
         return {**row, "status": "wrong", "mismatch": original["mismatch"]}
     if original["graphed"]:
@@ -147,6 +160,7 @@ def run_all(only: Any = None) -> dict[str, Any]:
         "total": len(rows),
         "counts": counts,
         "captured_with_replacements": counts["captures"] + counts["replacement"],
+        "captured_unchanged_routing_off": sum(bool(r.get("routed_off")) for r in rows),
         "fallbacks_naming_the_line": sum(bool(r.get("names_line")) for r in fallbacks),
         "fallbacks": len(fallbacks),
         "cases": rows,
@@ -168,6 +182,9 @@ def readme_section(run: dict[str, Any]) -> str:
         f"and correct. {run['fallbacks_naming_the_line']} of {run['fallbacks']} fallback reasons name the "
         "user's line.",
         "",
+    ]
+    lines += _shares_table(run)
+    lines += [
         "| family | capture as written | capture with the suggested replacement | cannot be captured |",
         "| --- | --- | --- | --- |",
     ]
@@ -181,6 +198,21 @@ def readme_section(run: dict[str, Any]) -> str:
         lines.append(f"| {family} | {' | '.join(cells)} |")
     lines.append(END)
     return "\n".join(lines)
+
+
+def _shares_table(run: dict[str, Any]) -> list[str]:
+    """Unchanged code with and without routing, and after the suggested rewrite: captured and correct."""
+    total = run["total"]
+    if not total or "captured_unchanged_routing_off" not in run:  # a run from before the routing column
+        return []
+
+    def row(label: str, count: int) -> str:
+        return f"| {label} | {count} of {total} | {100.0 * count / total:.0f} % |"
+
+    return ["| code | captured and correct | share |", "| --- | ---: | ---: |",
+            row("unchanged, `route_library_calls=False` (as before issue 29)", run["captured_unchanged_routing_off"]),
+            row("unchanged, default config", run["counts"]["captures"]),
+            row("after the suggested rewrite", run["captured_with_replacements"]), ""]
 
 
 def write_readme(run: dict[str, Any], check: bool) -> int:

@@ -9,7 +9,8 @@ from repo_files import ROOT, load_tool
 RUN = {
     "card": "NVIDIA H200", "cupy": "14.2.0", "date": "2026-11-26 09:00 UTC", "total": 4,
     "counts": {"captures": 1, "replacement": 2, "cannot": 1, "wrong": 0, "error": 0},
-    "captured_with_replacements": 3, "fallbacks_naming_the_line": 3, "fallbacks": 3,
+    "captured_with_replacements": 3, "captured_unchanged_routing_off": 0, "fallbacks_naming_the_line": 3,
+    "fallbacks": 3,
     "cases": [
         {"name": "exp", "family": "elementwise", "status": "captures"},
         {"name": "solve", "family": "solver", "status": "replacement", "reason": "library_call", "names_line": True},
@@ -30,6 +31,10 @@ def test_the_section_lists_each_family_by_status_with_the_run_figures():
     assert "| solver | - | `solve` | - |" in section
     assert "| host_read | - | - | `unique` |" in section
     assert "| elementwise | `exp` | - | - |" in section
+    # Unchanged code without routing (before issue 29), unchanged with it, and after the suggested rewrite.
+    assert "| unchanged, `route_library_calls=False` (as before issue 29) | 0 of 4 | 0 % |" in section
+    assert "| unchanged, default config | 1 of 4 | 25 % |" in section
+    assert "| after the suggested rewrite | 3 of 4 | 75 % |" in section
 
 
 def test_the_readme_section_is_current_with_the_published_run():

@@ -88,3 +88,12 @@ def test_distributed_heat_example_matches_one_rank_on_a_single_rank_job():
     pytest.importorskip("mpi4py", reason="mpi4py is not installed (make test installs it)")
     result = load("distributed_heat").main(["--n", "32", "--steps", "4", "--calls", "2", "--backend", "host"])
     assert result["worst"] == 0.0 and result["changed"] > 0
+
+
+def test_unchanged_cupy_example_graphs_its_products_without_a_rewrite(capsys):
+    result = load("unchanged_cupy").main(["--calls", "30", "--max-batch", "16", "--backend", "host"])
+    assert result["fallbacks"] == 0 and result["graphs"] >= 2 and result["hit_rate"] > 0.5
+    assert result["worst"] == 0.0  # replays: the eager call on the same padded rows, bit for bit
+    # `x @ w1` and the einsum, each noted with its line, in every graph captured
+    assert len(result["routed"]) == 2 and set(result["routed"].values()) == {result["graphs"]}
+    assert "library calls routed" in capsys.readouterr().out
