@@ -80,6 +80,19 @@ def test_constant_host_data_is_captured_by_default_and_replays_as_eager_cupy(nam
             assert any("# constant-line" in call for call in stats.baked_uploads), stats.baked_uploads
 
 
+def test_a_scalar_q_is_no_upload():
+    # CuPy fills a 0-d array on the device (core.array): nothing baked, as on the host reference.
+    def p90(x):
+        return cupy.percentile(x, 90, axis=1) + cupy.quantile(x, np.float32(0.5), axis=1)
+
+    with cupy.cuda.Device(0):
+        f = cg.jit(p90, config={**CONFIG, "host_uploads": "fallback"})
+        for seed in range(3):
+            x = fresh(seed, (8, 16))
+            np.testing.assert_array_equal(cupy.asnumpy(f(x)), cupy.asnumpy(p90(x)))
+        assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0 and f.stats().baked_uploads == {}
+
+
 def test_a_value_that_changes_between_warm_up_and_capture_is_refused_naming_the_line():
     runs = []
 

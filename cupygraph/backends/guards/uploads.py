@@ -119,7 +119,7 @@ class UploadLedger:
         self._at_capture[place] = index + 1
         what = _what(call, where, shape, dtype, nbytes)
         if self.mode == "fallback":
-            raise self._refused(what, f"host_uploads is \"fallback\", which never freezes host data: {HOST_UPLOAD_HINT}")
+            raise self._refused(what, f'host_uploads is "fallback", which never freezes host data: {HOST_UPLOAD_HINT}')
         seen = self.warmup.get(place, [])
         runs = max(self.num_warmups, 0)
         if runs == 0:
@@ -161,8 +161,8 @@ _NO_WARMUP = ("host uploads become constants only when every warm-up run made th
               "argument")
 _NO_WARMUP_SKIPPED = ("host uploads become constants only when every warm-up run made the same uploads as the "
                       "capture, and this capture runs no warm-up: the call's own run wrote into an array the "
-                      "function reads by address, which a warm-up would write again (cache/first_call.py); pass "
-                      "the data as an argument, or make it on the device")
+                      "function reads by address, where a warm-up would write again; pass the data as an argument, "
+                      "or make it on the device")
 
 
 def _digest(data: Any) -> bytes:
