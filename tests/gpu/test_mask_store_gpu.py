@@ -168,6 +168,24 @@ def test_a_mask_the_function_reads_by_address_is_routed_too():
             COLUMNS = None
 
 
+def clamp_in_place(x):
+    x[x < 0] = 0  # store-line: into the argument
+    return x * 2
+
+
+def test_a_store_into_the_argument_is_written_back_as_eagerly():
+    with cupy.cuda.Device(0):
+        graphed = cg.jit(clamp_in_place, config=CONFIG)
+        for seed, n in enumerate((8, 4, 8, 4)):
+            x = fresh(seed, n)
+            mine, theirs = x.copy(), x.copy()
+            np.testing.assert_array_equal(cupy.asnumpy(graphed(mine)), cupy.asnumpy(clamp_in_place(theirs)))
+            np.testing.assert_array_equal(cupy.asnumpy(mine), cupy.asnumpy(theirs))
+            assert not np.array_equal(cupy.asnumpy(mine), cupy.asnumpy(x))
+        stats = graphed.stats()
+        assert stats.fallbacks == 0 and stats.replays == 2 and len(stats.routed_calls) == 1, stats.to_dict()
+
+
 @pytest.mark.parametrize("switch", ["config", "environment"])
 def test_routing_off_falls_back_naming_the_line(switch, monkeypatch):
     config = dict(CONFIG)

@@ -133,6 +133,22 @@ def test_a_mask_the_function_reads_by_address_is_routed_too():
     assert graphs == 1 and call.startswith("mask store (at test_mask_store_host.py:") and "# store-line" in call
 
 
+def clamp_in_place(x):
+    x[x < 0] = 0  # store-line: into the argument
+    return x * 2
+
+
+def test_a_store_into_the_argument_is_written_back_as_eagerly():
+    graphed = cg.jit(clamp_in_place, config=HOST)
+    for x in batches(8, 4, 8, 4):
+        mine, theirs = x.copy(), x.copy()
+        np.testing.assert_array_equal(graphed(mine), clamp_in_place(theirs))
+        np.testing.assert_array_equal(mine, theirs)  # the caller's array changed as the plain call changes it
+        assert (x < 0).any() and not np.array_equal(mine, x)
+    stats = graphed.stats()
+    assert stats.fallbacks == 0 and stats.replays == 2 and len(stats.routed_calls) == 1
+
+
 @pytest.mark.parametrize("switch", ["config", "environment"])
 def test_routing_off_refuses_the_store_naming_the_line(switch, monkeypatch):
     config = dict(HOST)
