@@ -23,8 +23,9 @@ __all__ = ["HOST_UPLOAD_HINT", "LINALG_REPLACEMENTS", "replacement", "where_and_
 LINALG_REPLACEMENTS = frozenset({"solve", "inv", "cholesky", "qr", "eigh", "svd", "tensordot", "einsum",
                                  "spmm"})
 _PRODUCTS = frozenset({"matmul", "dot", "__matmul__", "__rmatmul__", "inner", "vdot", "__imatmul__"})
-HOST_UPLOAD_HINT = ('set host_uploads="auto" (bake the upload into the graph when its bytes never change) or '
-                    '"constant" (values frozen at capture)')
+HOST_UPLOAD_HINT = ('make the array with `asarray(...)` in the function (host_uploads="auto", the default, bakes it '
+                    'into the graph when its bytes never change; "constant" freezes it unchecked), or pass the data '
+                    'as an argument')
 _CONTROL_HINT = ("keep it an array: `{xp}.where(cond, a, b)` for values, `cupygraph.cond` / "
                  "`cupygraph.while_loop` for control flow")
 _MASK_READ_HINT = ("keep the shape: `{xp}.where(mask, x, 0)` then reduce (a masked mean is "

@@ -14,6 +14,8 @@ capture-safe implementations instead, and the host reference mirrors exactly wha
   ``cupy.random`` / ``np.random`` draws are intercepted by their guard (``guards/cupy_legacy_random.py``,
   ``guards/host_escapes.py``), which owns the refusal and asks here whether a router takes the call.
 
+The rule both sides apply to a routed boolean-mask store is ``mask_stores.py``'s.
+
 Neutral on purpose: backends, routes and the cache all import it; it imports nothing of cupygraph.
 """
 

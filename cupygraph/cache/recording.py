@@ -87,7 +87,9 @@ def record(
             # The warm-ups' and capture run's draws from cupygraph.random are given back: a call's
             # draws are its own eager run's and its replays' (cache/first_call.py). CuPy's library calls
             # the graph could not hold run through cupygraph's capture-safe ones (routes/).
-            with upload_policy(config.host_uploads, warmups), draws_given_back(), \
+            # Warm-ups skipped where the config has some: the call's own run wrote where they would write.
+            skipped = warmups == 0 and config.num_warmups > 0
+            with upload_policy(config.host_uploads, warmups, skipped), draws_given_back(), \
                     routed_library_calls(request.fn, backend.name, routes_library_calls(config)) as routed:
                 staging.recording = backend.capture(
                     request.fn, staging.call_args, dict(request.kwargs),

@@ -1,4 +1,4 @@
-"""The ``host_uploads`` field of ``CUDAGraphConfig``: what a capture does with host data (issue 20).
+"""The ``host_uploads`` field of ``CUDAGraphConfig``: what a capture does with host data (issues 20, 29).
 
 Declared here, beside the model, so its documentation lives where it is declared without growing
 ``model.py``; ``backends/guards/uploads.py`` implements the three choices.
@@ -13,11 +13,14 @@ from pydantic import Field
 HostUploads = Literal["fallback", "constant", "auto"]
 
 HOST_UPLOADS: Any = Field(
-    "fallback",
-    description="A host-to-device upload during capture (cupy.asarray(numpy_array), the filter weights "
-    "cupyx.scipy.ndimage uploads, ndarray.set). fallback: the key runs eagerly and the reason names the call "
-    "(the default: the only choice that never freezes host data that changes). constant: the graph uploads "
-    "the bytes the capture saw, from a pinned snapshot it owns; the values are frozen at capture. auto: "
-    "constant when the bytes were identical in every warm-up run and the capture (needs num_warmups >= 1), "
-    "else fallback naming the call; data that changes only between calls still looks constant to it.",
+    "auto",
+    description="A host-to-device upload during capture (cupy.asarray of a list or NumPy array, a list q passed to "
+    "cupy.percentile, the filter weights cupyx.scipy.ndimage uploads, ndarray.set). auto (the default): the graph "
+    "uploads the bytes the capture saw, from a pinned snapshot it owns, when they were identical in every warm-up "
+    "run and the capture; else the key runs eagerly and the reason names the call. What auto gives up: the values "
+    "are frozen at capture, and data that changes only between calls (a counter, the time) looks constant to it, "
+    "a heuristic, not a proof; a capture with no warm-up (num_warmups 0, or after the first call wrote into an "
+    "array it reads by address) cannot compare and refuses every upload. fallback: every upload runs the key "
+    "eagerly, naming the call (the strict choice: never freezes host data). constant: every upload is frozen at "
+    "capture, unchecked.",
 )

@@ -18,6 +18,8 @@ names for the replaced functions are replaced too, as ``from cupy import matmul`
   ``shuffle``, ...) from a ``cupygraph.random`` generator of the recording, seeded from CuPy's global
   state, so every replay draws fresh numbers; ``numpy_random`` is its host twin, and both route what
   ``legacy_random`` lists (their guards, which refuse the rest, hand them the calls).
+* ``cupy_mask_store``: ``y[mask] = v`` of one value (CuPy's boolean-mask store reads the mask's
+  count to the host) runs as ``cupy.copyto(y, v, where=mask)``; any other store is CuPy's own.
 """
 
 from __future__ import annotations
@@ -37,13 +39,14 @@ def _routers(backend: str) -> list[Router]:
     """The routers of one backend, imported only when a recording routes (CuPy's only with CuPy)."""
     if backend == "cupy":
         from .cupy_libraries import routed_cupy_libraries
+        from .cupy_mask_store import routed_mask_stores
         from .cupy_random import routed_cupy_random
 
-        return [routed_cupy_libraries, routed_cupy_random]
+        return [routed_cupy_libraries, routed_cupy_random, routed_mask_stores]
     from .numpy_random import routed_numpy_random
 
-    # The host reference runs NumPy's products as they are (its guard lets the routed ones through); its
-    # legacy draws need a generator of the recording, as the GPU's do.
+    # The host reference runs NumPy's products and mask stores as they are (its guard lets the routed ones
+    # through); its legacy draws need a generator of the recording, as the GPU's do.
     return [routed_numpy_random]
 
 

@@ -54,7 +54,7 @@ def scaled_by_name(x):
 
 def test_a_creator_bound_by_name_is_an_upload_too():
     with cupy.cuda.Device(0):
-        f = cg.jit(scaled_by_name, config=CONFIG)
+        f = cg.jit(scaled_by_name, config={**CONFIG, "host_uploads": "fallback"})
         run_three(scaled_by_name, f, lambda s: (fresh(s),))
         assert f.registry.num_graphs() == 0 and "# upload-by-name" in f.stats().detail("host_upload")
         g = cg.jit(scaled_by_name, config={**CONFIG, "host_uploads": "constant"})
@@ -63,9 +63,9 @@ def test_a_creator_bound_by_name_is_an_upload_too():
         assert globals()["asarray_by_name"] is cupy.asarray  # the module's name is the original again
 
 
-def test_an_upload_falls_back_by_default_naming_the_call_and_line():
+def test_fallback_refuses_an_upload_naming_the_call_and_line():
     with cupy.cuda.Device(0):
-        f = cg.jit(scaled, config=CONFIG)
+        f = cg.jit(scaled, config={**CONFIG, "host_uploads": "fallback"})
         run_three(scaled, f, lambda s: (fresh(s),))
         detail = f.stats().detail("host_upload")
         assert f.registry.num_graphs() == 0 and "cupy.asarray of <f4[16] (64 bytes)" in detail

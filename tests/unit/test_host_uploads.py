@@ -33,8 +33,8 @@ def data(seed, rows=4):
     return np.random.default_rng(seed).standard_normal((rows, 3))
 
 
-def test_by_default_an_upload_falls_back_naming_the_call_size_and_line():
-    f = cg.jit(scaled, config=host())
+def test_fallback_refuses_an_upload_naming_the_call_size_and_line():
+    f = cg.jit(scaled, config=host(host_uploads="fallback"))
     for seed in range(3):
         x = data(seed)
         np.testing.assert_array_equal(f(x), scaled(x))
@@ -43,11 +43,11 @@ def test_by_default_an_upload_falls_back_naming_the_call_size_and_line():
     detail = stats.detail("host_upload")
     assert "numpy.asarray of <f8[3] (24 bytes)" in detail
     assert "(at test_host_uploads.py:" in detail and "# upload-line" in detail
-    assert 'host_uploads="auto"' in detail
+    assert 'host_uploads is "fallback"' in detail and 'host_uploads="auto", the default' in detail
 
 
-def test_the_default_raises_capture_error_under_on_capture_error_raise():
-    f = cg.jit(scaled, config=host(on_capture_error="raise"))
+def test_fallback_raises_capture_error_under_on_capture_error_raise():
+    f = cg.jit(scaled, config=host(host_uploads="fallback", on_capture_error="raise"))
     with pytest.raises(CaptureError, match=r"host-to-device upload during capture: numpy\.asarray"):
         f(data(0))
 
@@ -111,7 +111,7 @@ def test_the_functions_own_arrays_and_scalars_are_not_uploads():
     for seed in range(3):
         x = data(seed)
         np.testing.assert_array_equal(f(x), fn(x))
-    assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0
+    assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0 and f.stats().baked_uploads == {}
 
 
 def test_numpy_is_restored_after_every_capture():
@@ -177,7 +177,7 @@ def test_numpys_own_creator_calls_are_untouched_during_a_capture():
     for seed in range(3):
         x = data(seed)
         np.testing.assert_array_equal(f(x), fn(x))
-    assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0
+    assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0 and f.stats().baked_uploads == {}
 
 
 def test_a_refused_upload_the_function_catches_still_fails_the_capture():
@@ -188,7 +188,7 @@ def test_a_refused_upload_the_function_catches_still_fails_the_capture():
             w = np.zeros(3)
         return x * w
 
-    f = cg.jit(forgiving, config=host())
+    f = cg.jit(forgiving, config=host(host_uploads="fallback"))
     for seed in range(2):
         x = data(seed)
         np.testing.assert_array_equal(f(x), forgiving(x))
@@ -205,17 +205,27 @@ def test_describe_lists_the_baked_uploads():
 # -- percentile/quantile: CuPy uploads ``q`` (cupy.asarray(q)), a scalar too -------------------------
 
 
-def p90(x):
-    return np.percentile(x, 90, axis=1)  # q-line
+def p10_90(x):
+    return np.percentile(x, [10, 90], axis=1)  # q-line
 
 
-def test_percentile_uploads_its_q_and_falls_back_by_default_naming_the_line():
-    f = cg.jit(p90, config=host())
+def test_percentile_uploads_its_q_and_fallback_refuses_it_naming_the_line():
+    f = cg.jit(p10_90, config=host(host_uploads="fallback"))
     for seed in range(3):
-        np.testing.assert_array_equal(f(data(seed)), p90(data(seed)))
+        np.testing.assert_array_equal(f(data(seed)), p10_90(data(seed)))
     assert f.registry.num_graphs() == 0 and f.stats().fallbacks_by_reason == {"host_upload": 3}
     detail = f.stats().detail("host_upload")
-    assert "numpy.percentile of <f8[] (8 bytes)" in detail and "# q-line" in detail
+    assert "numpy.percentile of <f8[2] (16 bytes)" in detail and "# q-line" in detail
+
+
+def test_a_scalar_q_is_no_upload_as_cupy_fills_it_on_the_device():
+    def p90(x):
+        return np.percentile(x, 90, axis=1) + np.quantile(x, np.float32(0.5), axis=1)
+
+    f = cg.jit(p90, config=host(host_uploads="fallback"))
+    for seed in range(3):
+        np.testing.assert_array_equal(f(data(seed)), p90(data(seed)))
+    assert f.registry.num_graphs() == 1 and f.stats().fallbacks == 0 and f.stats().baked_uploads == {}
 
 
 @pytest.mark.parametrize("mode", ["auto", "constant"])
@@ -228,7 +238,7 @@ def test_percentile_and_quantile_bake_q_and_match_eager(mode):
         np.testing.assert_array_equal(f(data(seed)), both(data(seed)))
     stats = f.stats()
     assert f.registry.num_graphs() == 1 and stats.fallbacks == 0 and stats.replays == 3  # the first captured
-    assert sorted(nbytes for nbytes in stats.baked_uploads.values()) == [8, 16]
+    assert list(stats.baked_uploads.values()) == [16]  # the list q; the scalar one is filled on the device
 
 
 def test_constant_freezes_q_at_capture_like_a_graph_would():
@@ -267,7 +277,7 @@ def test_a_creator_imported_by_name_is_an_upload_too():
     # ``from numpy import asarray`` binds the function in the user's module, out of reach of the
     # patched numpy module: the capture patches the function's own globals as well (and puts the
     # original back), so the host refuses or bakes it as it does np.asarray, and as the GPU does.
-    f = cg.jit(scaled_by_name, config=host())
+    f = cg.jit(scaled_by_name, config=host(host_uploads="fallback"))
     for seed in range(2):
         x = data(seed)
         np.testing.assert_array_equal(f(x), scaled_by_name(x))

@@ -10,7 +10,7 @@ from typing import Optional
 import cupy
 
 from ...frames import call_site_in_traceback
-from ...hints import replacement
+from ...hints import HOST_UPLOAD_HINT, replacement
 from ...reasons import FallbackReason
 
 __all__ = ["describe_capture_failure"]
@@ -41,8 +41,7 @@ def describe_capture_failure(err: BaseException) -> Optional[str]:
     if site is None:
         return text
     if reason is FallbackReason.HOST_UPLOAD:  # an upload CuPy makes where host_uploads cannot bake it
-        return (f"{text}{site.location()}; make the array with `cupy.asarray(...)` in the function (then "
-                f"host_uploads=\"auto\" can bake it), or pass the data as an argument")
+        return f"{text}{site.location()}; {HOST_UPLOAD_HINT}"
     hint = replacement(reason.value, site.called, site.code)
     library = next((name for name in _CAPTURABLE_INSTEAD if text.endswith(f": {name}")), None)
     if not hint and library is not None:

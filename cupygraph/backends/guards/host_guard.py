@@ -8,7 +8,9 @@ function sees its static buffers as ``CaptureArray`` views: NumPy arrays that re
 * reading data to the host: ``float()``, ``int()``, ``bool()`` / ``if x``, ``__index__``,
   ``.item()``, ``.tolist()``, ``str()`` / ``print``, iteration into Python scalars;
 * data-dependent output shapes: boolean-mask indexing (``x[x > 0]``), ``np.nonzero``, one-argument
-  ``np.where``, ``np.unique``, ``np.bincount``, ``np.flatnonzero`` and the like;
+  ``np.where``, ``np.unique``, ``np.bincount``, ``np.flatnonzero`` and the like; a boolean-mask store
+  of one value (``y[y < 0] = 0``) is run as ``np.copyto(y, 0, where=y < 0)`` instead where the GPU
+  routes it (``_store_masked_scalar``);
 * library calls CuPy cannot capture: ``@`` / ``np.matmul`` / ``np.dot`` / ``np.einsum`` / ...
   (cuBLAS) and ``np.linalg`` (cuSOLVER), except what the GPU routes to capture-safe
   implementations (``backends/routing.py``: the products, with ``route_library_calls`` on, noted
@@ -38,9 +40,12 @@ from typing import Any
 import numpy as np
 
 from ...errors import CaptureError
+from ...frames import location_in_stack
 from ...pytree import flatten, unflatten
 from ...reasons import FallbackReason
 from ..graph_breaks import recording_breaks
+from ..mask_stores import MASK_STORE, STORABLE_KINDS, mask_store_where, stored_scalar
+from ..routing import note_routed, routing_enabled
 from .host_refusal import (
     CUBLAS_UFUNCS,
     LIBRARY_HINT,
@@ -97,6 +102,26 @@ def _is_bool_index(component: Any) -> bool:
     if isinstance(component, list):
         return any(isinstance(v, (bool, np.bool_)) or _is_bool_index(v) for v in component)
     return False
+
+
+def _store_masked_scalar(target: CaptureArray, index: Any, value: Any) -> bool:
+    """``target[index] = value`` run as ``np.copyto(target, value, where=mask)`` where the GPU routes it
+    (``routes/cupy_mask_store.py``: one boolean array as the mask, of the target's shape or leading
+    axes, and one value), noted with the GPU's label; False where the store is not that, or routing
+    is off, and is checked as any other. An array here is a device array there, whether derived from
+    the capture's data or read by address (a closure's); host data reaches a function only through
+    the creators ``host_uploads`` rules."""
+    if not routing_enabled() or not isinstance(index, np.ndarray) or index.dtype != np.bool_ \
+            or target.dtype.kind not in STORABLE_KINDS:
+        return False
+    where = mask_store_where(target.shape, index.shape)
+    # A 0-d array of the capture's data is a device scalar on the GPU, cast there as NumPy casts it here.
+    fill = None if where is None else stored_scalar(_plain(value), target.dtype)
+    if fill is None:
+        return False
+    np.copyto(target.view(np.ndarray), fill, where=index.view(np.ndarray).reshape(where))
+    note_routed(f"{MASK_STORE}{location_in_stack(sys._getframe(1))}")
+    return True
 
 
 def _check_index(index: Any, what: str) -> None:
@@ -210,6 +235,8 @@ class CaptureArray(np.ndarray):
 
     def __setitem__(self, index: Any, value: Any) -> None:
         if active_guard() is not None:
+            if _store_masked_scalar(self, index, value):
+                return
             _check_index(index, "assignment")
             if isinstance(value, (list, tuple)):  # CuPy uploads the values: refused under capture
                 refuse(FallbackReason.HOST_UPLOAD, "assigning a Python list or tuple uploads it (assign an array)")

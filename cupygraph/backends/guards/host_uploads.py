@@ -37,7 +37,8 @@ __all__ = ["intercepted_uploads", "replaying"]
 
 
 _QUANTILES = ("percentile", "quantile", "nanpercentile", "nanquantile")
-"""CuPy's versions upload ``q`` (``cupy.asarray(q)``, a scalar too): the reference treats ``q`` as an upload."""
+"""CuPy's versions upload a list or array ``q`` (``cupy.asarray(q)``): the reference treats it as an upload. A
+scalar ``q`` is none: CuPy writes a 0-d array with a fill kernel (``core.array``), as any 0-d creator call."""
 
 
 _NOT_UPLOADING = ("default_rng",)
@@ -67,7 +68,8 @@ def _quantile_q(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[np.nd
     q = args[1] if len(args) > 1 else kwargs.get("q")
     if q is None or _holds_capture_array(q):
         return None
-    return np.asarray(q, dtype=np.float64)
+    host = np.asarray(q, dtype=np.float64)
+    return None if host.ndim == 0 else host
 
 
 def _with_q(args: tuple[Any, ...], kwargs: dict[str, Any], q: np.ndarray) -> tuple[tuple[Any, ...], dict[str, Any]]:

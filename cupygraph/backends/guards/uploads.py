@@ -4,16 +4,17 @@ CuPy refuses a host-to-device copy on a capturing stream (``cupy.asarray(numpy_a
 filter weights ``cupyx.scipy.ndimage.gaussian_filter`` uploads, ``ndarray.set``). The config's
 ``host_uploads`` says what a capture does with one instead:
 
-* ``"fallback"`` (the default): the capture fails with reason ``host_upload``, naming the call,
-  its size and the user's line; the key runs eagerly. The only choice that can never return a
-  stale value, hence the default.
+* ``"auto"`` (the default, issue 29): ``"constant"`` for an upload whose bytes were identical in
+  every warm-up run and in the capture; any upload that differed (or a capture without warm-ups,
+  where nothing can be compared: ``num_warmups=0``, or a capture after the call's own run wrote into
+  an array the function reads by address, ``cache/first_call.py``) fails the capture naming the
+  call. Values that change only between calls (a counter, the time) cannot be told from constants
+  this way: ``auto`` is a heuristic, not a proof.
+* ``"fallback"``: the capture fails with reason ``host_upload``, naming the call, its size and the
+  user's line; the key runs eagerly. The strict choice: it can never return a stale value.
 * ``"constant"``: the upload becomes a copy from a snapshot the recording owns (pinned host
   memory on the GPU): every replay uploads the bytes the capture saw. The values are frozen at
-  capture, the way ``jax.jit`` treats NumPy arrays inside a traced function.
-* ``"auto"``: ``"constant"`` for an upload whose bytes were identical in every warm-up run and
-  in the capture; any upload that differed (or a capture without warm-ups, where nothing can be
-  compared) fails the capture naming the call. Values that change only between calls (a counter,
-  the time) cannot be told from constants this way: ``auto`` is a heuristic, not a proof.
+  capture, the way ``jax.jit`` treats NumPy arrays inside a traced function, without comparing.
 
 The k-th upload of the capture run is matched with the k-th upload of each warm-up run (same
 call site, shape and dtype). The GPU backend makes the snapshot buffers during the warm-ups, so
@@ -85,10 +86,12 @@ class UploadLedger:
     warm-up argument from host data); those are never baked.
     """
 
-    def __init__(self, mode: str = "fallback", num_warmups: int = 0):
+    def __init__(self, mode: str = "fallback", num_warmups: int = 0, warmups_skipped: bool = False):
         if mode not in MODES:
             raise ValueError(f"host_uploads must be one of {', '.join(MODES)}, got {mode!r}")
         self.mode, self.num_warmups = mode, num_warmups
+        self.warmups_skipped = warmups_skipped
+        """The config asks for warm-ups but this capture runs none (``cache/first_call.py``)."""
         self.warmup: dict[tuple[str, str], list[_Seen]] = {}
         self.slots: dict[tuple[str, str], list[Any]] = {}
         """Backend snapshot buffers per place, one per warm-up upload in order: the capture's j-th
@@ -116,12 +119,11 @@ class UploadLedger:
         self._at_capture[place] = index + 1
         what = _what(call, where, shape, dtype, nbytes)
         if self.mode == "fallback":
-            raise self._refused(what, f"{HOST_UPLOAD_HINT}; the default \"fallback\" never freezes host data")
+            raise self._refused(what, f'host_uploads is "fallback", which never freezes host data: {HOST_UPLOAD_HINT}')
         seen = self.warmup.get(place, [])
         runs = max(self.num_warmups, 0)
         if runs == 0:
-            raise self._refused(what, "host uploads become constants only when every warm-up run made the same "
-                                "uploads as the capture: run at least one warm-up (num_warmups >= 1)")
+            raise self._refused(what, _NO_WARMUP_SKIPPED if self.warmups_skipped else _NO_WARMUP)
         if not seen or len(seen) % runs:
             raise self._refused(what, f"the capture uploads here but the {runs} warm-up run(s) made {len(seen)} "
                                 "upload(s) here, not the same number each: the function takes another path when "
@@ -154,6 +156,15 @@ class UploadLedger:
             raise CaptureError(str(self.refusal))
 
 
+_NO_WARMUP = ("host uploads become constants only when every warm-up run made the same uploads as the capture, "
+              "and this capture runs none: run at least one warm-up (num_warmups >= 1), or pass the data as an "
+              "argument")
+_NO_WARMUP_SKIPPED = ("host uploads become constants only when every warm-up run made the same uploads as the "
+                      "capture, and this capture runs no warm-up: the call's own run wrote into an array the "
+                      "function reads by address, where a warm-up would write again; pass the data as an argument, "
+                      "or make it on the device")
+
+
 def _digest(data: Any) -> bytes:
     return hashlib.blake2b(memoryview(data).cast("B"), digest_size=16).digest()
 
@@ -162,11 +173,12 @@ _local = threading.local()
 
 
 @contextmanager
-def upload_policy(mode: str, num_warmups: int) -> Iterator[None]:
+def upload_policy(mode: str, num_warmups: int, warmups_skipped: bool = False) -> Iterator[None]:
     """What the captures in this thread do with host uploads meanwhile (the front door opens it
-    around each capture with the config's ``host_uploads`` and ``num_warmups``)."""
+    around each capture with the config's ``host_uploads``, the capture's warm-ups, and whether it
+    skips the config's warm-ups, ``cache/first_call.py``)."""
     previous = getattr(_local, "policy", None)
-    _local.policy = (mode, num_warmups)
+    _local.policy = (mode, num_warmups, warmups_skipped)
     try:
         yield
     finally:
@@ -176,7 +188,7 @@ def upload_policy(mode: str, num_warmups: int) -> Iterator[None]:
 def new_ledger() -> UploadLedger:
     """A ledger for the capture a backend starts now, under this thread's policy (``"fallback"``
     for a backend used without the front door)."""
-    policy: Optional[tuple[str, int]] = getattr(_local, "policy", None)
+    policy: Optional[tuple[str, int, bool]] = getattr(_local, "policy", None)
     return UploadLedger() if policy is None else UploadLedger(*policy)
 
 
