@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Any, Optional
 
 __all__ = ["ENV_SWITCH", "LEGACY_RANDOM", "NotRouted", "Route", "note_routed", "route_for", "route_or_refuse",
-           "routing_enabled", "routing_policy", "routing_to"]
+           "routing_enabled", "routing_policy", "routing_suspended", "routing_to"]
 
 ENV_SWITCH = "CUPYGRAPH_ROUTE_LIBRARY_CALLS"
 """Set to 0 (false, no, off) to route nothing whatever the config says."""
@@ -72,6 +72,22 @@ def routing_enabled() -> bool:
     """Whether library calls are routed in this thread now (False outside a front door's recording)."""
     policy: Optional[_Policy] = getattr(_local, "policy", None)
     return policy is not None and policy.enabled
+
+
+@contextmanager
+def routing_suspended() -> Iterator[None]:
+    """Nothing routed in this thread meanwhile: an op that also runs eagerly, as it is, at every replay (a
+    graph break between PIECEWISE pieces) runs CuPy's own calls at capture too, so the recording holds no
+    library state for it."""
+    policy: Optional[_Policy] = getattr(_local, "policy", None)
+    if policy is None or not policy.enabled:
+        yield
+        return
+    policy.enabled = False
+    try:
+        yield
+    finally:
+        policy.enabled = True
 
 
 def note_routed(label: str) -> None:

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..backends.guards.uploads import Interception
-from ..backends.routing import note_routed
+from ..backends.routing import note_routed, routing_enabled
 from ..frames import location_in_stack
 from ..linalg import cublas_calls, cusolver_calls
 
@@ -51,7 +51,7 @@ _interception = Interception(_targets)
 
 
 def _route(label: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if kwargs or not args:  # CuPy passes every argument by position; anything else is not CuPy's call
+    if kwargs or not args or not routing_enabled():  # (CuPy passes every argument by position)
         return original(*args, **kwargs)
     library, name = label.split(":")
     result = (cublas_calls if library == "cuBLAS" else cusolver_calls).run_as_cupy_would(name, args)

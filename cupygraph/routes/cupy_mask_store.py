@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 from ..backends.guards.uploads import Interception
 from ..backends.mask_stores import MASK_STORE, STORABLE_KINDS, mask_store_where, stored_scalar
-from ..backends.routing import note_routed
+from ..backends.routing import note_routed, routing_enabled
 from ..frames import location_in_stack
 
 __all__ = ["routed_mask_stores"]
@@ -74,7 +74,7 @@ def _rewritten(target: Any, index: Any, value: Any) -> Optional[tuple[Any, Any]]
 
 
 def _store(label: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if not kwargs and len(args) == 3:
+    if not kwargs and len(args) == 3 and routing_enabled():
         plan = _rewritten(*args)
         if plan is not None:
             import cupy

@@ -337,7 +337,8 @@ def test_manual_capture_needs_a_prepared_stream():
 def test_cupy_matmul_fallback_names_the_capturable_replacement():
     rng = np.random.default_rng(8)
     w = rand(rng, (8, 8), np.float32)
-    graphed = cg.jit(lambda x, w: x @ w, constant_argnums=1, config=FULL)
+    # With routing off (on by default since issue 29, which captures x @ w unchanged: test_routes_gpu.py)
+    graphed = cg.jit(lambda x, w: x @ w, constant_argnums=1, config={**FULL, "route_library_calls": False})
     graphed(rand(rng, (4, 8), np.float32), w)
     detail = graphed.stats().detail("library_call")
     assert "cupygraph.matmul" in detail and "cuBLAS" in detail, detail

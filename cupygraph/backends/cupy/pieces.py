@@ -11,6 +11,7 @@ import cupy
 from ...errors import CaptureError
 from ...pytree import flatten
 from ..base import ReplayMismatch
+from ..routing import routing_suspended
 
 _runtime = cupy.cuda.runtime
 # Device-to-device: the driver need not look up where the pointers live (memcpyDefault costs a
@@ -79,7 +80,8 @@ class PiecewiseRecorder:
         # Run the op once, uncaptured, to get results of the right shape at fixed addresses. Its
         # inputs hold no real values yet (the piece before it was only recorded): only the shapes
         # matter here; replays recompute it from real data.
-        result = fn(*args, **kwargs)
+        with routing_suspended():  # replays run it eagerly, with CuPy's own library calls: so does this run
+            result = fn(*args, **kwargs)
         leaves, _ = flatten(result, lambda v: isinstance(v, cupy.ndarray))
         if not leaves or not all(isinstance(leaf, cupy.ndarray) for leaf in leaves):
             raise CaptureError(

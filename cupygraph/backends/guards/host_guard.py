@@ -45,7 +45,7 @@ from ...pytree import flatten, unflatten
 from ...reasons import FallbackReason
 from ..graph_breaks import recording_breaks
 from ..mask_stores import MASK_STORE, STORABLE_KINDS, mask_store_where, stored_scalar
-from ..routing import note_routed, routing_enabled
+from ..routing import note_routed, routing_enabled, routing_suspended
 from .host_refusal import (
     CUBLAS_UFUNCS,
     LIBRARY_HINT,
@@ -294,7 +294,7 @@ class _HostBreaks:
     """PIECEWISE on the host: a graph-break op runs on plain arrays, as the GPU runs it eagerly."""
 
     def break_at(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        with reads_allowed():
+        with reads_allowed(), routing_suspended():  # as the GPU runs it: CuPy's own calls, nothing routed
             result = fn(*_plain_tree(args), **_plain_tree(kwargs))
         leaves, _ = flatten(result, lambda v: isinstance(v, np.ndarray))
         if not leaves or not all(isinstance(leaf, np.ndarray) for leaf in leaves):
