@@ -4,16 +4,16 @@ The issue's chain: 100 dependent kernels over 1,024 floats, each opening with
 ``griddepcontrol.launch_dependents; griddepcontrol.wait`` (inline PTX, or the shipped header
 ``#include``d), built with plain ``cupy.RawModule`` / ``cupy.ElementwiseKernel``: no
 ``cupygraph.pdl_kernel``. Each graph is compared bit for bit with the same graph under
-``pdl="off"`` and with the function run eagerly, on fresh random data; each kernel spins a little,
-so a consumer that started early without waiting would read stale data. Needs sm_90+.
+``pdl="off"`` and with the function run eagerly, on fresh random data; each raw kernel spins a
+little, so a consumer that started early without waiting would read stale data. The sources are in
+tests/pdl_chain_sources.py, where a CPU test compiles and scans them too. Needs sm_90+.
 """
 
 from __future__ import annotations
 
-from importlib import resources
-
 import numpy as np
 import pytest
+from pdl_chain_sources import HEADER, HEADER_OPTIONS, LOOP_PREP, PLAIN, WAITING
 
 import cupygraph as cg
 
@@ -23,21 +23,6 @@ nvrtc = pytest.importorskip("cuda.bindings.nvrtc", reason="needs cuda-bindings")
 
 N = 1024
 LENGTH = 100
-SIGNATURE = "(const float* x, float* y, int n, int spin)"
-BODY = r'''
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        float v = x[i] * 0.999f + 0.5f;
-        for (int k = 0; k < spin; ++k) v = v * 0.999f + 0.001f;
-        y[i] = v;
-    }
-'''
-TRIGGER_AND_WAIT = 'asm volatile("griddepcontrol.launch_dependents;\\n\\tgriddepcontrol.wait;" ::: "memory");'
-WAITING = f'extern "C" __global__ void chain_step{SIGNATURE} {{\n    {TRIGGER_AND_WAIT}\n{BODY}}}\n'
-PLAIN = f'extern "C" __global__ void chain_step{SIGNATURE} {{\n{BODY}}}\n'
-HEADER = (f'#include "pdl.cuh"\nextern "C" __global__ void chain_step{SIGNATURE} {{\n'
-          f'    CUPYGRAPH_PDL_TRIGGER();\n    CUPYGRAPH_PDL_WAIT();\n{BODY}}}\n')
-HEADER_OPTIONS = (f"-I{resources.files('cupygraph.kernels')}",)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -127,21 +112,22 @@ def test_a_kernel_the_function_does_not_reach_is_found_among_the_live_objects():
 
 def test_an_elementwise_kernel_chain_that_waits_before_its_loop_converts():
     step = cupy.ElementwiseKernel("float32 x", "float32 y", "y = x * 0.999f + 0.5f", "chain_ew",
-                                  loop_prep=TRIGGER_AND_WAIT[:-1])
+                                  loop_prep=LOOP_PREP)
     pdl = run_three_ways(make_chain(lambda x, y: step(x, y)), np.random.default_rng(33))
     assert pdl.stats().pdl_edges_converted == LENGTH - 1
 
 
 def cubin_of(source: str, name: str, arch: str) -> bytes:
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
-    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS
+    def check(result):
+        parts = result if isinstance(result, tuple) else (result,)
+        assert parts[0] == nvrtc.nvrtcResult.NVRTC_SUCCESS, parts[0]
+        return parts[1] if len(parts) > 1 else None
+
+    prog = check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []))
     try:
-        (err,) = nvrtc.nvrtcCompileProgram(prog, 1, [f"--gpu-architecture=sm_{arch}".encode()])
-        assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS
-        err, size = nvrtc.nvrtcGetCUBINSize(prog)
-        buf = b" " * size
-        (err,) = nvrtc.nvrtcGetCUBIN(prog, buf)
-        assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS
+        check(nvrtc.nvrtcCompileProgram(prog, 1, [f"--gpu-architecture=sm_{arch}".encode()]))
+        buf = b" " * check(nvrtc.nvrtcGetCUBINSize(prog))
+        check(nvrtc.nvrtcGetCUBIN(prog, buf))
         return buf
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

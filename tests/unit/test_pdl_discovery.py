@@ -10,9 +10,11 @@ captured graph and its replays are covered by tests/gpu/test_pdl.py.
 from __future__ import annotations
 
 import dataclasses
+import string
 from importlib import resources
 from typing import Any, Optional
 
+import pdl_chain_sources as chain
 import pytest
 from extras import needs_nvrtc
 
@@ -34,6 +36,7 @@ PLAIN = f'extern "C" __global__ void step{SIGNATURE} {{ {BODY} }}\n'
 INCLUDED = (f'#include "pdl.cuh"\nextern "C" __global__ void step{SIGNATURE} {{\n'
             f'    CUPYGRAPH_PDL_TRIGGER();\n    CUPYGRAPH_PDL_WAIT();\n    {BODY}\n}}\n')
 KERNELS_DIR = str(resources.files("cupygraph.kernels"))
+LIVE_KERNEL_OBJECTS = discovery.live_kernel_objects
 
 
 @dataclasses.dataclass(eq=False)
@@ -93,11 +96,13 @@ class ElementwiseKernel:
 
 @pytest.fixture(autouse=True)
 def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test starts with empty module registries (put back afterwards), and the fakes as CuPy's types."""
+    """Each test starts with empty module registries (put back afterwards), the fakes as CuPy's types,
+    and no live objects but those a test lists (``live``): fakes other tests left behind stay out."""
     for name, value in (("_known", {}), ("_registered", []), ("_by_handle", {}), ("_resolved", {})):
         monkeypatch.setattr(modules, name, value)
     monkeypatch.setattr(discovery, "_unplaced", {})
     monkeypatch.setattr(discovery, "kernel_types", lambda: (RawKernel, RawModule, ElementwiseKernel))
+    monkeypatch.setattr(discovery, "live_kernel_objects", lambda: [])
 
 
 @pytest.fixture
@@ -194,6 +199,20 @@ def test_a_failing_walk_or_object_does_not_stop_the_search(live):
     assert KernelFinder(0, walk).find(11, "step") is not None
 
 
+def test_the_live_objects_are_every_tracked_object_of_cupys_kernel_types(monkeypatch):
+    class OnlyHere(RawKernel):
+        pass
+
+    monkeypatch.setattr(discovery, "live_kernel_objects", LIVE_KERNEL_OBJECTS)
+    monkeypatch.setattr(discovery, "kernel_types", lambda: (OnlyHere,))
+    held = [OnlyHere(PLAIN, "step", handle=11), OnlyHere(PLAIN, "step", handle=12)]
+    decoy = RawKernel(PLAIN, "step", handle=11)
+    found = discovery.live_kernel_objects()
+    assert sorted(map(id, found)) == sorted(map(id, held)) and all(obj is not decoy for obj in found)
+    monkeypatch.setattr(discovery, "kernel_types", lambda: ())
+    assert discovery.live_kernel_objects() == []  # without CuPy, nothing to walk
+
+
 def test_a_found_module_is_remembered_by_handle_and_held():
     kernel = RawKernel(WAITING, "step", handle=11)
     found = KernelFinder(0, lambda: [kernel]).find(11, "step")
@@ -230,25 +249,61 @@ def test_a_source_nvrtc_refuses_or_without_the_entry_is_not_scanned():
     assert not missing.scanned and "no entry named 'not_there'" in missing.reason
 
 
-def test_an_elementwise_kernel_is_found_through_its_compiled_specialisations(monkeypatch):
-    source = (f'template<int N> struct Ind {{ long long size_; }};\n'
-              f'extern "C" __global__ void ew{SIGNATURE[:-1]}, Ind<1> _ind) {{\n'
-              f'    asm volatile("griddepcontrol.wait;" ::: "memory");;\n'
-              f'    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < _ind.size_; i += blockDim.x * gridDim.x)'
-              f' y[i] = x[i];\n}}\n')
+# What CuPy's generator writes for a 1-D float32 ElementwiseKernel, in small: its loop_prep goes
+# first, before the loop over the indexer.
+ELEMENTWISE = string.Template(r'''
+#define CUPY_FOR(i, n) for (ptrdiff_t i = ptrdiff_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+                            i += ptrdiff_t(blockDim.x) * gridDim.x)
+template <int ndim> struct CIndexer {
+    ptrdiff_t size_, shape_[ndim], index_[ndim];
+    __device__ ptrdiff_t size() const { return size_; }
+    __device__ void set(ptrdiff_t i) { index_[0] = i; }
+    __device__ const ptrdiff_t* get() const { return index_; }
+};
+template <typename T, int ndim> struct CArray {
+    T* data_; ptrdiff_t size_, shape_[ndim], strides_[ndim];
+    __device__ T& operator[](const ptrdiff_t* idx) const { return data_[idx[0]]; }
+};
+extern "C" __global__ void chain_ew(const CArray<float, 1> _raw_x, CArray<float, 1> _raw_y, CIndexer<1> _ind) {
+  ${loop_prep};
+  #pragma unroll 1
+  CUPY_FOR(i, _ind.size()) {
+    _ind.set(i);
+    const float &x = _raw_x[_ind.get()];
+    float &y = _raw_y[_ind.get()];
+    y = x * 0.999f + 0.5f;
+  }
+  ;
+}
+''')
+
+
+@pytest.mark.parametrize("loop_prep, waits", [(chain.LOOP_PREP, True), ("", False)], ids=["waits", "plain"])
+def test_an_elementwise_kernel_is_found_through_its_compiled_specialisations(monkeypatch, loop_prep, waits):
     asked: list[Any] = []
 
     def generated(kernel: Any, key: Any) -> tuple[str, str, tuple[str, ...]]:
         asked.append(key)
-        return "// CuPy's headers\n", source, ()
+        return "// CuPy's headers\n", ELEMENTWISE.substitute(loop_prep=loop_prep), ()
 
     monkeypatch.setattr(discovery, "elementwise_source", generated)
     other_key, key = (0, ("float64",), "map"), (0, ("float32",), "map")
-    kernel = ElementwiseKernel("ew", {other_key: Function(Module(12)), key: Function(Module(11))})
-    found = KernelFinder(0, lambda: [kernel]).find(11, "ew")
+    kernel = ElementwiseKernel("chain_ew", {other_key: Function(Module(12)), key: Function(Module(11))})
+    found = KernelFinder(0, lambda: [kernel]).find(11, "chain_ew")
     assert asked == [key]  # the specialisation whose module is the node's
     assert found is not None and found.prefix == "// CuPy's headers\n"
-    assert found.verdict("ew", 90).waits
+    verdict = found.verdict("chain_ew", 90)
+    assert verdict.waits is waits and verdict.scanned, verdict.reason
+    assert KernelFinder(0, lambda: [kernel]).find(11, "other_name") is None
+
+
+@pytest.mark.parametrize("source, options, waits", [
+    (chain.WAITING, (), True), (chain.HEADER, chain.HEADER_OPTIONS, True), (chain.PLAIN, (), False),
+], ids=["inline_ptx", "header", "plain"])
+def test_the_gpu_tests_chain_kernels_scan_as_those_tests_expect(source, options, waits):
+    kernel = RawKernel(source, "chain_step", options, handle=11)
+    verdict = verdict_of(KernelFinder(0, lambda: [kernel]).find(11, "chain_step"), "chain_step")
+    assert verdict.waits is waits and verdict.scanned, verdict.reason
 
 
 @pytest.mark.parametrize("code, name, could", [
