@@ -213,11 +213,17 @@ def compile_ptx(source: str, options: Sequence[str], arch: int, name_expressions
     flags.append(f"--gpu-architecture=compute_{arch}")
     try:
         return _compile_cuda_bindings(source, flags, name_expressions)
+    except NvrtcError:  # NVRTC ran and refused the source: its log says why, CuPy's would not
+        raise
     except Exception as err:  # no cuda-bindings, or no NVRTC library behind them: CuPy's binding
         try:
             return _compile_cupy(source, flags, name_expressions)
         except ImportError:
             raise err from None
+
+
+class NvrtcError(RuntimeError):
+    """NVRTC (through cuda-bindings) refused a source; the message carries its log."""
 
 
 def _compile_cuda_bindings(source: str, flags: list[str], names: Sequence[str]) -> str:
@@ -232,7 +238,7 @@ def _compile_cuda_bindings(source: str, flags: list[str], names: Sequence[str]) 
                 buf = b" " * size
                 nvrtc.nvrtcGetProgramLog(prog, buf)
                 log = buf.decode(errors="replace").strip()
-            raise RuntimeError(f"{err}: {log}" if log else str(err))
+            raise NvrtcError(f"{err}: {log}" if log else str(err))
         return rest[0] if rest else None
 
     prog = check(nvrtc.nvrtcCreateProgram(source.encode(), b"pdl_scan.cu", 0, [], []))
