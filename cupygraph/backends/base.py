@@ -67,11 +67,12 @@ class Recording(abc.ABC):
         """Drop the executable and the memory only it holds."""
 
     def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
-               counts: Any, name: str, constants: Sequence[tuple[int, Any]] = ()) -> Any:
+               counts: Any, name: str, constants: Sequence[tuple[int, Any]] = (), executables: int = 1) -> Any:
         """What rebinds the ``static`` buffers (named ``labels``) and the output ``leaves`` to the caller's
         arrays per call (``binding``), and the ``constants`` ((position, array) read by address) to new
         arrays of their layout, or None where this recording cannot. ``counts``: the entry's
-        ``ReplayCounts``, which the binder counts its calls into."""
+        ``ReplayCounts``, which the binder counts its calls into; ``executables``: how many executables
+        may hold different caller addresses (``executables_per_graph``)."""
         return None
 
     def set_break_hook(self, hook: Callable[[Any, Callable[[], None]], Callable[[], None]]) -> None:  # noqa: B027

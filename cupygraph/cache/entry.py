@@ -69,6 +69,7 @@ class CUDAGraphEntry:
         out_batched: Any = None,
         written: Sequence[int] = (),
         input_binding: str = "copy",
+        executables: int = 8,
         labels: Sequence[str] = (),
         name: str = "",
         constants: Sequence[tuple[int, Any]] = (),
@@ -141,7 +142,7 @@ class CUDAGraphEntry:
         """Changes whenever ``rebind_constants`` points the graph at other constant arrays: a shortcut made
         before is then stale (the fast path compares it)."""
         if input_binding == "auto":
-            self._bind(constants)
+            self._bind(constants, executables)
         self.check_writes = check_first_replay and bool(count) and not written
         self._run: Callable[..., Any] = functools.partial(run_copied, self)
         self.strategy = ""
@@ -182,11 +183,12 @@ class CUDAGraphEntry:
         if family is not None:
             family.bump()
 
-    def _bind(self, constants: Sequence[tuple[int, Any]]) -> None:
-        """Zero-copy where the recording allows it (``backends/zerocopy/binding.py``)."""
+    def _bind(self, constants: Sequence[tuple[int, Any]], executables: int) -> None:
+        """Zero-copy where the recording allows it (``backends/zerocopy/binding.py``), with up to ``executables``
+        executables holding the caller's addresses."""
         buffers = self.static_inputs + self.whole_inputs
         binder = self.recording.binder(buffers, self.labels, self.leaves, bind_outputs=self.output_mode == "copy",
-                                       counts=self.counts, name=self.name, constants=constants)
+                                       counts=self.counts, name=self.name, constants=constants, executables=executables)
         if binder is not None and binder.eligible:
             self.binding = binder
             self.copy_rows = self.backend.copy_rows
@@ -229,9 +231,10 @@ class CUDAGraphEntry:
     def last_used(self, value: int) -> None:
         self.counts.last_used = value
 
-    def tally(self) -> tuple[Any, Any]:
-        """(binds, copies) per argument label so far, from the zero-copy binder (empty without one)."""
-        return self.binding.tally() if self.binding is not None else ({}, {})
+    def tally(self) -> tuple[Any, Any, Any]:
+        """(binds, copies) per argument label so far, and the executables made for caller addresses (``{"made",
+        "seconds", "repointed_calls"}``), from the zero-copy binder (empty without one)."""
+        return self.binding.tally() if self.binding is not None else ({}, {}, {})
 
     @property
     def cudagraph(self) -> Recording:

@@ -113,7 +113,7 @@ def record(
             whole_inputs=staging.whole_inputs, arena=arena,
             pad_value=config.pad_value, pad_mode=config.pad_mode, output_mode=config.output_mode,
             capture_time=seconds, out_batched=request.out_batched, written=written,
-            input_binding=config.input_binding,
+            input_binding=config.input_binding, executables=config.executables_per_graph,
             labels=[argument_label(p) for p in staging.positions], name=request.name,
             constants=[(i, a) for i, a in enumerate(request.args)
                        if i not in staging.positions and backend.is_array(a)],

@@ -58,6 +58,13 @@ class CUDAGraphStats:
     baked_uploads: dict[str, int] = dataclasses.field(default_factory=dict)
     """Host uploads baked into graphs as constants (issue 20): call and user's line -> bytes per graph
     (one entry per place in the code, so it stays bounded)."""
+    executables_made: int = 0
+    """Executables instantiated beyond each graph's first, each to hold another set of caller addresses
+    (zero-copy; ``executables_per_graph`` bounds them per graph)."""
+    executable_instantiate_s: float = 0.0
+    """The time those instantiations took (each paid once)."""
+    repointed_calls: int = 0
+    """Zero-copy calls whose addresses no executable held: an executable's nodes were re-pointed."""
     routed_calls: Counter[str] = dataclasses.field(default_factory=Counter)
     """Library calls routed to cupygraph's capture-safe implementations (issue 29): call -> graphs
     captured with it (bounded by the kinds of call, not by traffic)."""
@@ -86,10 +93,15 @@ class CUDAGraphStats:
             self.replays_by_mode[mode] += 1
 
     def add_entry(self, mode: str, hits: Mapping[int, int], rebinds: Mapping[str, int],
-                  copies: Mapping[str, int]) -> None:
+                  copies: Mapping[str, int], executables: Optional[Mapping[str, float]] = None) -> None:
         """What one entry counts itself: its fast paths' hits ({real rows: calls}, each a replay of a
-        graph that existed) and its zero-copy binds and copies per argument."""
+        graph that existed), its zero-copy binds and copies per argument, and the executables its binder
+        made (``{"made", "seconds", "repointed_calls"}``)."""
+        executables = executables or {}
         with self._lock:
+            self.executables_made += int(executables.get("made", 0))
+            self.executable_instantiate_s += float(executables.get("seconds", 0.0))
+            self.repointed_calls += int(executables.get("repointed_calls", 0))
             for rows, calls in hits.items():
                 self.hits += calls
                 self.replays += calls
@@ -235,6 +247,9 @@ class CUDAGraphStats:
                 "pdl_edges_kept_by_reason": dict(self.pdl_edges_kept_by_reason),
                 "rebinds_by_argument": {k: v for k, v in self.rebinds_by_argument.items() if v},
                 "copies_by_argument": {k: v for k, v in self.copies_by_argument.items() if v},
+                "executables_made": self.executables_made,
+                "executable_instantiate_s": round(self.executable_instantiate_s, 6),
+                "repointed_calls": self.repointed_calls,
                 "last_detail_by_reason": dict(self.last_detail_by_reason),
                 "baked_uploads": dict(self.baked_uploads),
                 "routed_calls": dict(self.routed_calls),

@@ -22,7 +22,7 @@ binding; a graph replays the GEMM with no Python at all.
 Only these calls are bound: handle create/destroy, stream, workspace, pointer mode, version, and
 ``cublasGemmEx`` / ``cublasGemmStridedBatchedEx`` / ``cublasGemmBatchedEx``, which cover every
 supported dtype through (data type, compute type) pairs; and ``ROUTINES``, the typed routines CuPy
-itself calls that have no (data type, compute type) form, for the calls ``routes/cupy_cublas.py``
+itself calls that have no (data type, compute type) form, for the calls ``routes/cupy_libraries.py``
 routes with CuPy's own arguments (``routine``).
 """
 
@@ -88,15 +88,23 @@ class Binding(Protocol):
         """One of ``ROUTINES`` by CuPy's name (``"sgemmBatched"``), with cuBLAS's arguments."""
 
 
+_P, _I, _LL, _SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t
 _BATCHED = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
             ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
             ctypes.c_int, ctypes.c_int]
 _GEAM = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
          ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+_LU = {  # the batched LU routines CuPy's det, slogdet, inv and solve of stacked matrices call
+    "getrfBatched": [_P, _I, _P, _I, _P, _P, _I],
+    "getriBatched": [_P, _I, _P, _I, _P, _P, _I, _P, _I],
+    "getrsBatched": [_P, _I, _I, _I, _P, _I, _P, _P, _I, _P, _I],
+}
 ROUTINES: dict[str, tuple[str, str, list[Any]]] = {
     # CuPy's name: (cuBLAS symbol, nvmath.bindings.cublas name, ctypes argument types), arguments in cuBLAS's order
     **{f"{t}gemmBatched": (f"cublas{t.upper()}gemmBatched", f"{t}gemm_batched", _BATCHED) for t in "sdcz"},
     **{f"{t}geam": (f"cublas{t.upper()}geam", f"{t}geam", _GEAM) for t in "sd"},
+    **{f"{t}{name}": (f"cublas{t.upper()}{name}", f"{t}{name[:5]}_batched", types)
+       for t in "sdcz" for name, types in _LU.items()},
 }
 
 
@@ -120,7 +128,6 @@ def _mapped_library(stem: str) -> Optional[str]:
 
 # -- ctypes: the libcublas CuPy loaded --------------------------------------------------------------
 
-_P, _I, _LL, _SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t
 _SIGNATURES: dict[str, list[Any]] = {
     "cublasCreate_v2": [ctypes.POINTER(_P)],
     "cublasDestroy_v2": [_P],

@@ -1,4 +1,4 @@
-"""CuPy's own cuBLAS calls, run on cupygraph's handles: what ``routes/cupy_cublas.py`` routes to.
+"""CuPy's own cuBLAS calls, run on cupygraph's handles: what ``routes/cupy_libraries.py`` routes to.
 
 CuPy reaches cuBLAS through functions of ``cupy_backends.cuda.libs.cublas`` that take a handle
 first and cuBLAS's arguments after it, and refuse a capturing stream. ``run_as_cupy_would`` runs

@@ -10,10 +10,10 @@ through exactly what the GPU routes.
 Routers, one module each, each a context manager taking the user's function (whose module's own
 names for the replaced functions are replaced too, as ``from cupy import matmul`` binds them):
 
-* ``cupy_cublas``: CuPy's GEMMs (``@``, ``matmul``, ``dot``, ``tensordot``, ``inner``, ``einsum``,
-  ``cov``, ...) reach cuBLAS through a handful of ``cupy_backends`` functions; those run on
-  cupygraph's per-thread handle and workspace (``linalg/_cublas_handles.py``) with CuPy's own
-  arguments, so the routed product is CuPy's product.
+* ``cupy_libraries``: CuPy's products (``@``, ``matmul``, ``dot``, ``tensordot``, ``inner``, ``einsum``,
+  ``cov``, ...) and ``cupy.linalg``'s factorisations (``solve``, ``inv``, ``cholesky``, ``qr``, ``det``,
+  ``slogdet``) reach cuBLAS and cuSOLVER through ``cupy_backends`` functions; those run on
+  cupygraph's per-thread handles with CuPy's own arguments, so the routed result is CuPy's.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ Router = Callable[[Any], AbstractContextManager[Any]]
 def _routers(backend: str) -> list[Router]:
     """The routers of one backend, imported only when a recording routes (CuPy's only with CuPy)."""
     if backend == "cupy":
-        from .cupy_cublas import routed_gemms
+        from .cupy_libraries import routed_cupy_libraries
 
-        return [routed_gemms]
+        return [routed_cupy_libraries]
     return []  # the host reference runs NumPy, which needs no route: its guard lets the routed calls through
 
 

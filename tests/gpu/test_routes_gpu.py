@@ -59,7 +59,8 @@ def check_unchanged(fn, make_args, *, calls=4, rows=16, seed=0):
     stats = graphed.stats()
     assert stats.fallbacks == 0, stats.to_dict()["last_detail_by_reason"]
     assert replays == calls - 1 and stats.routed_calls, stats.to_dict()
-    assert all(call.startswith("cuBLAS (at ") and "test_routes_gpu.py" in call for call in stats.routed_calls)
+    assert all(call.startswith(("cuBLAS (at ", "cuSOLVER (at ")) and "test_routes_gpu.py" in call
+               for call in stats.routed_calls), stats.routed_calls
     return graphed
 
 
@@ -157,3 +158,43 @@ def test_other_threads_keep_cupys_own_products_while_a_capture_routes():
         stop.set()
         thread.join()
     assert not errors, errors[:3]
+
+
+def well_conditioned(rng, shape, dtype):
+    """Random matrices with a heavy diagonal: solvable, far from singular."""
+    a = rand(rng, shape, dtype)
+    return a + shape[-1] * cupy.eye(shape[-1], dtype=dtype)
+
+
+def spd(rng, k, dtype):
+    a = rand(rng, (k, k), dtype)
+    return a @ a.conj().T + k * cupy.eye(k, dtype=dtype)
+
+
+SOLVER_DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+
+
+@pytest.mark.parametrize("dtype", SOLVER_DTYPES)
+@pytest.mark.parametrize("name, fn, make", [
+    ("solve (getrf + getrs)", lambda x, a: cupy.linalg.solve(a, x.T).T,
+     lambda rng, n, dt: (rand(rng, (n, 24), dt), well_conditioned(rng, (24, 24), dt))),
+    ("solve of stacked matrices (cuBLAS getrfBatched + getrsBatched)",
+     lambda a: cupy.linalg.solve(a, a.sum(axis=2, keepdims=True)),
+     lambda rng, n, dt: (well_conditioned(rng, (n, 8, 8), dt),)),
+    ("inv", lambda x, a: x @ cupy.linalg.inv(a),
+     lambda rng, n, dt: (rand(rng, (n, 24), dt), well_conditioned(rng, (24, 24), dt))),
+    ("inv of stacked matrices (getrfBatched + getriBatched)", lambda a: cupy.linalg.inv(a),
+     lambda rng, n, dt: (well_conditioned(rng, (n, 8, 8), dt),)),
+    ("cholesky (potrf)", lambda x, s: x @ cupy.linalg.cholesky(s),
+     lambda rng, n, dt: (rand(rng, (n, 24), dt), spd(rng, 24, dt))),
+    ("qr (geqrf + orgqr / ungqr)", lambda x, a: x @ cupy.linalg.qr(a)[0],
+     lambda rng, n, dt: (rand(rng, (n, 24), dt), rand(rng, (24, 24), dt))),
+    ("det of stacked matrices (getrfBatched)", lambda a: cupy.linalg.det(a),
+     lambda rng, n, dt: (well_conditioned(rng, (n, 8, 8), dt),)),
+    ("slogdet of a large matrix (cuSOLVER getrf)", lambda x, a: x * cupy.linalg.slogdet(a)[1],
+     lambda rng, n, dt: (rand(rng, (n, 4), dt), well_conditioned(rng, (300, 300), dt))),
+])
+def test_cupy_linalg_as_users_write_it_replays_as_cupy_computes_it(name, fn, make, dtype):
+    """CuPy's own cupy.linalg code runs; only its cuSOLVER/cuBLAS calls go to cupygraph's handles: the same
+    routines on the same operands, so every replay equals eager CuPy bit for bit."""
+    check_unchanged(fn, lambda rng, n: make(rng, n, dtype))

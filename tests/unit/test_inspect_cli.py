@@ -96,6 +96,7 @@ EXAMPLE_ARGS = {  # small runs of each shipped example, on the host backend wher
     "distributed_heat.py": ["--n", "16", "--steps", "2", "--calls", "2", "--backend", "host"],
     "distributed_cg.py": ["--n", "16", "--per-call", "4", "--backend", "host"],
     "dask_cuda_pipeline.py": ["--tasks", "2"],
+    "unchanged_cupy.py": ["--calls", "6", "--max-batch", "8"],
 }
 # Examples that need an optional package (skipped without it).
 EXAMPLE_NEEDS = {"distributed_heat.py": "mpi4py", "distributed_cg.py": "mpi4py", "dask_cuda_pipeline.py": "dask_cuda"}

@@ -1,7 +1,7 @@
 """CuPy code as users write it (issue 29) on the host reference: what the GPU routes, the host lets through.
 
 The GPU routes CuPy's products (``x @ w``, ``dot``, ``tensordot``, ``einsum``, ...) to cupygraph's cuBLAS
-handles while a function is recorded (``routes/cupy_cublas.py``); the host reference captures the same
+handles while a function is recorded (``routes/cupy_libraries.py``); the host reference captures the same
 NumPy code, notes the same routed calls, and still refuses what the GPU refuses (``polyfit`` solves with
 cuSOLVER). The switch is the config's ``route_library_calls`` and ``CUPYGRAPH_ROUTE_LIBRARY_CALLS``.
 """

@@ -183,10 +183,11 @@ class CupyRecording(Recording):
     # -- the rest ---------------------------------------------------------------------------------
 
     def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
-               counts: Any, name: str, constants: Sequence[tuple[int, Any]] = ()) -> Any:
+               counts: Any, name: str, constants: Sequence[tuple[int, Any]] = (), executables: int = 1) -> Any:
         if self.bindings is None or self._binder_class is None:
             return None
-        return self._binder_class(self.bindings, static, labels, leaves, bind_outputs, counts, name, constants, self)
+        return self._binder_class(self.bindings, static, labels, leaves, bind_outputs, counts, name, constants, self,
+                                  executables)
 
     @property
     def graph(self) -> Any:

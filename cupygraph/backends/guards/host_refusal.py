@@ -107,7 +107,7 @@ def _functions(*names: str) -> frozenset[Any]:
 
 _CUBLAS = _functions("dot", "vdot", "inner", "tensordot", "einsum", "cov", "corrcoef", "polyfit")
 _ROUTED_PRODUCTS = frozenset({"matmul", "dot", "vdot", "inner", "tensordot", "einsum", "cov", "corrcoef"})
-"""The products whose CuPy twins reach cuBLAS only through the calls ``routes/cupy_cublas.py`` routes
+"""The products whose CuPy twins reach cuBLAS only through the calls ``routes/cupy_libraries.py`` routes
 (``polyfit`` solves a least-squares problem: cuSOLVER)."""
 
 

@@ -97,7 +97,7 @@ class HostRecording(Recording):
             return self._fn(*[guarded(a) for a in self._args], **self._kwargs)
 
     def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
-               counts: Any, name: str, constants: Sequence[tuple[int, Any]] = ()) -> HostBinder:
+               counts: Any, name: str, constants: Sequence[tuple[int, Any]] = (), executables: int = 1) -> HostBinder:
         # A scalar output is no array the caller could be handed: never bound.
         leaves_bound = [None if i in self.scalar_outputs else leaf for i, leaf in enumerate(self._leaves)]
         facts = host_facts(self._args, leaves_bound, self._piecewise)

@@ -152,9 +152,10 @@ class HostBinder:
             self._rebinds[label] += 1
         return copied, [np.empty(leaf.shape, leaf.dtype) for leaf in self._leaves]
 
-    def tally(self) -> tuple[Counter[str], Counter[str]]:
-        """Binds and copies so far per argument and output label (every label present)."""
-        return Counter(self._rebinds), Counter(self._copies)
+    def tally(self) -> tuple[Counter[str], Counter[str], dict[str, float]]:
+        """Binds and copies so far per argument and output label (every label present); no executables
+        (a host replay re-executes the function: nothing to re-point)."""
+        return Counter(self._rebinds), Counter(self._copies), {}
 
     def reset_tally(self) -> None:
         """Count binds and copies from zero again (the statistics were reset)."""

@@ -3,7 +3,10 @@
 ``node_pointers.find_node_pointers`` found, once per capture, which parameter words of which kernel nodes hold
 each buffer's address. A call gathers the address every slot (argument, output, constant) should
 hold, launches the executable (a bank of the recording, ``cupy/recording.py``) that already holds them
-all, or else rewrites the words and sets the changed nodes on a bank not launched last. Whatever
+all; else, while the graph has fewer than ``executables_per_graph`` banks, instantiates one more for
+these addresses (a caller cycling among a few buffers, a prefetch ring, then re-points nothing once
+each has its bank); else rewrites the words and sets the changed nodes on the least recently used
+bank not launched last. Whatever
 changes what a bank holds bumps the family's generation, so no compiled record made before
 (``fastpath/record.py``) is used again. The caller holds the family lock around ``CupyBinder.bind`` and the
 launch that follows.
@@ -12,6 +15,7 @@ launch that follows.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Optional
@@ -25,8 +29,9 @@ from ..fastpath.record import record_of, references
 from .binding import BufferFacts, CopyReason, argument_label, copy_reason, log_copied, output_label, prepare_counts
 from .node_pointers import ALIGNMENT, CupyBindings, KernelNode
 
-MAX_BANKS = 2
-"""Two cover a caller that holds one result while the next is made; more would only spend memory."""
+MAX_BANKS = 8
+"""The most executables one graph keeps for caller addresses (the compiled record's limit too;
+``executables_per_graph`` chooses up to this many, 8 by default)."""
 
 RECYCLE_BYTES = 1 << 20
 """Outputs up to this size are taken again from the last two calls' outputs once the caller let go of
@@ -79,7 +84,7 @@ class CupyBinder:
 
     def __init__(self, bindings: CupyBindings, static: Sequence[Any], labels: Sequence[str],
                  leaves: Sequence[Any], bind_outputs: bool, counts: Any, name: str,
-                 constants: Sequence[tuple[int, Any]], recording: CupyRecording):
+                 constants: Sequence[tuple[int, Any]], recording: CupyRecording, executables: int = 1):
         self._device = bindings.device_id
         self._set = set_params_function()
         self._name = name
@@ -110,8 +115,15 @@ class CupyBinder:
         """This call's address per slot: inputs, then outputs, then constants (which keep theirs)."""
         self._recording = recording
         recording.banks[0].current = list(self._static_addresses)
-        self._one_bank = False
-        """The driver refused a second executable: this binder keeps one."""
+        self._max_banks = max(1, min(int(executables), MAX_BANKS))
+        """How many banks this graph may have (``executables_per_graph``); lowered to what it has when the
+        driver refuses one more."""
+        self._used = [0] * MAX_BANKS
+        """Per bank, the binder's call clock when it was last launched (least recently used re-pointed first)."""
+        self._clock = 0
+        self._made = 0
+        self._made_seconds = 0.0
+        self._repointed = 0
         self.node_updates = 0
         """Kernel nodes set on an executable so far (tests: a steady caller pattern stops adding any)."""
         self.off_static_buffers = False
@@ -213,9 +225,11 @@ class CupyBinder:
             self.off_static_buffers = True
             active.fresh = False  # launched next: from now on an update must not wait for it
             self.counts.last_bank = active.index
+            self._clock += 1  # (calls the compiled replay serves refresh no bank: LRU among Python's calls)
+            self._used[active.index] = self._clock
         return copied, fresh
 
-    def tally(self) -> tuple[Counter[str], Counter[str]]:
+    def tally(self) -> tuple[Counter[str], Counter[str], dict[str, float]]:
         """Binds and copies so far per argument and output label (every label present): what the
         statistics read. A bound call binds each input it does not copy, and every output."""
         calls = self.counts.bound_calls
@@ -229,7 +243,8 @@ class CupyBinder:
             rebinds[slot.label] += calls
         for slot in self._constants.values():
             rebinds[slot.label] += self._constant_rebinds[slot.label]
-        return rebinds, copies
+        return rebinds, copies, {"made": self._made, "seconds": self._made_seconds,
+                                 "repointed_calls": self._repointed}
 
     def reset_tally(self) -> None:
         """Count binds and copies from zero again (the statistics were reset)."""
@@ -237,6 +252,7 @@ class CupyBinder:
         for slot in self._slots:
             slot.copies = 0
         self._constant_rebinds.clear()
+        self._made, self._made_seconds, self._repointed = 0, 0.0, 0
 
     def record(self, shortcut: Any, entry: Any, lock: Any, family: Any) -> Any:
         """The compiled replay's record of ``shortcut``'s calls (``fastpath.record``): for arguments that may all be
@@ -275,14 +291,19 @@ class CupyBinder:
         target = active
         if not active.fresh:
             last = banks[self.counts.last_bank] if self.counts.last_bank < len(banks) else active
-            if len(banks) < MAX_BANKS and not self._one_bank:
+            if len(banks) < self._max_banks:
+                start = time.perf_counter()
                 made = recording.add_bank(list(self._static_addresses))
                 if made is not None:
                     target = made
+                    self._made += 1
+                    self._made_seconds += time.perf_counter() - start
                 else:
-                    self._one_bank = True  # refused once (logged): never instantiated again per call
-            if target is active:  # with several banks: one not launched last
-                target = next((bank for bank in banks if bank is not last), active)
+                    self._max_banks = len(banks)  # refused once (logged): never instantiated again per call
+            if target is active:  # the least recently launched bank, never the one launched last
+                others = [bank for bank in banks if bank is not last]
+                target = min(others, key=lambda bank: self._used[bank.index]) if others else active
+        self._repointed += 1
         dirty: list[KernelNode] = []
         for slot, address, held in zip(self._slots, want, target.current):
             if slot.written != address:
@@ -302,6 +323,8 @@ class CupyBinder:
 
     def _switch(self, bank: Bank) -> None:
         bank.fresh = False
+        self._clock += 1
+        self._used[bank.index] = self._clock
         recording = self._recording
         if bank is not recording.active:
             recording.use(bank)
