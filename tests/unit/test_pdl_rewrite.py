@@ -224,3 +224,18 @@ def test_kernels_no_registry_knows_are_looked_for_among_the_cupy_objects_and_els
     assert summary.not_converted == {"unplaced": pdl.NOT_FOUND}
     assert {name for _, name, _ in asked} == {"wait_a", "raw_wait", "unplaced"}
     assert all(handle == 7 and reached == ("reached",) for handle, _, reached in asked)
+
+
+def test_a_kernel_built_before_sm90_does_not_wait_and_one_the_driver_cannot_describe_is_not_scanned(fake, monkeypatch):
+    drv = fake({1: [(10, 11), (11, 12)]}, KINDS)
+    versions = {10: 90, 11: 80}  # 12: the driver refuses to say
+
+    def ptx_version(attribute, func):
+        return (OK, versions[func]) if func in versions else (BAD, None)
+
+    monkeypatch.setattr(drv, "cuFuncGetAttribute", ptx_version)
+    summary = apply([step(1)], [])
+    assert summary.converted == 0
+    assert summary.kept == {"consumer_does_not_wait": 1, "consumer_not_scanned": 1}
+    assert "compute_80" in summary.not_converted["wait_b"]
+    assert summary.not_converted["wait_c"].startswith("not scanned")

@@ -157,7 +157,9 @@ class _Rewriter:
     def _kernel(self, func: Any, name: str) -> Node:
         drv = self.drv
         got = ok(drv.cuFuncGetAttribute(drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PTX_VERSION, func))
-        arch = int(got[0]) if got else 0
+        if not got:
+            return Node("kernel", name, reason="not scanned: the driver did not give its PTX version")
+        arch = int(got[0])
         if arch < _MIN_ARCH:  # no griddepcontrol before sm_90: known not to wait, without a scan
             return Node("kernel", name, reason=f"compiled for compute_{arch}, before griddepcontrol (sm_90)",
                         scanned=True)
