@@ -47,7 +47,7 @@ class CUDAGraphStats:
     pdl_edges_converted: int = 0
     """Graph edges made programmatic (PDL) over all captures, so a kernel starts while its producer ends."""
     pdl_edges_kept_by_reason: Counter[str] = dataclasses.field(default_factory=Counter)
-    """Edges left plain, by reason (producer_not_kernel, consumer_does_not_wait, ...)."""
+    """Edges left plain, by reason (producer_not_kernel, consumer_does_not_wait, consumer_not_scanned, ...)."""
     rebinds_by_argument: Counter[str] = dataclasses.field(default_factory=Counter)
     """Replays that bound an argument (``"argument 0"``) or output (``"output 0"``) to the caller's array
     instead of copying it (``input_binding="auto"``)."""

@@ -205,8 +205,9 @@ class CUDAGraphConfig(BaseModel):
     )
 
     pdl: Literal["auto", "off"] = Field("auto", description="Programmatic dependent launch (sm_90+). auto: an edge "
-        "between two kernels becomes programmatic when the consumer, compiled through cupygraph.pdl_kernel/"
-        "pdl_module, executes CUPYGRAPH_PDL_WAIT() before touching memory; other edges stay. off: plain edges.")
+        "between two kernels becomes programmatic when the consumer, built with cupy.RawKernel/RawModule/"
+        "ElementwiseKernel or cupygraph.pdl_kernel/pdl_module, executes griddepcontrol.wait (CUPYGRAPH_PDL_WAIT()) "
+        "before touching memory, as a scan of its PTX shows; other edges stay. off: plain edges.")
     host_uploads: HostUploads = HOST_UPLOADS  # issue 20 (config/uploads.py documents it)
     route_library_calls: bool = Field(
         True, description="While a function is warmed up and captured, run CuPy's calls that CUDA graphs "

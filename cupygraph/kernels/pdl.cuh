@@ -10,10 +10,9 @@
 // cupygraph converts an edge only when it finds, in the kernel's PTX, an unconditional
 // griddepcontrol.wait before any global or generic memory access, branch or call: put the wait
 // at the top of the kernel, before any early return. Both macros are no-ops before sm_90 (and in
-// host code), where kernels keep plain edges. Compile with cupygraph.pdl_kernel /
-// cupygraph.pdl_module (they prepend this file and register the module's PTX for the scan); a
-// module compiled another way with cupygraph.pdl_header() prepended must also be passed to
-// cupygraph.kernels.register_module, or its edges stay plain.
+// host code), where kernels keep plain edges. Include this file in a cupy.RawKernel / RawModule
+// (with -I<its folder>), or compile with cupygraph.pdl_kernel / cupygraph.pdl_module, which
+// prepend it: either way cupygraph finds the module behind a graph's kernel and scans its PTX.
 #ifndef CUPYGRAPH_PDL_CUH
 #define CUPYGRAPH_PDL_CUH
 

@@ -54,8 +54,8 @@ def kernels(device):
     module = cg.pdl_module(SOURCE)
     found = {name: module.get_function(name) for name in ("mix_wait", "mix_wait_late", "mix_trigger_only",
                                                             "mix_plain")}
-    # Waits in its code, but compiled around cupygraph (other options, so another CuPy module):
-    # unknown, so its edges stay plain.
+    # Waits in its code, compiled around cupygraph (plain cupy.RawKernel, other options, so another
+    # CuPy module): found behind the graph's node by its module (issue 30), scanned, converted.
     found["mix_raw"] = cupy.RawKernel(cg.with_pdl(SOURCE), "mix_wait", options=("-DCOMPILED_AROUND_CUPYGRAPH",))
     return found
 
@@ -228,10 +228,12 @@ def test_mixed_opted_in_and_plain_kernels(kernels):
     edges = [e for h in graph_handles(pdl) for e in edges_of(h)]
     converted = [(s, d) for s, d, p in edges if p]
     assert all(d in WAITING for _, d in converted), converted
-    # fill -> wait, trigger_only -> wait, raw -> wait_late, plain -> wait. mix_raw runs mix_wait's
-    # code, but compiled around cupygraph its module is unknown: the edge into it stays plain.
-    assert len(converted) == 4, converted
-    assert pdl.stats().pdl_edges_kept_by_reason == {"consumer_does_not_wait": 5}
+    # fill -> wait, trigger_only -> wait, wait -> raw, raw -> wait_late, plain -> wait. mix_raw runs
+    # mix_wait's code compiled around cupygraph: found through the plain RawKernel, it waits (issue 30).
+    # Kept: the fill -> fill edge (CuPy's ElementwiseKernel, scanned), wait -> plain, plain ->
+    # trigger_only, wait_late -> plain.
+    assert len(converted) == 5, converted
+    assert pdl.stats().pdl_edges_kept_by_reason == {"consumer_does_not_wait": 4}
 
 
 def test_debug_log_names_the_kernels_left_plain(kernels, caplog):

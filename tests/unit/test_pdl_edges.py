@@ -11,8 +11,9 @@ import pytest
 import cupygraph as cg
 from cupygraph.backends.pdl.edges import MAX_NAMED, Edge, GraphDescription, Node, PdlSummary, choose_edges
 
-WAITS = Node("kernel", "waits", waits=True)
-PLAIN = Node("kernel", "plain", reason="no griddepcontrol.wait (CUPYGRAPH_PDL_WAIT) in the kernel")
+WAITS = Node("kernel", "waits", waits=True, scanned=True)
+PLAIN = Node("kernel", "plain", reason="no griddepcontrol.wait (CUPYGRAPH_PDL_WAIT) in the kernel", scanned=True)
+UNREAD = Node("kernel", "unread", reason="not scanned: no live cupy.RawKernel ... loaded its module")
 
 
 def graph(nodes: dict, *edges: tuple) -> GraphDescription:
@@ -35,6 +36,20 @@ def test_an_edge_into_a_kernel_that_does_not_wait_stays_and_names_the_kernel():
     assert converted(choice) == {("b", "c")}
     assert choice.kept == {"consumer_does_not_wait": 1}
     assert choice.not_converted == {"plain": PLAIN.reason}
+
+
+def test_an_edge_into_a_kernel_that_was_not_scanned_stays_and_says_so_not_that_it_does_not_wait():
+    choice = choose_edges(graph({"a": WAITS, "u": UNREAD, "p": PLAIN, "b": WAITS},
+                                ("a", "u"), ("u", "p"), ("p", "b")))
+    assert converted(choice) == {("p", "b")}
+    assert choice.kept == {"consumer_not_scanned": 1, "consumer_does_not_wait": 1}
+    assert choice.not_converted == {"unread": UNREAD.reason, "plain": PLAIN.reason}
+
+
+def test_a_kernel_node_is_not_scanned_unless_a_scan_said_so():
+    assert Node("kernel").scanned is False
+    choice = choose_edges(graph({"a": WAITS, "k": Node("kernel", "k")}, ("a", "k")))
+    assert choice.convert == () and choice.kept == {"consumer_not_scanned": 1}
 
 
 def test_diamonds_convert_every_kernel_to_kernel_edge():
@@ -72,20 +87,22 @@ def test_edges_that_are_already_special_are_left_alone():
 
 
 def test_a_library_kernel_keeps_its_edges_both_ways():
-    library = Node("kernel", "cutlass_gemm", reason="a library kernel (CUkernel), not compiled through cupygraph")
+    library = Node("kernel", "cutlass_gemm", reason="not scanned: a library kernel (CUkernel)")
     choice = choose_edges(graph({"a": WAITS, "lib": library, "b": WAITS}, ("a", "lib"), ("lib", "b")))
     # The edge out of the library kernel may convert: the consumer waits for it to finish.
     assert converted(choice) == {("lib", "b")}
     assert choice.not_converted == {"cutlass_gemm": library.reason}
+    assert choice.kept == {"consumer_not_scanned": 1}
 
 
 def test_the_summary_adds_choices_and_names_a_bounded_number_of_kernels():
     summary = PdlSummary()
     for i in range(3 * MAX_NAMED):
-        summary.add(choose_edges(graph({"a": WAITS, f"k{i}": Node("kernel", f"k{i}", reason="r")}, ("a", f"k{i}"))))
+        node = Node("kernel", f"k{i}", reason="r", scanned=i % 2 == 0)
+        summary.add(choose_edges(graph({"a": WAITS, f"k{i}": node}, ("a", f"k{i}"))))
     summary.add(choose_edges(graph({"a": WAITS, "b": WAITS}, ("a", "b"))))
     assert summary.converted == 1
-    assert summary.kept == {"consumer_does_not_wait": 3 * MAX_NAMED}
+    assert summary.kept == {"consumer_does_not_wait": 3 * MAX_NAMED // 2, "consumer_not_scanned": 3 * MAX_NAMED // 2}
     assert summary.kept_total == 3 * MAX_NAMED
     assert len(summary.not_converted) == MAX_NAMED
 

@@ -195,3 +195,47 @@ def test_eager_steps_are_left_alone(fake):
     steps = [eager]
     summary = apply(steps, [])
     assert steps == [eager] and summary.converted == 0
+
+
+def test_kernels_no_registry_knows_are_looked_for_among_the_cupy_objects_and_else_not_scanned(fake, monkeypatch):
+    """Issue 30: a kernel built with plain cupy.RawKernel/RawModule is placed by the finder (given what
+    the captured function reaches); one it cannot place is counted as not scanned, not as not waiting."""
+    drv = fake({1: [(10, 11), (11, 20), (20, 21)]}, {**KINDS, 11: "raw_wait", 20: "unplaced"})
+    monkeypatch.setattr(pdl, "known_module", lambda handle, device: None)
+    asked: list = []
+
+    class Finder:
+        def __init__(self, device, reachable):
+            self.reachable = reachable
+
+        def find(self, handle, name):
+            asked.append((handle, name, tuple(self.reachable())))
+            return Known() if name in ("raw_wait", "wait_a") else None
+
+    monkeypatch.setattr(pdl, "KernelFinder", Finder)
+    WAITS.add("raw_wait")
+    try:
+        graphs = RecordingGraphs([step(1)], [], needed=True)
+        summary, _ = pdl.apply_pdl([step(1)], graphs.tops, graphs.bodies, "auto", 0, "f", lambda: ["reached"])
+    finally:
+        WAITS.discard("raw_wait")
+    assert programmatic(drv, 1) == [(10, 11), (20, 21)]
+    assert summary.kept == {"consumer_not_scanned": 1}
+    assert summary.not_converted == {"unplaced": pdl.NOT_FOUND}
+    assert {name for _, name, _ in asked} == {"wait_a", "raw_wait", "unplaced"}
+    assert all(handle == 7 and reached == ("reached",) for handle, _, reached in asked)
+
+
+def test_a_kernel_built_before_sm90_does_not_wait_and_one_the_driver_cannot_describe_is_not_scanned(fake, monkeypatch):
+    drv = fake({1: [(10, 11), (11, 12)]}, KINDS)
+    versions = {10: 90, 11: 80}  # 12: the driver refuses to say
+
+    def ptx_version(attribute, func):
+        return (OK, versions[func]) if func in versions else (BAD, None)
+
+    monkeypatch.setattr(drv, "cuFuncGetAttribute", ptx_version)
+    summary = apply([step(1)], [])
+    assert summary.converted == 0
+    assert summary.kept == {"consumer_does_not_wait": 1, "consumer_not_scanned": 1}
+    assert "compute_80" in summary.not_converted["wait_b"]
+    assert summary.not_converted["wait_c"].startswith("not scanned")

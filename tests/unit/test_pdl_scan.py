@@ -10,8 +10,8 @@ import pytest
 from extras import needs_nvrtc
 
 from cupygraph import with_pdl
-from cupygraph.backends.pdl.modules import compile_ptx
-from cupygraph.backends.pdl.ptx_scan import entry_verdicts
+from cupygraph.backends.pdl.modules import compile_ptx, cupy_compile_options
+from cupygraph.backends.pdl.ptx_scan import entry_verdicts, may_wait
 from cupygraph.kernels import SOURCES, kernel_source
 
 needs_nvrtc("the PTX scan's compile of the PDL header")
@@ -105,3 +105,34 @@ def test_a_module_that_does_not_compile_gives_the_compiler_log():
 ])
 def test_the_scan_on_handwritten_ptx(ptx: str, waits: bool):
     assert entry_verdicts(ptx)["k"].waits is waits
+
+
+@pytest.mark.parametrize("source, options, could", [
+    ('extern "C" __global__ void k(float* y) { y[0] = 1.0f; }', (), False),
+    ('__global__ void k() { asm volatile("griddepcontrol.wait;"); }', (), True),
+    ('__global__ void k() { asm volatile("grid" "depcontrol.wait;"); }', (), True),  # split literals
+    ('__global__ void k() { __asm__("nop;"); }', (), True),
+    ('__global__ void k() { cudaGridDependencySynchronize(); }', (), True),
+    ('__global__ void k() { __nvvm_griddepcontrol_wait(); }', (), True),
+    ('#include "pdl.cuh"\n__global__ void k() { CUPYGRAPH_PDL_WAIT(); }', (), True),
+    ('# include <waits.h>\n__global__ void k() {}', (), True),
+    ('__global__ void k() { WAIT; }', ('-DWAIT=asm volatile("griddepcontrol.wait;")',), True),
+    ('__global__ void k() {}', ("-include", "waits.h"), True),
+    ('__global__ void k() {}', ("--pre-include=waits.h",), True),
+    ('__global__ void k() {}', ("-I/usr/include", "--std=c++17", "-DN=4"), False),
+])
+def test_only_a_source_that_cannot_reach_the_wait_is_said_not_to_wait_without_a_compile(source, options, could):
+    assert may_wait(source, options) is could
+
+
+def test_the_scan_compiles_with_the_flags_cupy_adds_and_still_finds_the_wait():
+    options = cupy_compile_options(("--std=c++17",))
+    assert "--std=c++17" in options
+    assert {"-ftz=true", "--device-as-default-execution-space"} <= set(options)
+    assert entry_verdicts(compile_ptx(with_pdl(KERNELS), options, 90))["top"].waits
+
+
+def test_a_scanned_verdict_and_an_unreadable_body():
+    assert entry_verdicts(".entry k(\n.param .u64 p)\n{\ngriddepcontrol.wait;\nret;\n}")["k"].scanned
+    unreadable = entry_verdicts(".entry k(\n.param .u64 p)\n{\ngriddepcontrol.wait;\n")["k"]
+    assert not unreadable.waits and not unreadable.scanned

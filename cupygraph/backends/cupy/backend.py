@@ -23,7 +23,9 @@ from ..graph_breaks import recording_breaks
 from ..guards.cupy_audit import audit_capture, audit_enabled
 from ..guards.cupy_legacy_random import legacy_random_refused
 from ..guards.cupy_uploads import intercepted_uploads
+from ..guards.foreign import find_arrays
 from ..holding import collecting_held
+from ..pdl.discovery import is_kernel_object
 from ..pdl.rewrite import apply_pdl
 from ..zerocopy.binder import CupyBinder
 from ..zerocopy.node_pointers import find_node_pointers_safely, make_extent_recorder
@@ -198,8 +200,10 @@ class CupyBackend(Backend):
                 # close): PDL's executables are owned by no one until the recording is made below.
                 # The graphs are read once; PDL, zero-copy and the audit all use this reading.
                 snapshots = RecordingGraphs(steps, bodies, needed=pdl == "auto" or bind or audit_enabled())
-                pdl_summary, replaced = apply_pdl(steps, snapshots.tops, snapshots.bodies, pdl, self.device_id,
-                                                  getattr(fn, "__name__", "graph"))
+                pdl_summary, replaced = apply_pdl(
+                    steps, snapshots.tops, snapshots.bodies, pdl, self.device_id, getattr(fn, "__name__", "graph"),
+                    # the RawKernels/RawModules the function reaches: where PDL looks first for a kernel's source
+                    lambda: [found.array for found in find_arrays(fn, is_kernel_object, args=args)])
                 bindings = find_node_pointers_safely(steps, snapshots.tops, args, flatten(outputs, self.is_array)[0],
                                                      extents, held, self.device_id) if bind else None
                 if self._last_stream is None or self._last_stream.ptr != caller.ptr:

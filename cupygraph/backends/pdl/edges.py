@@ -3,9 +3,10 @@
 Pure Python, so it is tested on the CPU; ``rewrite.py`` describes real CUDA graphs with cuda-bindings
 and applies the choice. The rule: an edge becomes programmatic only when it is a plain edge from a
 kernel node to a kernel node whose kernel waits (``griddepcontrol.wait`` before touching memory,
-found in its PTX). Every other edge stays: memcpy, memset, library kernels, kernels that do not
-wait, child graphs, conditional nodes (their bodies are separate graphs, described on their own,
-so an edge never crosses a body's boundary). The host backend records no graph and no edges.
+found in its PTX). Every other edge stays: memcpy, memset, kernels found not to wait, kernels whose
+code could not be scanned (library kernels, CuPy's ufuncs), child graphs, conditional nodes (their
+bodies are separate graphs, described on their own, so an edge never crosses a body's boundary).
+The host backend records no graph and no edges.
 
 Why this is safe: the consumer cannot read or write memory before its predecessors have finished
 and their writes are visible; a producer that also waits finished after its own predecessors, so
@@ -30,6 +31,9 @@ class KeptReason(str, enum.Enum):
     FROM_NON_KERNEL = "producer_not_kernel"
     TO_NON_KERNEL = "consumer_not_kernel"
     CONSUMER_DOES_NOT_WAIT = "consumer_does_not_wait"
+    """The consumer's code was scanned and does not wait (or was built before sm_90)."""
+    CONSUMER_NOT_SCANNED = "consumer_not_scanned"
+    """The consumer's code could not be read: whether it waits is unknown, so it counts as not waiting."""
     NOT_PLAIN = "edge_not_plain"
     SHARED_CONSUMER = "consumer_has_other_dependencies"
 
@@ -39,13 +43,15 @@ class Node:
     """One node of a recorded graph. ``kind``: kernel, memcpy, memset, conditional, graph, empty, ...
 
     For a kernel, ``waits`` says whether its code waits for its predecessors before touching
-    memory, and ``reason`` why not.
+    memory, and ``reason`` why not; ``scanned`` whether its code was read at all (a kernel that was
+    not is never taken to wait).
     """
 
     kind: str
     name: str = ""
     waits: bool = False
     reason: str = ""
+    scanned: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +75,8 @@ class EdgeChoice:
     kept: Mapping[str, int]
     """Edges left plain, by ``KeptReason`` value."""
     not_converted: Mapping[str, str]
-    """Kernels that consume a kernel's output but do not wait: name -> why (at most MAX_NAMED)."""
+    """Kernels that consume a kernel's output but do not wait or were not scanned: name -> why (at most
+    MAX_NAMED)."""
 
 
 def choose_edges(graph: GraphDescription, *, sole_dependency_only: bool = False) -> EdgeChoice:
@@ -91,7 +98,8 @@ def choose_edges(graph: GraphDescription, *, sole_dependency_only: bool = False)
         elif not edge.plain:
             kept[KeptReason.NOT_PLAIN.value] += 1
         elif not dst.waits:
-            kept[KeptReason.CONSUMER_DOES_NOT_WAIT.value] += 1
+            why = KeptReason.CONSUMER_DOES_NOT_WAIT if dst.scanned else KeptReason.CONSUMER_NOT_SCANNED
+            kept[why.value] += 1
             if len(not_converted) < MAX_NAMED:
                 not_converted.setdefault(dst.name or "<unnamed kernel>", dst.reason or "it does not wait")
         elif sole_dependency_only and incoming[edge.dst] > 1:

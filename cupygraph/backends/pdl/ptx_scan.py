@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-__all__ = ["WaitVerdict", "entry_verdicts"]
+__all__ = ["WaitVerdict", "entry_verdicts", "may_wait"]
 
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$]*)\s*\(")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -32,6 +32,10 @@ _HARMLESS = frozenset("""
     redux elect griddepcontrol isspacep getctarank mapa
 """.split())
 _SAFE_SPACES = (".param", ".shared", ".local", ".const")
+# Text without which a source cannot reach griddepcontrol.wait: the instruction (inline PTX, even
+# split over string literals), an NVVM builtin, CUDA's cudaGridDependencySynchronize, or a header.
+_WAIT_SPELLINGS = re.compile(r"griddep|depcontrol|dependency|\basm\b|__asm|nvvm|#\s*include", re.I)
+_INCLUDE_OPTION = re.compile(r"^--?(pre-)?include", re.I)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,9 +44,23 @@ class WaitVerdict:
 
     waits: bool
     reason: str = ""
+    scanned: bool = True
+    """False when the kernel's code could not be read (not compiled, no such entry): its edges stay
+    plain, and the statistics say ``consumer_not_scanned``, not that it does not wait."""
 
 
 _NO_WAIT = WaitVerdict(False, "no griddepcontrol.wait (CUPYGRAPH_PDL_WAIT) in the kernel")
+
+
+def may_wait(source: str, options: tuple[str, ...] = ()) -> bool:
+    """Whether ``source`` compiled with ``options`` could contain ``griddepcontrol.wait`` at all.
+
+    False only when neither has inline assembly, an NVVM builtin, CUDA's function for the wait or an
+    include (a header, a ``-include`` option or a ``-D`` macro could bring one): such a kernel does
+    not wait, and needs no compile to say so. Only ever a reason to keep an edge plain.
+    """
+    return bool(_WAIT_SPELLINGS.search(source)) or any(
+        _WAIT_SPELLINGS.search(option) or _INCLUDE_OPTION.match(option) for option in options)
 
 
 def entry_verdicts(ptx: str) -> dict[str, WaitVerdict]:
@@ -51,7 +69,8 @@ def entry_verdicts(ptx: str) -> dict[str, WaitVerdict]:
     verdicts: dict[str, WaitVerdict] = {}
     for match in _ENTRY.finditer(text):
         body = _body(text, match.end())
-        verdicts[match.group(1)] = _verdict(body) if body is not None else WaitVerdict(False, "unreadable PTX body")
+        verdicts[match.group(1)] = (_verdict(body) if body is not None
+                                    else WaitVerdict(False, "unreadable PTX body", scanned=False))
     return verdicts
 
 

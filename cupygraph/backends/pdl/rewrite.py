@@ -16,13 +16,14 @@ recording keeps CuPy's executable with plain edges, and the reason is logged (de
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Optional
 
 from ...logs import logger
 from ..driver import bindings, ok
 from ..driver.snapshot import GraphSnapshot
 from ..driver.snapshot import Node as SnapshotNode
+from .discovery import NOT_FOUND, KernelFinder
 from .edges import Edge, EdgeChoice, GraphDescription, Node, PdlSummary, choose_edges
 from .modules import known_module
 
@@ -32,11 +33,17 @@ __all__ = ["apply_pdl"]
 _MIN_ARCH = 90  # griddepcontrol needs sm_90 (Hopper)
 
 
+def _nothing() -> tuple[Any, ...]:
+    return ()
+
 
 def apply_pdl(steps: list[Any], tops: dict[int, GraphSnapshot], bodies: Sequence[GraphSnapshot], setting: str,
-              device_id: int, label: str) -> tuple[PdlSummary, dict[int, int]]:
+              device_id: int, label: str, reachable: Callable[[], Iterable[Any]] = _nothing,
+              ) -> tuple[PdlSummary, dict[int, int]]:
     """Make the kernel->kernel edges of ``steps``' graphs (and their conditional ``bodies``) programmatic
-    where safe. ``tops``: the capture's snapshot of each graph step, by graph handle.
+    where safe. ``tops``: the capture's snapshot of each graph step, by graph handle. ``reachable``:
+    the CuPy kernel objects the captured function reaches, asked only when a kernel's module is not
+    known yet (``discovery``).
 
     ``steps`` holds CuPy ``Graph`` objects (and eager steps, left alone). Returns what was done, and
     the new executable of each graph piece (by its index among the pieces) whose edges were rewritten:
@@ -59,7 +66,7 @@ def apply_pdl(steps: list[Any], tops: dict[int, GraphSnapshot], bodies: Sequence
         if _compute_capability(device_id) < _MIN_ARCH:
             summary.off_reason = "the GPU has no programmatic dependent launch (needs sm_90 or newer)"
         else:
-            replaced = _Rewriter(drv, device_id, summary).run(graphs, tops, bodies)
+            replaced = _Rewriter(drv, device_id, summary, KernelFinder(device_id, reachable)).run(graphs, tops, bodies)
     except Exception as err:  # never cost the capture: keep CuPy's executables
         summary = PdlSummary(off_reason=f"rewrite failed ({type(err).__name__}: {err})")
     _log(label, summary)
@@ -85,8 +92,8 @@ def _log(label: str, summary: PdlSummary) -> None:
 
 
 class _Rewriter:
-    def __init__(self, drv: Any, device_id: int, summary: PdlSummary):
-        self.drv, self.device_id, self.summary = drv, device_id, summary
+    def __init__(self, drv: Any, device_id: int, summary: PdlSummary, finder: KernelFinder):
+        self.drv, self.device_id, self.summary, self.finder = drv, device_id, summary, finder
         self._verdicts: dict[int, Node] = {}
         self._handles: dict[Hashable, Any] = {}
 
@@ -139,9 +146,10 @@ class _Rewriter:
             return Node(node.kind)
         kernel = node.kernel
         if kernel is None:
-            return Node("kernel", reason="its launch parameters could not be read")
+            return Node("kernel", reason="not scanned: its launch parameters could not be read")
         if not kernel.func:
-            return Node("kernel", reason="a library kernel (CUkernel), not compiled through cupygraph")
+            return Node("kernel", kernel.name, reason="not scanned: a library kernel (CUkernel), whose code "
+                                                      "cupygraph cannot read")
         if kernel.func not in self._verdicts:
             self._verdicts[kernel.func] = self._kernel(kernel.params.func, kernel.name)
         return self._verdicts[kernel.func]
@@ -149,16 +157,21 @@ class _Rewriter:
     def _kernel(self, func: Any, name: str) -> Node:
         drv = self.drv
         got = ok(drv.cuFuncGetAttribute(drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PTX_VERSION, func))
-        arch = int(got[0]) if got else 0
-        if arch < _MIN_ARCH:
-            return Node("kernel", name, reason=f"compiled for compute_{arch}, before griddepcontrol (sm_90)")
+        if not got:
+            return Node("kernel", name, reason="not scanned: the driver did not give its PTX version")
+        arch = int(got[0])
+        if arch < _MIN_ARCH:  # no griddepcontrol before sm_90: known not to wait, without a scan
+            return Node("kernel", name, reason=f"compiled for compute_{arch}, before griddepcontrol (sm_90)",
+                        scanned=True)
         got = ok(drv.cuFuncGetModule(func))
-        known = known_module(int(got[0]), self.device_id) if got else None
+        if not got:
+            return Node("kernel", name, reason="not scanned: the driver did not name its module")
+        handle = int(got[0])
+        known = known_module(handle, self.device_id) or self.finder.find(handle, name)
         if known is None:
-            return Node("kernel", name, reason="not compiled through cupygraph.pdl_kernel/pdl_module, so its "
-                                               "code cannot be checked")
+            return Node("kernel", name, reason=NOT_FOUND)
         verdict = known.verdict(name, arch)
-        return Node("kernel", name, waits=verdict.waits, reason=verdict.reason)
+        return Node("kernel", name, waits=verdict.waits, reason=verdict.reason, scanned=verdict.scanned)
 
     # -- rewriting ---------------------------------------------------------------------------------
 
