@@ -8,7 +8,8 @@ under ``site-packages/cupy/``, and a checkout's may live anywhere, so each form 
 A user's project that merely sits in a folder called ``cupygraph`` is not a library frame.
 
 ``call_site_*`` also say which library function the user's line called (the outermost library
-frame below it, e.g. ``cupy.linalg._solve.solve``), so a reason can name a capturable replacement.
+frame below it, e.g. ``cupy.linalg._solve.solve``, past the wrapper and router of a routed call), so a
+reason can name a capturable replacement.
 """
 
 from __future__ import annotations
@@ -98,6 +99,17 @@ class CallSite(NamedTuple):
         return format_location(self.filename, self.lineno)
 
 
+_PASSED_THROUGH = ("cupygraph.backends.guards.uploads", "cupygraph.routes")
+"""Modules whose frames stand between a user's line and the library function it called while a
+recording routes library calls (an interception's wrapper, a router that calls the library's own
+function): never named as the function called."""
+
+
+def _passed_through(frame: FrameType) -> bool:
+    module = frame.f_globals.get("__name__")
+    return isinstance(module, str) and any(module == m or module.startswith(m + ".") for m in _PASSED_THROUGH)
+
+
 def _qualified(frame: FrameType) -> str:
     module = frame.f_globals.get("__name__")
     name = frame.f_code.co_name
@@ -110,7 +122,7 @@ def call_site_in_traceback(err: BaseException) -> Optional[CallSite]:
     for frame, lineno in traceback.walk_tb(err.__traceback__):
         if not is_library_frame(frame):
             site = CallSite(frame.f_code.co_filename, lineno, "")
-        elif site is not None and not site.called:
+        elif site is not None and not site.called and not _passed_through(frame):
             site = site._replace(called=_qualified(frame))
     return site
 
@@ -121,7 +133,8 @@ def call_site_in_stack(frame: Optional[FrameType]) -> Optional[CallSite]:
     while frame is not None:
         if not is_library_frame(frame):
             return CallSite(frame.f_code.co_filename, frame.f_lineno, called)
-        called = _qualified(frame)
+        if not _passed_through(frame):
+            called = _qualified(frame)
         frame = frame.f_back
     return None
 

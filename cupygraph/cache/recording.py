@@ -88,7 +88,8 @@ def record(
             # draws are its own eager run's and its replays' (cache/first_call.py). CuPy's library calls
             # the graph could not hold run through cupygraph's capture-safe ones (routes/).
             with upload_policy(config.host_uploads, warmups), draws_given_back(), \
-                    routed_library_calls(request.fn, backend.name, routes_library_calls(config)) as routed:
+                    routed_library_calls(request.fn, backend.name, routes_library_calls(config),
+                                         key.mode is CUDAGraphMode.PIECEWISE) as routed:
                 staging.recording = backend.capture(
                     request.fn, staging.call_args, dict(request.kwargs),
                     num_warmups=warmups,

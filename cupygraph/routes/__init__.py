@@ -14,10 +14,20 @@ names for the replaced functions are replaced too, as ``from cupy import matmul`
   ``cov``, ...) reach cuBLAS through a handful of ``cupy_backends`` functions; those run on
   cupygraph's per-thread handle and workspace (``linalg/_cublas_handles.py``) with CuPy's own
   arguments, so the routed product is CuPy's product.
+* ``cupy_linalg``: ``cupy.linalg``'s ``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``, ``eigvalsh``,
+  ``svd``, ``det``, ``slogdet``, ``norm`` (ord 2, -2, 'nuc'), ``lstsq`` and ``pinv``, and cupyx's CSR
+  products with a dense array, run cupygraph.linalg's cuSOLVER / cuSPARSE routines
+  (``cupy_linalg_calls``) where ``linalg/routable.py`` (the rule) has a faithful route for the arguments.
+* ``numpy_linalg`` (the host reference): the same ``numpy.linalg`` calls and SciPy CSR products by the
+  same rule, computed by NumPy / SciPy, with NaN for a failed matrix as the GPU's routes give.
+
+Graph-break ops of a PIECEWISE recording run eagerly, at every replay too, so nothing is routed in them
+(``backends/routing.graph_break_op``).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
@@ -33,16 +43,23 @@ def _routers(backend: str) -> list[Router]:
     """The routers of one backend, imported only when a recording routes (CuPy's only with CuPy)."""
     if backend == "cupy":
         from .cupy_cublas import routed_gemms
+        from .cupy_linalg import routed_linalg
 
-        return [routed_gemms]
-    return []  # the host reference runs NumPy, which needs no route: its guard lets the routed calls through
+        return [routed_gemms, routed_linalg]
+    if backend == "host":  # its guard lets the routed products through (NumPy computes them); linalg is
+        from .numpy_linalg import routed_numpy_linalg  # routed to give NaN for a failure, as the GPU's routes
+
+        return [routed_numpy_linalg]
+    return []
 
 
 @contextmanager
-def routed_library_calls(fn: Any, backend: str, enabled: bool) -> Iterator[list[str]]:
-    """Route ``fn``'s library calls in this thread meanwhile (``backend``: the recording backend's name);
-    yields the ledger of the calls routed."""
-    with routing_policy(enabled) as routed, ExitStack() as stack:
+def routed_library_calls(fn: Any, backend: str, enabled: bool, piecewise: bool = False) -> Iterator[list[str]]:
+    """Route ``fn``'s library calls in this thread meanwhile (``backend``: the recording backend's name;
+    ``piecewise``: a PIECEWISE recording, whose graph-break ops are not routed); yields the ledger of the
+    calls routed."""
+    reopen = functools.partial(routed_library_calls, fn, backend, enabled, piecewise)  # (a host replay's)
+    with routing_policy(enabled, piecewise, reopen) as routed, ExitStack() as stack:
         if enabled:
             for router in _routers(backend):
                 stack.enter_context(router(fn))

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..backends.guards.uploads import Interception
-from ..backends.routing import note_routed
+from ..backends.routing import note_routed, routing_enabled
 from ..frames import location_in_stack
 from ..linalg.cublas_calls import CUPY_CUBLAS_CALLS, run_as_cupy_would
 
@@ -47,7 +47,9 @@ _interception = Interception(_targets)
 
 
 def _route(name: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if kwargs or not args:  # CuPy passes every argument by position; anything else is not CuPy's call
+    # CuPy passes every argument by position (anything else is not CuPy's call); a graph-break op of a
+    # PIECEWISE recording runs CuPy's own, as at its replays (``backends/routing.graph_break_op``).
+    if kwargs or not args or not routing_enabled():
         return original(*args, **kwargs)
     run_as_cupy_would(name, args)
     # Frames: location_in_stack <- _route <- the replacement <- (CuPy's compiled code) <- the user's line
