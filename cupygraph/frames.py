@@ -23,8 +23,9 @@ import traceback
 from types import CodeType, FrameType
 from typing import Any, NamedTuple, Optional
 
-# fastrlock: CuPy takes its locks there, so it can be the innermost frame of a refused op.
-LIBRARY_PACKAGES = frozenset({"cupy", "cupyx", "cupy_backends", "cupygraph", "fastrlock", "numpy"})
+# fastrlock: CuPy takes its locks there, so it can be the innermost frame of a refused op. scipy: the host
+# reference's twin of cupyx (a refused ``csr @ x`` is refused inside ``scipy.sparse``).
+LIBRARY_PACKAGES = frozenset({"cupy", "cupyx", "cupy_backends", "cupygraph", "fastrlock", "numpy", "scipy"})
 
 
 def _package_dirs() -> list[str]:
@@ -66,12 +67,12 @@ def is_library_frame(frame: FrameType) -> bool:
 
 def called_from_user(depth: int, skip_package: str = "") -> bool:
     """Whether the frame ``depth`` levels above the caller (``sys._getframe(depth)`` there) is the
-    user's code, not cupygraph's or a library's; frames of the top-level package ``skip_package``
-    are passed over first (the interceptions of ``backends/guards/host_uploads.py`` and ``host_escapes.py``
-    ask this of the call they intercepted)."""
+    user's code, not cupygraph's or a library's; frames of the top-level package ``skip_package``, and
+    interception wrappers that passed a call on as it is, are passed over first (the interceptions of
+    ``backends/guards/host_uploads.py`` and ``host_escapes.py`` ask this of the call they intercepted)."""
     frame: Optional[FrameType] = sys._getframe(depth + 1)
-    while skip_package and frame is not None and \
-            str(frame.f_globals.get("__name__", "")).split(".", 1)[0] == skip_package:
+    while frame is not None and (_passed_through(frame) or (
+            skip_package and str(frame.f_globals.get("__name__", "")).split(".", 1)[0] == skip_package)):
         frame = frame.f_back
     return frame is not None and not is_library_frame(frame)
 
@@ -99,15 +100,14 @@ class CallSite(NamedTuple):
         return format_location(self.filename, self.lineno)
 
 
-_PASSED_THROUGH = ("cupygraph.backends.guards.uploads", "cupygraph.routes")
-"""Modules whose frames stand between a user's line and the library function it called while a
-recording routes library calls (an interception's wrapper, a router that calls the library's own
-function): never named as the function called."""
+_PASSED_THROUGH = "cupygraph.backends.guards.uploads"
+"""The module of ``Interception``'s wrappers, whose frames stand between a user's line and the library
+function it called while a recording intercepts it (a router that leaves the call as it is): passed
+over, never named as the function called, never taken for the caller."""
 
 
 def _passed_through(frame: FrameType) -> bool:
-    module = frame.f_globals.get("__name__")
-    return isinstance(module, str) and any(module == m or module.startswith(m + ".") for m in _PASSED_THROUGH)
+    return frame.f_globals.get("__name__") == _PASSED_THROUGH
 
 
 def _qualified(frame: FrameType) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from ..backends.guards.uploads import Interception
+from ..backends.guards.uploads import UNTOUCHED, Interception
 from ..backends.routing import note_routed, routing_enabled
 from ..frames import called_from_user, location_in_stack
 from ..linalg.routable import ROUTED_FUNCTIONS, SPARSE_PRODUCTS, RoutedCall, linalg_call, sparse_call
@@ -77,10 +77,10 @@ def _call(label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional
 def _route(label: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     # Frames: called_from_user <- _route <- the replacement <- the caller
     if not routing_enabled() or not called_from_user(2):
-        return original(*args, **kwargs)
+        return UNTOUCHED
     call = _call(label, args, kwargs)
     if call is None:
-        return original(*args, **kwargs)
+        return UNTOUCHED
     from .cupy_linalg_calls import run
 
     result = run(call)

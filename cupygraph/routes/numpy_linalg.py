@@ -27,9 +27,9 @@ import numpy as np
 
 from ..backends.guards.host_capturable import handed_back, plain_array
 from ..backends.guards.host_refusal import capture_run_active
-from ..backends.guards.uploads import Interception
+from ..backends.guards.uploads import UNTOUCHED, Interception
 from ..backends.routing import note_routed, routing_enabled
-from ..frames import is_library_frame, location_in_stack
+from ..frames import called_from_user, location_in_stack
 from ..linalg.routable import ROUTED_FUNCTIONS, SPARSE_PRODUCTS, RoutedCall, linalg_call, sparse_call
 
 __all__ = ["routed_numpy_linalg"]
@@ -121,19 +121,14 @@ def _numpy_result(original: Callable[..., Any], call: RoutedCall, args: tuple[An
     return _rebuilt(result, [handed_back(np.asarray(v)) for v in _leaves(result)])  # 0-d arrays, as CuPy's
 
 
-def _caller_is_user() -> bool:
-    """Whether the intercepted call came from the user's code: not from NumPy, SciPy (``csr.dot(x)`` calls
-    ``csr @ x``, as cupyx's does, which the GPU does not route again) or cupygraph."""
-    frame = sys._getframe(3)  # this <- _route <- the replacement <- the caller
-    return not is_library_frame(frame) and str(frame.f_globals.get("__name__", "")).split(".", 1)[0] != "scipy"
-
-
 def _route(label: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if not routing_enabled() or not _caller_is_user():
-        return original(*args, **kwargs)
+    # Frames: called_from_user <- _route <- the replacement <- the caller (not NumPy, SciPy, cupygraph:
+    # ``csr.dot(x)`` calls ``csr @ x`` inside SciPy, as cupyx's does, which the GPU does not route again)
+    if not routing_enabled() or not called_from_user(2):
+        return UNTOUCHED
     call = _call(label, args, kwargs)
     if call is None:
-        return original(*args, **kwargs)
+        return UNTOUCHED
     result = _numpy_result(original, call, args, kwargs)
     note_routed(f"{call.library}{location_in_stack(sys._getframe(1))}")  # the GPU's label
     return result
