@@ -10,10 +10,12 @@ function sees its static buffers as ``CaptureArray`` views: NumPy arrays that re
 * data-dependent output shapes: boolean-mask indexing (``x[x > 0]``), ``np.nonzero``, one-argument
   ``np.where``, ``np.unique``, ``np.bincount``, ``np.flatnonzero`` and the like;
 * library calls CuPy cannot capture: ``@`` / ``np.matmul`` / ``np.dot`` / ``np.einsum`` / ...
-  (cuBLAS) and ``np.linalg`` (cuSOLVER), except what the GPU routes to capture-safe
-  implementations (``backends/routing.py``: the products, with ``route_library_calls`` on, noted
-  as routed as the GPU notes them). ``cupygraph.matmul`` / ``cupygraph.linalg`` and
-  ``cupygraph.random`` capture on the GPU, so they run here on plain views (``host_capturable``).
+  (cuBLAS) and ``np.linalg`` (cuSOLVER; not the norms CuPy computes with reduction kernels), except
+  what the GPU routes to capture-safe implementations (``backends/routing.py``, with
+  ``route_library_calls`` on: the products, noted as routed as the GPU notes them; the routed
+  ``np.linalg`` calls never get here: ``routes/numpy_linalg.py`` runs them on plain arrays).
+  ``cupygraph.matmul`` / ``cupygraph.linalg`` and ``cupygraph.random`` capture on the GPU, so they run
+  here on plain views (``host_capturable``).
 
 Every array derived from a ``CaptureArray`` is one too (ufuncs, array functions, views,
 indexing), and results that NumPy would hand back as scalars stay 0-d arrays, as CuPy's do, so

@@ -2,8 +2,9 @@
 
 ``host_guard.py`` makes the static buffers ``CaptureArray`` views whose hooks call in here; ops
 elsewhere (``host_escapes``, the host linalg, control flow, collectives) ask ``capture_run_active``
-and ``refuse`` too. The functions the GPU routes to capture-safe implementations
-(``backends/routing.py``) are let through and noted as routed, with the GPU's label.
+and ``refuse`` too. The products the GPU routes to capture-safe implementations
+(``backends/routing.py``) are let through and noted as routed, with the GPU's label; the routed
+``np.linalg`` calls are run by ``routes/numpy_linalg.py`` before they get here.
 """
 
 from __future__ import annotations
