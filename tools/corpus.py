@@ -34,11 +34,11 @@ INTRO = (
     "`tools/corpus_cases.py` holds about a hundred functions a numeric-pipeline user writes with CuPy and "
     "cupyx. `tools/corpus.py` runs each under `jit` three times on fresh random data and compares every "
     "result with the same function run eagerly, bit for bit (within a stated rtol where a library call is "
-    "routed to another cuSOLVER or cuSPARSE routine than CuPy's: docs/ROUTING.md). A function that falls back gets a reason naming "
-    "its line and, where one exists, the replacement that captures (`cupygraph.matmul`, `cupygraph.linalg.solve`, "
-    "`cupy.where(...)`, `host_uploads=\"auto\"`); the second column lists those whose replacement was run and "
-    "captured. Rerun on a GPU with `python tools/corpus.py --json benchmarks/corpus.json && python "
-    "tools/corpus.py --readme benchmarks/corpus.json`."
+    "routed to another cuSOLVER or cuSPARSE routine than CuPy's: docs/ROUTING.md). A function that falls "
+    "back gets a reason naming its line and, where one exists, the replacement that captures "
+    "(`cupygraph.matmul`, `cupygraph.linalg.solve`, `cupy.where(...)`, `host_uploads=\"auto\"`); the second "
+    "column lists those whose replacement was run and captured. Rerun on a GPU with `python tools/corpus.py "
+    "--json benchmarks/corpus.json && python tools/corpus.py --readme benchmarks/corpus.json`."
 )
 
 

@@ -33,13 +33,9 @@ _SPARSE = "sparse."
 
 
 def _targets() -> list[tuple[Any, str, str]]:
-    try:
-        import cupy
-        from cupyx.scipy import sparse
-    except ImportError:  # a stand-in for CuPy (the test suite's fakes): nothing to route
-        return []
-    linalg = getattr(cupy, "linalg", None)
+    linalg = getattr(sys.modules.get("cupy"), "linalg", None)  # (None: a stand-in for CuPy, the tests' fakes)
     targets = [(linalg, name, name) for name in ROUTED_FUNCTIONS if hasattr(linalg, name)]
+    sparse = sys.modules.get("cupyx.scipy.sparse")  # a CSR matrix exists only where it was imported
     for cls in (getattr(sparse, "csr_matrix", None), getattr(sparse, "csr_array", None)):
         if cls is None:
             continue
@@ -53,10 +49,10 @@ _interception = Interception(_targets)
 
 
 def _errors_raised() -> bool:
-    """Whether CuPy was asked to read cuSOLVER's ``info`` and raise (``cupyx.errstate(linalg="raise")``)."""
-    import cupyx
-
-    return bool(cupyx.geterr().get("linalg") == "raise")
+    """Whether CuPy was asked to read cuSOLVER's ``info`` and raise (``cupyx.errstate(linalg="raise")``;
+    never where cupyx was not imported)."""
+    cupyx = sys.modules.get("cupyx")
+    return cupyx is not None and cupyx.geterr().get("linalg") == "raise"
 
 
 def _call(label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[RoutedCall]:

@@ -283,3 +283,30 @@ def test_csr_products_without_a_route_are_still_refused(case):
     assert graphed.stats().fallbacks_by_reason == {"library_call": 1} and not graphed.stats().routed_calls
     detail = graphed.stats().detail("library_call")
     assert "cupygraph.linalg.spmm" in detail and "(at test_routes_linalg_host.py:" in detail, detail
+
+
+def test_the_rule_binds_numpys_and_cupys_signatures_and_refuses_what_it_cannot_bind():
+    from cupygraph.linalg.routable import linalg_call, sparse_call
+
+    a, b = np.eye(4), np.ones((4, 2))
+    assert linalg_call("solve", (a,), {"b": b}).arrays[1] is b
+    assert linalg_call("eigh", (a, "U"), {}).options == {"UPLO": "U"}
+    assert linalg_call("pinv", (a,), {}).options["rcond"] == 1e-15 and linalg_call("pinv", (a,), {}).given == {}
+    for name, args, kwargs in [("cholesky", (a, True), {}), ("cholesky", (a,), {"upper": True}),
+                               ("pinv", (a,), {"rtol": 1e-3}), ("inv", (a, a), {}), ("inv", (a,), {"a": a})]:
+        assert linalg_call(name, args, kwargs) is None, (name, kwargs)  # keyword-only, unknown or repeated
+    assert linalg_call("eigh", (a,), {"UPLO": "l"}) is None  # (NumPy accepts it, CuPy raises)
+    assert linalg_call("inv", (a.astype(np.float16),), {}) is None and linalg_call("inv", (np.eye(0),), {}) is None
+    assert linalg_call("lstsq", (np.ones((4, 3)), np.ones(4)), {}) is None  # more rows than columns
+    assert linalg_call("lstsq", (np.eye(3, 4), np.ones(3)), {"rcond": 0}) is None  # (NumPy and CuPy differ there)
+    assert linalg_call("norm", (a,), {"ord": 2, "axis": (0, 0)}) is None and linalg_call("norm", (a, 2), {})
+    assert linalg_call("matrix_rank", (a,), {}) is None
+
+    sparse = pytest.importorskip("scipy.sparse")
+    s = sparse.random(4, 3, density=0.5, format="csr", random_state=0)
+    assert sparse_call("__matmul__", s, np.ones((3, 2))).options == {"dense_first": False}
+    assert sparse_call("__rmatmul__", s, np.ones(4)).options == {"dense_first": True}
+    for method, other in [("__matmul__", np.ones((4, 2))), ("__matmul__", s.T), ("__matmul__", 2.0),
+                          ("__matmul__", np.ones((3, 2), np.complex128)), ("multiply", np.ones((4, 3)))]:
+        assert sparse_call(method, s, other) is None, method
+    assert sparse_call("__matmul__", s.tocsc(), np.ones((3, 2))) is None
