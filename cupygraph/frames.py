@@ -8,7 +8,8 @@ under ``site-packages/cupy/``, and a checkout's may live anywhere, so each form 
 A user's project that merely sits in a folder called ``cupygraph`` is not a library frame.
 
 ``call_site_*`` also say which library function the user's line called (the outermost library
-frame below it, e.g. ``cupy.linalg._solve.solve``), so a reason can name a capturable replacement.
+frame below it, e.g. ``cupy.linalg._solve.solve``, past the wrapper and router of a routed call), so a
+reason can name a capturable replacement.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import traceback
 from types import CodeType, FrameType
 from typing import Any, NamedTuple, Optional
 
-# fastrlock: CuPy takes its locks there, so it can be the innermost frame of a refused op.
-LIBRARY_PACKAGES = frozenset({"cupy", "cupyx", "cupy_backends", "cupygraph", "fastrlock", "numpy"})
+# fastrlock: CuPy takes its locks there, so it can be the innermost frame of a refused op. scipy: the host
+# reference's twin of cupyx (a refused ``csr @ x`` is refused inside ``scipy.sparse``).
+LIBRARY_PACKAGES = frozenset({"cupy", "cupyx", "cupy_backends", "cupygraph", "fastrlock", "numpy", "scipy"})
 
 
 def _package_dirs() -> list[str]:
@@ -65,12 +67,12 @@ def is_library_frame(frame: FrameType) -> bool:
 
 def called_from_user(depth: int, skip_package: str = "") -> bool:
     """Whether the frame ``depth`` levels above the caller (``sys._getframe(depth)`` there) is the
-    user's code, not cupygraph's or a library's; frames of the top-level package ``skip_package``
-    are passed over first (the interceptions of ``backends/guards/host_uploads.py`` and ``host_escapes.py``
-    ask this of the call they intercepted)."""
+    user's code, not cupygraph's or a library's; frames of the top-level package ``skip_package``, and
+    interception wrappers that passed a call on as it is, are passed over first (the interceptions of
+    ``backends/guards/host_uploads.py`` and ``host_escapes.py`` ask this of the call they intercepted)."""
     frame: Optional[FrameType] = sys._getframe(depth + 1)
-    while skip_package and frame is not None and \
-            str(frame.f_globals.get("__name__", "")).split(".", 1)[0] == skip_package:
+    while frame is not None and (_passed_through(frame) or (
+            skip_package and str(frame.f_globals.get("__name__", "")).split(".", 1)[0] == skip_package)):
         frame = frame.f_back
     return frame is not None and not is_library_frame(frame)
 
@@ -98,6 +100,16 @@ class CallSite(NamedTuple):
         return format_location(self.filename, self.lineno)
 
 
+_PASSED_THROUGH = "cupygraph.backends.guards.uploads"
+"""The module of ``Interception``'s wrappers, whose frames stand between a user's line and the library
+function it called while a recording intercepts it (a router that leaves the call as it is): passed
+over, never named as the function called, never taken for the caller."""
+
+
+def _passed_through(frame: FrameType) -> bool:
+    return frame.f_globals.get("__name__") == _PASSED_THROUGH
+
+
 def _qualified(frame: FrameType) -> str:
     module = frame.f_globals.get("__name__")
     name = frame.f_code.co_name
@@ -110,7 +122,7 @@ def call_site_in_traceback(err: BaseException) -> Optional[CallSite]:
     for frame, lineno in traceback.walk_tb(err.__traceback__):
         if not is_library_frame(frame):
             site = CallSite(frame.f_code.co_filename, lineno, "")
-        elif site is not None and not site.called:
+        elif site is not None and not site.called and not _passed_through(frame):
             site = site._replace(called=_qualified(frame))
     return site
 
@@ -121,7 +133,8 @@ def call_site_in_stack(frame: Optional[FrameType]) -> Optional[CallSite]:
     while frame is not None:
         if not is_library_frame(frame):
             return CallSite(frame.f_code.co_filename, frame.f_lineno, called)
-        called = _qualified(frame)
+        if not _passed_through(frame):
+            called = _qualified(frame)
         frame = frame.f_back
     return None
 

@@ -20,8 +20,8 @@ from .frames import call_site_in_stack
 __all__ = ["HOST_UPLOAD_HINT", "LINALG_REPLACEMENTS", "replacement", "where_and_instead"]
 
 # cupy.linalg / numpy.linalg functions with a capturable cupygraph.linalg twin (cuSOLVER/cuBLAS).
-LINALG_REPLACEMENTS = frozenset({"solve", "inv", "cholesky", "qr", "eigh", "svd", "tensordot", "einsum",
-                                 "spmm"})
+LINALG_REPLACEMENTS = frozenset({"solve", "inv", "cholesky", "qr", "eigh", "svd", "det", "slogdet", "tensordot",
+                                 "einsum", "spmm"})
 _PRODUCTS = frozenset({"matmul", "dot", "__matmul__", "__rmatmul__", "inner", "vdot", "__imatmul__"})
 HOST_UPLOAD_HINT = ('make the array with `asarray(...)` in the function (host_uploads="auto", the default, bakes it '
                     'into the graph when its bytes never change; "constant" freezes it unchecked), or pass the data '
@@ -88,9 +88,6 @@ def _library(called: str, xp: str) -> Optional[str]:
     if name == "savgol_filter":  # its coefficients come from a least-squares solve on every call
         return ("compute `c = cupyx.scipy.signal.savgol_coeffs(window, order)` once, outside the function, and use "
                 "`cupyx.scipy.ndimage.convolve1d(x, c, axis=axis, mode=\"mirror\")` (savgol_filter's mode=\"mirror\")")
-    if name in ("det", "slogdet"):
-        return ("for a symmetric positive definite a, use "
-                "`cupy.prod(cupy.diagonal(cupygraph.linalg.cholesky(a))) ** 2`, which captures")
     if name == "lstsq":
         return "for a square a of full rank, use `cupygraph.linalg.solve(a, b)`, which captures"
     if name in ("corrcoef", "cov"):

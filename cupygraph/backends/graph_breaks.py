@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, Optional, Protocol, TypeVar
 
+from .routing import graph_break_op
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 _local = threading.local()
@@ -59,10 +61,11 @@ def graph_break(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        recorder = active_recorder()
-        if recorder is None:
-            return fn(*args, **kwargs)
-        return recorder.break_at(fn, args, kwargs)
+        with graph_break_op():  # (an eager step routes no library call: it runs as at the replays)
+            recorder = active_recorder()
+            if recorder is None:
+                return fn(*args, **kwargs)
+            return recorder.break_at(fn, args, kwargs)
 
     # A marker attribute on a function object, and functools.wraps keeps fn's signature: neither is
     # expressible to the type checker.

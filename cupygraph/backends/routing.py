@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Optional
 
-__all__ = ["ENV_SWITCH", "LEGACY_RANDOM", "NotRouted", "Route", "note_routed", "route_for", "route_or_refuse",
-           "routing_enabled", "routing_policy", "routing_suspended", "routing_to"]
+__all__ = ["ENV_SWITCH", "LEGACY_RANDOM", "NotRouted", "Reopen", "Route", "graph_break_op", "note_routed",
+           "recorded_routing", "route_for", "route_or_refuse", "routing_enabled", "routing_policy", "routing_to"]
 
 ENV_SWITCH = "CUPYGRAPH_ROUTE_LIBRARY_CALLS"
 """Set to 0 (false, no, off) to route nothing whatever the config says."""
@@ -47,47 +47,44 @@ class NotRouted(Exception):
     """A call no router takes: the guard refuses it; the message says why (empty: nothing routes it)."""
 
 
-class _Policy:
-    __slots__ = ("enabled", "routed", "routes")
+Reopen = Callable[[], AbstractContextManager[Any]]
 
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
+
+class _Policy:
+    __slots__ = ("eager_breaks", "enabled", "reopen", "routed", "routes")
+
+    def __init__(self, enabled: bool, eager_breaks: bool, reopen: Optional[Reopen]):
+        self.enabled, self.eager_breaks, self.reopen = enabled, eager_breaks, reopen
         self.routed: list[str] = []
         self.routes: dict[str, Route] = {}
 
 
 @contextmanager
-def routing_policy(enabled: bool) -> Iterator[list[str]]:
+def routing_policy(enabled: bool, piecewise: bool = False, reopen: Optional[Reopen] = None) -> Iterator[list[str]]:
     """Routing on or off in this thread meanwhile; yields the ledger of what gets routed (labels
-    such as ``"cupy.matmul (cublasGemmEx)"``, once per call made)."""
+    such as ``"cuBLAS (at model.py:12: y = x @ w)"``, once per call made). ``piecewise``: the recording
+    is a PIECEWISE graph, whose graph-break ops run eagerly (``graph_break_op``). ``reopen``: routes
+    the same way again (``recorded_routing``)."""
     previous: Optional[_Policy] = getattr(_local, "policy", None)
-    policy = _local.policy = _Policy(enabled)
+    policy = _local.policy = _Policy(enabled, piecewise, reopen)
     try:
         yield policy.routed
     finally:
         _local.policy = previous
 
 
+def recorded_routing() -> Reopen:
+    """What routes this thread's library calls as the recording open here does, for a replay that runs
+    the function again (the host reference's: a GPU graph replays the routed calls it captured, so the
+    host computes them the same way at every replay); ``nullcontext`` when no recording routes here."""
+    policy: Optional[_Policy] = getattr(_local, "policy", None)
+    return nullcontext if policy is None or policy.reopen is None else policy.reopen
+
+
 def routing_enabled() -> bool:
     """Whether library calls are routed in this thread now (False outside a front door's recording)."""
     policy: Optional[_Policy] = getattr(_local, "policy", None)
     return policy is not None and policy.enabled
-
-
-@contextmanager
-def routing_suspended() -> Iterator[None]:
-    """Nothing routed in this thread meanwhile: an op that also runs eagerly, as it is, at every replay (a
-    graph break between PIECEWISE pieces) runs CuPy's own calls at capture too, so the recording holds no
-    library state for it."""
-    policy: Optional[_Policy] = getattr(_local, "policy", None)
-    if policy is None or not policy.enabled:
-        yield
-        return
-    policy.enabled = False
-    try:
-        yield
-    finally:
-        policy.enabled = True
 
 
 def note_routed(label: str) -> None:
@@ -129,3 +126,21 @@ def route_or_refuse(kind: str, label: str, args: tuple[Any, ...], kwargs: dict[s
     if route is None:
         raise NotRouted("")
     return route(label, args, kwargs)
+
+
+@contextmanager
+def graph_break_op() -> Iterator[None]:
+    """A ``graph_break`` op runs in this thread meanwhile. In a PIECEWISE recording it runs eagerly, and
+    so at every replay, where nothing is routed: it is not routed in the recording either, so the warm-ups
+    and the capture run compute it as the replays will (a routed ``cupy.linalg.inv`` gives NaN where
+    CuPy's own gives other values or NumPy's raises). In FULL mode the op is captured with the rest, and
+    routed like the rest."""
+    policy: Optional[_Policy] = getattr(_local, "policy", None)
+    if policy is None or not policy.eager_breaks or not policy.enabled:
+        yield
+        return
+    policy.enabled = False
+    try:
+        yield
+    finally:
+        policy.enabled = True

@@ -90,7 +90,8 @@ def record(
             # Warm-ups skipped where the config has some: the call's own run wrote where they would write.
             skipped = warmups == 0 and config.num_warmups > 0
             with upload_policy(config.host_uploads, warmups, skipped), draws_given_back(), \
-                    routed_library_calls(request.fn, backend.name, routes_library_calls(config)) as routed:
+                    routed_library_calls(request.fn, backend.name, routes_library_calls(config),
+                                         key.mode is CUDAGraphMode.PIECEWISE) as routed:
                 staging.recording = backend.capture(
                     request.fn, staging.call_args, dict(request.kwargs),
                     num_warmups=warmups,

@@ -24,7 +24,7 @@ same algorithm); against ``cupy.matmul`` they agree to rounding. The cuBLAS bind
 ``_binding`` (nvmath-python where installed, else ctypes on CuPy's own libcublas).
 
 Factorisations on cuSOLVER (``_public_solvers``): ``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``,
-``svd`` with NumPy's results; a numerical failure (singular, not positive definite, no
+``svd``, ``slogdet`` and ``det`` with NumPy's results; a numerical failure (singular, not positive definite, no
 convergence) gives NaN results and a non-zero ``info`` (``return_info=True``; ``check(info)``
 raises ``LinAlgFailure``) instead of an exception, since a graph cannot raise. ``eigh`` and ``svd``
 capture for matrices up to 32 x 32 (cuSOLVER's XsyevBatched and gesvdjBatched); larger ones run
@@ -44,7 +44,7 @@ import numpy as np
 from ..backends.base import on_gpu as _on_gpu
 from ._binding import BINDINGS, CublasError, load_binding
 from ._contract import einsum, tensordot
-from ._public_solvers import LinAlgFailure, check, cholesky, eigh, inv, qr, solve, spmm, svd
+from ._public_solvers import LinAlgFailure, check, cholesky, det, eigh, inv, qr, slogdet, solve, spmm, svd
 from ._shapes import SUPPORTED, scale_dtype
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "binding_info",
     "check",
     "cholesky",
+    "det",
     "eigh",
     "einsum",
     "gemm",
@@ -68,6 +69,7 @@ __all__ = [
     "release_unused",
     "resources",
     "scalar",
+    "slogdet",
     "solve",
     "spmm",
     "svd",

@@ -1,5 +1,9 @@
-"""``solve``, ``inv``, ``cholesky`` and ``qr`` of CuPy arrays on cuSOLVER, eagerly or under a CUDA graph
-capture; and what ``_spectral`` shares with them (the thread's handle, the work-array helpers).
+"""``solve``, ``inv``, ``cholesky``, ``qr`` and ``slogdet`` of CuPy arrays on cuSOLVER, eagerly or under a
+CUDA graph capture; and what ``_spectral`` shares with them (the thread's handle, the work-array helpers).
+
+For one matrix, ``solve``, ``cholesky`` and ``qr`` run the routines ``cupy.linalg`` runs (getrf + getrs,
+potrf, geqrf + orgqr) with the same arguments on the same memory layout, so they compute what CuPy
+computes (``routes/cupy_linalg.py`` relies on it; ``docs/ROUTING.md`` says where results may differ).
 
 CuPy refuses ``cupy.linalg`` under stream capture (it checks ``devInfo`` on the host, and its
 cuSOLVER binding refuses a capturing stream). Here every call goes through
@@ -8,9 +12,10 @@ current stream:
 
 * the handle is made outside any capture (the warm-up makes it; a capture that would have to
   make one fails with ``CaptureError`` saying to warm up), and a recording holds it;
-* the input is first copied into a Fortran-ordered work array (cuSOLVER overwrites it and reads
-  column-major), the workspace and the ``info`` flag are ordinary arrays of the current
-  allocator (the family's pool under ``jit``), so nothing outside the graph's memory is touched;
+* the input is first copied into a work array cuSOLVER may overwrite (Fortran-ordered; C-ordered,
+  so column-major it is the transpose, for ``cholesky`` and ``slogdet``, as CuPy does), the
+  workspace and the ``info`` flag are ordinary arrays of the current allocator (the family's pool
+  under ``jit``), so nothing outside the graph's memory is touched;
 * nothing is read back to the host: when cuSOLVER reports a failure (a singular matrix for
   ``solve``/``inv``, one not positive definite for ``cholesky``), a small kernel fills the
   results with NaN on the device. ``return_info=True`` also returns the ``info`` array (int32,
@@ -131,7 +136,17 @@ def new_info() -> Any:
     return cupy.zeros((), dtype=cupy.int32)
 
 
+def c_copy(x: Any, dtype: Any) -> Any:
+    """A C-ordered copy cuSOLVER may overwrite; read column-major, it is the transpose of ``x``."""
+    out = cupy.empty(x.shape, dtype=dtype)
+    out[...] = x
+    return out
+
+
 def cholesky(a: Any) -> tuple[Any, Any]:
+    """The lower factor L of each matrix, as CuPy computes it for one matrix: potrf of the upper
+    triangle of a C-ordered copy (column-major, a^T, whose upper factor is L^T), so one matrix
+    runs the same routine with the same arguments as ``cupy.linalg.cholesky``."""
     what = "cupygraph.linalg.cholesky"
     _square(a, what)
     dtype = float_dtype(a)
@@ -140,13 +155,13 @@ def cholesky(a: Any) -> tuple[Any, Any]:
         out = cupy.empty(a.shape, dtype=dtype)
         info = cupy.zeros(a.shape[:-2], dtype=cupy.int32)
         for index in numpy.ndindex(a.shape[:-2]) if a.ndim > 2 else [()]:
-            work = fortran_copy(a[index], dtype)
+            work = c_copy(a[index], dtype)
             n = work.shape[0]
             h = handle(a.device.id)
-            lwork = h.call(routine + "_buffer_size", LOWER, n, work.data.ptr, max(n, 1))
+            lwork = h.call(routine + "_buffer_size", UPPER, n, work.data.ptr, max(n, 1))
             scratch = cupy.empty(max(lwork, 1), dtype=dtype)
             flag = info[index]
-            h.call(routine, LOWER, n, work.data.ptr, max(n, 1), scratch.data.ptr, lwork, flag.data.ptr)
+            h.call(routine, UPPER, n, work.data.ptr, max(n, 1), scratch.data.ptr, lwork, flag.data.ptr)
             out[index] = cupy.tril(work)
             poison_on_failure(flag, out[index])
     return out, info
@@ -210,15 +225,54 @@ def qr(a: Any) -> tuple[Any, Any, Any]:
         tau = cupy.empty(max(k, 1), dtype=dtype)
         info = new_info()
         h = handle(a.device.id)
-        lwork = max(h.call(geqrf + "_buffer_size", m, n, work.data.ptr, max(m, 1)),
-                    h.call(orgqr + "_buffer_size", m, k, k, work.data.ptr, max(m, 1), tau.data.ptr), 1)
-        scratch = cupy.empty(lwork, dtype=dtype)
-        h.call(geqrf, m, n, work.data.ptr, max(m, 1), tau.data.ptr, scratch.data.ptr, lwork, info.data.ptr)
+        # Each routine gets the workspace size it asks for, as CuPy passes them (one buffer serves both).
+        factor_lwork = h.call(geqrf + "_buffer_size", m, n, work.data.ptr, max(m, 1))
+        form_lwork = h.call(orgqr + "_buffer_size", m, k, k, work.data.ptr, max(m, 1), tau.data.ptr)
+        scratch = cupy.empty(max(factor_lwork, form_lwork, 1), dtype=dtype)
+        h.call(geqrf, m, n, work.data.ptr, max(m, 1), tau.data.ptr, scratch.data.ptr, factor_lwork, info.data.ptr)
         r = cupy.ascontiguousarray(cupy.triu(work[:k, :]))
         q_work = work[:, :k]  # F-ordered columns: contiguous, orgqr overwrites them in place
         formed = new_info()  # apart from geqrf's, which it would overwrite
-        h.call(orgqr, m, k, k, q_work.data.ptr, max(m, 1), tau.data.ptr, scratch.data.ptr, lwork, formed.data.ptr)
+        h.call(orgqr, m, k, k, q_work.data.ptr, max(m, 1), tau.data.ptr, scratch.data.ptr, form_lwork,
+               formed.data.ptr)
         info += formed
         q = cupy.ascontiguousarray(q_work)
         poison_on_failure(info, q, r)
     return q, r, info
+
+
+def slogdet(a: Any) -> tuple[Any, Any]:
+    """NumPy's ``slogdet(a)`` from getrf as CuPy computes it: the LU factors of a C-ordered copy
+    (column-major a^T, of the same determinant), the sign from the pivots and U's diagonal, log|det|
+    the sum of log|U_ii|; an exactly singular matrix (getrf's info > 0) gives sign 0 and -inf."""
+    what = "cupygraph.linalg.slogdet"
+    _square(a, what)
+    dtype = float_dtype(a)
+    getrf = routine_name(dtype, "getrf", what)
+    n = a.shape[-1]
+    with cupy.cuda.Device(a.device.id):
+        if a.size == 0:  # no matrices, or 0 x 0 ones (determinant 1)
+            return cupy.ones(a.shape[:-2], dtype=dtype), cupy.zeros(a.shape[:-2], dtype=dtype)
+        lu = cupy.empty(a.shape, dtype=dtype)
+        pivots = cupy.empty((*a.shape[:-2], n), dtype=cupy.int32)
+        info = cupy.zeros(a.shape[:-2], dtype=cupy.int32)
+        for index in numpy.ndindex(a.shape[:-2]) if a.ndim > 2 else [()]:
+            work = lu[index]
+            work[...] = a[index]
+            h = handle(a.device.id)
+            lwork = h.call(getrf + "_buffer_size", n, n, work.data.ptr, max(n, 1))
+            scratch = cupy.empty(max(lwork, 1), dtype=dtype)
+            h.call(getrf, n, n, work.data.ptr, max(n, 1), scratch.data.ptr, pivots[index].data.ptr,
+                   info[index].data.ptr)
+        diagonal = cupy.diagonal(lu, axis1=-2, axis2=-1)
+        logdet = cupy.log(cupy.abs(diagonal)).sum(axis=-1)
+        swaps = cupy.count_nonzero(pivots != cupy.arange(1, n + 1, dtype=cupy.int32), axis=-1)  # 1-based pivots
+        swaps += cupy.count_nonzero(diagonal < 0, axis=-1)
+        sign = ((swaps % 2) * -2 + 1).astype(dtype)
+        singular = info > 0
+        return cupy.where(singular, dtype.type(0), sign), cupy.where(singular, dtype.type("-inf"), logdet.astype(dtype))
+
+
+def det(a: Any) -> Any:
+    sign, logdet = slogdet(a)
+    return sign * cupy.exp(logdet)

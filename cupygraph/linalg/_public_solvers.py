@@ -1,7 +1,7 @@
-"""The public ``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``, ``svd`` and ``spmm`` (CSR @ dense and
-dense @ CSR): the checks both backends share, the failure rule, and which module runs each call.
+"""The public ``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``, ``svd``, ``slogdet``, ``det`` and ``spmm``
+(CSR @ dense and dense @ CSR): the checks both backends share, the failure rule, and which module runs each call.
 
-CuPy arrays go to the GPU modules: ``_cusolver`` (LU, Cholesky, QR), ``_spectral`` (eigh, svd; its
+CuPy arrays go to the GPU modules: ``_cusolver`` (LU, Cholesky, QR, determinants), ``_spectral`` (eigh, svd; its
 routine per size in ``_spectral_routines``), ``_spmm`` (cuSPARSE). NumPy arrays go to the host
 reference, ``_solvers_host`` (and SciPy for ``spmm``).
 
@@ -127,6 +127,20 @@ def svd(a: Any, full_matrices: bool = True, *, return_info: bool = False) -> Any
     return _results(_runner(a, spectral=True).svd(a, full_matrices), return_info)
 
 
+def slogdet(a: Any) -> Any:
+    """NumPy's ``linalg.slogdet(a)``: ``(sign, logabsdet)`` per matrix, from an LU factorisation (cuSOLVER's
+    getrf, on CuPy arrays as ``cupy.linalg.slogdet`` computes it). An exactly singular matrix gives
+    ``(0, -inf)``, as in NumPy: a result, not a failure (no ``info``)."""
+    _check_input(a, "cupygraph.linalg.slogdet", square=True, matrix_only=False)
+    return _runner(a).slogdet(a)
+
+
+def det(a: Any) -> Any:
+    """NumPy's ``linalg.det(a)``, as ``sign * exp(logabsdet)`` of ``slogdet`` (CuPy's formula)."""
+    _check_input(a, "cupygraph.linalg.det", square=True, matrix_only=False)
+    return _runner(a).det(a)
+
+
 def check(*infos: Any) -> None:
     """Raise ``LinAlgFailure`` when any ``info`` array from ``return_info=True`` is non-zero.
 
@@ -141,6 +155,9 @@ def check(*infos: Any) -> None:
                 f"{tuple(int(i) for i in failed[0])} (info {int(values[tuple(failed[0])])}): a singular matrix "
                 "(solve, inv), one not positive definite (cholesky) or no convergence or a NaN value (eigh, svd); its "
                 "results are NaN")
+
+
+_INT32_MAX = 2**31 - 1
 
 
 def _is_sparse(x: Any) -> bool:
@@ -164,6 +181,9 @@ def _check_spmm(sparse: Any, dense: Any, dense_first: bool) -> Any:
         need = f"a 2-D array of {rows} columns" if dense_first else f"a 2-D array of {cols} rows"
         raise ValueError(f"{what}: argument {dense_name!r} must be {need} ({sparse_name} is {rows}x{cols}), got "
                          f"{tuple(shape) if shape is not None else type(dense).__name__}")
+    if max(rows, cols, sparse.nnz) > _INT32_MAX:  # cuSPARSE is given 32-bit indices (an int64 matrix is cast)
+        raise ValueError(f"{what}: argument {sparse_name!r} ({rows}x{cols}, {sparse.nnz} stored values) is over "
+                         f"cuSPARSE's 32-bit index limit ({_INT32_MAX}); split the product")
     dtype = np.result_type(sparse.dtype, dense.dtype)
     if dtype.char not in "fd":
         raise TypeError(f"{what}: float32 and float64 are supported, got {dtype} (from {sparse.dtype} and "

@@ -104,3 +104,14 @@ def svd(a: Any, full_matrices: bool = True) -> tuple[Any, ...]:
     _refuse_under_capture("cupygraph.linalg.svd", _spectral_routines.svd_routine(*x.shape[-2:]), x)
     return _out(*_each(x, lambda m: _numbers(tuple(v.astype(x.dtype)
                                                    for v in np.linalg.svd(m, full_matrices=full_matrices))), 3))
+
+
+def slogdet(a: Any) -> tuple[Any, ...]:
+    x = _float(a)
+    sign, logdet = np.linalg.slogdet(x)  # (0, -inf) for a singular matrix: no failure to report
+    return _out(np.asarray(sign, dtype=x.dtype), np.asarray(logdet, dtype=x.dtype))
+
+
+def det(a: Any) -> Any:
+    sign, logdet = slogdet(a)
+    return handed_back(np.asarray(plain_array(sign) * np.exp(plain_array(logdet))))

@@ -60,6 +60,12 @@ def _spmm(h: Any, sparse: tuple[int, int, int, Any, Any, Any], b: tuple[int, int
         lib.destroy_dn_mat(mat_c)
 
 
+def _int32(index: Any) -> Any:
+    """A CSR index array as the int32 one cuSPARSE is given here (cupyx also makes int64 ones; their
+    values fit, since ``_public_solvers`` refused sizes over int32)."""
+    return index.astype(cupy.int32, copy=False)
+
+
 def csr_dense(a: Any, b: Any, dtype: Any) -> Any:
     """``a @ b`` for a ``cupyx.scipy.sparse.csr_matrix`` a (M, K) and a 2-D CuPy array b (K, N)."""
     m, k = a.shape
@@ -71,8 +77,8 @@ def csr_dense(a: Any, b: Any, dtype: Any) -> Any:
         if a.nnz == 0 or n == 0 or m == 0:
             out.fill(0)
             return out
-        _spmm(_handle(b.device.id), (m, k, a.nnz, a.indptr, a.indices, data), (k, n, n, dense, _ORDER_ROW),
-              (m, n, n, out, _ORDER_ROW), _VALUE_TYPE[dtype.char], dtype)
+        _spmm(_handle(b.device.id), (m, k, a.nnz, _int32(a.indptr), _int32(a.indices), data),
+              (k, n, n, dense, _ORDER_ROW), (m, n, n, out, _ORDER_ROW), _VALUE_TYPE[dtype.char], dtype)
     return out
 
 
@@ -80,10 +86,11 @@ def _transposed(s: Any, dtype: Any) -> tuple[Any, Any, Any]:
     """s^T (N, K) as CSR arrays (indptr, indices, data) of this call, from CuPy kernels only (a
     search, a sort on unique keys, gathers): deterministic, and they capture."""
     rows_of_s, cols_of_s = s.shape
-    position = cupy.arange(s.nnz, dtype=s.indptr.dtype)
-    row = (cupy.searchsorted(s.indptr, position, side="right") - 1).astype(cupy.int32)
-    order = cupy.argsort(s.indices.astype(cupy.int64) * rows_of_s + row)  # by column, then row
-    column = s.indices[order]
+    indptr_of_s, indices_of_s = _int32(s.indptr), _int32(s.indices)
+    position = cupy.arange(s.nnz, dtype=cupy.int32)
+    row = (cupy.searchsorted(indptr_of_s, position, side="right") - 1).astype(cupy.int32)
+    order = cupy.argsort(indices_of_s.astype(cupy.int64) * rows_of_s + row)  # by column, then row
+    column = indices_of_s[order]
     indptr = cupy.searchsorted(column, cupy.arange(cols_of_s + 1, dtype=column.dtype), side="left")
     return indptr.astype(cupy.int32), row[order], s.data.astype(dtype, copy=False)[order]
 

@@ -14,16 +14,29 @@ names for the replaced functions are replaced too, as ``from cupy import matmul`
   ``cov``, ...) and ``cupy.linalg``'s factorisations (``solve``, ``inv``, ``cholesky``, ``qr``, ``det``,
   ``slogdet``) reach cuBLAS and cuSOLVER through ``cupy_backends`` functions; those run on
   cupygraph's per-thread handles with CuPy's own arguments, so the routed result is CuPy's.
+* ``cupy_linalg``: ``cupy.linalg``'s ``eigh``, ``eigvalsh``, ``svd``, ``norm`` (ord 2, -2, 'nuc'), ``lstsq``,
+  ``pinv`` and ``cholesky`` of stacked matrices, and cupyx's CSR products with a dense array, run
+  cupygraph.linalg's cuSOLVER / cuSPARSE routines (``cupy_linalg_calls``) where ``linalg/routable.py``
+  (the rule) has a faithful route for the arguments; ``solve``, ``inv``, ``det``, ``slogdet`` and the one
+  matrix ``qr`` and ``cholesky`` are CuPy's own code, whose library calls ``cupy_libraries`` routes.
+* ``numpy_linalg`` (the host reference): the same ``numpy.linalg`` calls and SciPy CSR products by the
+  same rule, computed by NumPy / SciPy (with NaN for a failed matrix where the GPU's routes give it).
 * ``cupy_random``: legacy ``cupy.random`` draws (``rand``, ``normal``, ``randint``, ``choice``,
   ``shuffle``, ...) from a ``cupygraph.random`` generator of the recording, seeded from CuPy's global
   state, so every replay draws fresh numbers; ``numpy_random`` is its host twin, and both route what
   ``legacy_random`` lists (their guards, which refuse the rest, hand them the calls).
 * ``cupy_mask_store``: ``y[mask] = v`` of one value (CuPy's boolean-mask store reads the mask's
   count to the host) runs as ``cupy.copyto(y, v, where=mask)``; any other store is CuPy's own.
+
+Graph-break ops of a PIECEWISE recording run eagerly, at every replay too, so nothing is routed in them
+(``backends/routing.graph_break_op``). A host replay re-runs the function: its linalg calls are routed
+again as at its capture (``routing.recorded_routing``), its legacy draws by their guard
+(``guards/host_escapes.legacy_random_replayed``).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
@@ -39,23 +52,45 @@ def _routers(backend: str) -> list[Router]:
     """The routers of one backend, imported only when a recording routes (CuPy's only with CuPy)."""
     if backend == "cupy":
         from .cupy_libraries import routed_cupy_libraries
+        from .cupy_linalg import routed_linalg
         from .cupy_mask_store import routed_mask_stores
         from .cupy_random import routed_cupy_random
 
-        return [routed_cupy_libraries, routed_cupy_random, routed_mask_stores]
-    from .numpy_random import routed_numpy_random
+        return [routed_cupy_libraries, routed_linalg, routed_cupy_random, routed_mask_stores]
+    if backend == "host":  # its guard lets the routed products and mask stores through (NumPy computes them);
+        from .numpy_random import routed_numpy_random  # linalg gives NaN for a failure, as the GPU's routes
 
-    # The host reference runs NumPy's products and mask stores as they are (its guard lets the routed ones
-    # through); its legacy draws need a generator of the recording, as the GPU's do.
-    return [routed_numpy_random]
+        return [*_replayed_routers(backend), routed_numpy_random]
+    return []
+
+
+def _replayed_routers(backend: str) -> list[Router]:
+    """The host routers a replay opens again (the draws' replays are their guard's: ``legacy_random_replayed``)."""
+    if backend != "host":
+        return []
+    from .numpy_linalg import routed_numpy_linalg
+
+    return [routed_numpy_linalg]
 
 
 @contextmanager
-def routed_library_calls(fn: Any, backend: str, enabled: bool) -> Iterator[list[str]]:
-    """Route ``fn``'s library calls in this thread meanwhile (``backend``: the recording backend's name);
-    yields the ledger of the calls routed."""
-    with routing_policy(enabled) as routed, ExitStack() as stack:
+def routed_library_calls(fn: Any, backend: str, enabled: bool, piecewise: bool = False) -> Iterator[list[str]]:
+    """Route ``fn``'s library calls in this thread meanwhile (``backend``: the recording backend's name;
+    ``piecewise``: a PIECEWISE recording, whose graph-break ops are not routed); yields the ledger of the
+    calls routed."""
+    reopen = functools.partial(_reopened, fn, backend, enabled, piecewise)  # (a host replay's)
+    with routing_policy(enabled, piecewise, reopen) as routed, ExitStack() as stack:
         if enabled:
             for router in _routers(backend):
+                stack.enter_context(router(fn))
+        yield routed
+
+
+@contextmanager
+def _reopened(fn: Any, backend: str, enabled: bool, piecewise: bool) -> Iterator[list[str]]:
+    """A host replay's routing: the routers its capture opened that a replay needs again."""
+    with routing_policy(enabled, piecewise) as routed, ExitStack() as stack:
+        if enabled:
+            for router in _replayed_routers(backend):
                 stack.enter_context(router(fn))
         yield routed

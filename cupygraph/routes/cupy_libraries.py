@@ -33,6 +33,7 @@ from ..backends.guards.uploads import Interception
 from ..backends.routing import note_routed, routing_enabled
 from ..frames import location_in_stack
 from ..linalg import cublas_calls, cusolver_calls
+from .cupy_linalg import linalg_errors_raised
 
 __all__ = ["routed_cupy_libraries"]
 
@@ -51,7 +52,9 @@ _interception = Interception(_targets)
 
 
 def _route(label: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if kwargs or not args or not routing_enabled():  # (CuPy passes every argument by position)
+    # CuPy passes every argument by position; under ``cupyx.errstate(linalg="raise")`` CuPy reads each ``info``
+    # on the host and raises, which a graph cannot: its own call then fails the capture (the key runs eagerly).
+    if kwargs or not args or not routing_enabled() or linalg_errors_raised():
         return original(*args, **kwargs)
     library, name = label.split(":")
     result = (cublas_calls if library == "cuBLAS" else cusolver_calls).run_as_cupy_would(name, args)

@@ -80,7 +80,7 @@ REFUSED = {
     "einsum": (lambda x: np.einsum("ij,kj->ik", x, x), "library_call", "np.einsum"),
     "inner": (lambda x: np.inner(x, x), "library_call", "np.inner"),
     "vdot": (lambda x: np.vdot(x, x) * x, "library_call", "np.vdot"),
-    "norm": (lambda x: x / np.linalg.norm(x), "library_call", "np.linalg.norm"),
+    "norm": (lambda x: x / np.linalg.norm(x, 2), "library_call", "np.linalg.norm"),  # (the SVD's; others capture)
     "list_index": (lambda x: x[:, [2, 1, 0]], "host_upload", "indexing with a Python list"),
     "list_assign": (lambda x: x.__setitem__((slice(None), [0, 2]), 0.0) or x, "host_upload",
                     "assignment with a Python list"),

@@ -14,6 +14,7 @@ import cupygraph as cg
 from cupygraph.errors import CaptureError
 
 HOST = {"backend": "host", "capture_sizes": [4, 8]}
+UNROUTED = {**HOST, "route_library_calls": False}  # np.linalg.inv as CuPy's own: it raises on a singular matrix
 
 
 def _valid_batch(n: int, seed: int = 0) -> np.ndarray:
@@ -27,7 +28,7 @@ def _inv(a):
 
 
 def test_a_padded_capture_that_fails_on_the_padding_says_so(caplog):
-    graphed = cg.jit(_inv, config=HOST)
+    graphed = cg.jit(_inv, config=UNROUTED)
     a = _valid_batch(3)
     with caplog.at_level(logging.WARNING, logger="cupygraph"):
         got = graphed(a)
@@ -44,7 +45,7 @@ def test_a_padded_capture_that_fails_on_the_padding_says_so(caplog):
 
 
 def test_under_raise_the_error_says_the_padding_caused_it():
-    graphed = cg.jit(_inv, config={**HOST, "on_capture_error": "raise"})
+    graphed = cg.jit(_inv, config={**UNROUTED, "on_capture_error": "raise"})
     with pytest.raises(CaptureError, match=r"padding.*pad_mode='edge'"):
         graphed(_valid_batch(3))
 
@@ -85,10 +86,18 @@ def test_edge_padding_lets_linalg_graph_breaks_replay_a_valid_batch(op):
 
 
 def test_under_edge_padding_np_linalg_in_full_mode_is_refused_for_what_it_is():
-    graphed = cg.jit(_inv, config={**HOST, "pad_mode": "edge"})
+    graphed = cg.jit(_inv, config={**UNROUTED, "pad_mode": "edge"})
     graphed(_valid_batch(3))
     stats = graphed.stats()
     assert stats.fallbacks_by_reason == {"library_call": 1} and "cupygraph.linalg" in stats.detail("library_call")
+
+
+def test_routed_np_linalg_needs_no_edge_padding():
+    graphed = cg.jit(_inv, config=HOST)  # routed (docs/ROUTING.md): the zero padding matrix gives NaN, cut away
+    for seed in range(3):
+        a = _valid_batch(3, seed)
+        np.testing.assert_array_equal(graphed(a), np.linalg.inv(a))  # one matrix at a time: exact
+    assert graphed.stats().fallbacks == 0 and graphed.stats().hits == 2 and graphed.stats().routed_calls
 
 
 def test_cupygraph_linalg_needs_no_edge_padding():

@@ -11,7 +11,6 @@ import cupy
 from ...errors import CaptureError
 from ...pytree import flatten
 from ..base import ReplayMismatch
-from ..routing import routing_suspended
 
 _runtime = cupy.cuda.runtime
 # Device-to-device: the driver need not look up where the pointers live (memcpyDefault costs a
@@ -80,8 +79,7 @@ class PiecewiseRecorder:
         # Run the op once, uncaptured, to get results of the right shape at fixed addresses. Its
         # inputs hold no real values yet (the piece before it was only recorded): only the shapes
         # matter here; replays recompute it from real data.
-        with routing_suspended():  # replays run it eagerly, with CuPy's own library calls: so does this run
-            result = fn(*args, **kwargs)
+        result = fn(*args, **kwargs)  # (routing nothing: ``graph_break`` runs it under ``routing.graph_break_op``)
         leaves, _ = flatten(result, lambda v: isinstance(v, cupy.ndarray))
         if not leaves or not all(isinstance(leaf, cupy.ndarray) for leaf in leaves):
             raise CaptureError(

@@ -12,10 +12,12 @@ function sees its static buffers as ``CaptureArray`` views: NumPy arrays that re
   of one value (``y[y < 0] = 0``) is run as ``np.copyto(y, 0, where=y < 0)`` instead where the GPU
   routes it (``_store_masked_scalar``);
 * library calls CuPy cannot capture: ``@`` / ``np.matmul`` / ``np.dot`` / ``np.einsum`` / ...
-  (cuBLAS) and ``np.linalg`` (cuSOLVER), except what the GPU routes to capture-safe
-  implementations (``backends/routing.py``: the products, with ``route_library_calls`` on, noted
-  as routed as the GPU notes them). ``cupygraph.matmul`` / ``cupygraph.linalg`` and
-  ``cupygraph.random`` capture on the GPU, so they run here on plain views (``host_capturable``).
+  (cuBLAS) and ``np.linalg`` (cuSOLVER; not the norms CuPy computes with reduction kernels), except
+  what the GPU routes to capture-safe implementations (``backends/routing.py``, with
+  ``route_library_calls`` on: the products, noted as routed as the GPU notes them; the routed
+  ``np.linalg`` calls never get here: ``routes/numpy_linalg.py`` runs them on plain arrays).
+  ``cupygraph.matmul`` / ``cupygraph.linalg`` and ``cupygraph.random`` capture on the GPU, so they run
+  here on plain views (``host_capturable``).
 
 Every array derived from a ``CaptureArray`` is one too (ufuncs, array functions, views,
 indexing), and results that NumPy would hand back as scalars stay 0-d arrays, as CuPy's do, so
@@ -45,7 +47,7 @@ from ...pytree import flatten, unflatten
 from ...reasons import FallbackReason
 from ..graph_breaks import recording_breaks
 from ..mask_stores import MASK_STORE, STORABLE_KINDS, mask_store_where, stored_scalar
-from ..routing import note_routed, routing_enabled, routing_suspended
+from ..routing import note_routed, routing_enabled
 from .host_refusal import (
     CUBLAS_UFUNCS,
     LIBRARY_HINT,
@@ -294,7 +296,7 @@ class _HostBreaks:
     """PIECEWISE on the host: a graph-break op runs on plain arrays, as the GPU runs it eagerly."""
 
     def break_at(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        with reads_allowed(), routing_suspended():  # as the GPU runs it: CuPy's own calls, nothing routed
+        with reads_allowed():
             result = fn(*_plain_tree(args), **_plain_tree(kwargs))
         leaves, _ = flatten(result, lambda v: isinstance(v, np.ndarray))
         if not leaves or not all(isinstance(leaf, np.ndarray) for leaf in leaves):

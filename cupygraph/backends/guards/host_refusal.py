@@ -2,8 +2,9 @@
 
 ``host_guard.py`` makes the static buffers ``CaptureArray`` views whose hooks call in here; ops
 elsewhere (``host_escapes``, the host linalg, control flow, collectives) ask ``capture_run_active``
-and ``refuse`` too. The functions the GPU routes to capture-safe implementations
-(``backends/routing.py``) are let through and noted as routed, with the GPU's label.
+and ``refuse`` too. The products the GPU routes to capture-safe implementations
+(``backends/routing.py``) are let through and noted as routed, with the GPU's label; the routed
+``np.linalg`` calls are run by ``routes/numpy_linalg.py`` before they get here.
 """
 
 from __future__ import annotations
@@ -130,11 +131,26 @@ SHAPE_ONLY = _functions(
 )
 
 
+def svd_norm(args: Any, kwargs: Any) -> bool:
+    """Whether ``norm(x, ord=None, axis=None, keepdims=False)`` is computed from singular values: ord 2, -2
+    or 'nuc' of a matrix, which ``cupy.linalg.norm`` takes from cuSOLVER's SVD. Every other norm is a
+    reduction kernel in CuPy, which captures: the host lets those through."""
+    x = args[0] if args else kwargs.get("x")
+    order = args[1] if len(args) > 1 else kwargs.get("ord")
+    axis = args[2] if len(args) > 2 else kwargs.get("axis")
+    matrix = (axis is None and getattr(x, "ndim", None) == 2) or (isinstance(axis, tuple) and len(axis) == 2)
+    if isinstance(order, str):
+        return matrix and order == "nuc"
+    number = isinstance(order, (int, float, np.integer, np.floating)) and not isinstance(order, (bool, np.bool_))
+    return matrix and number and order in (2, -2)
+
+
 def check_function(func: Any, args: Any, kwargs: Any) -> None:
     name = getattr(func, "__name__", "function")
     if func in _CUBLAS and not routed_product(name):
         refuse(FallbackReason.LIBRARY_CALL, f"np.{name} calls cuBLAS, {LIBRARY_HINT}", f"numpy.{name}")
-    if str(getattr(func, "__module__", "")).startswith("numpy.linalg"):
+    if str(getattr(func, "__module__", "")).startswith("numpy.linalg") and (name != "norm" or svd_norm(args, kwargs)):
+        # (the calls the GPU routes never get here: routes/numpy_linalg.py runs them on plain arrays)
         refuse(FallbackReason.LIBRARY_CALL, f"np.linalg.{name} calls cuSOLVER, {LIBRARY_HINT}", f"linalg.{name}")
     if func in _DATA_SHAPED or (func is np.where and len(args) + len(kwargs) == 1):
         label = "np.where with one argument" if func is np.where else f"np.{name}"

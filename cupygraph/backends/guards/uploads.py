@@ -38,8 +38,8 @@ from ...errors import CaptureError
 from ...hints import HOST_UPLOAD_HINT
 from ...reasons import FallbackReason
 
-__all__ = ["CREATORS", "MODES", "UNSUPPORTED_KINDS", "BakedUpload", "Interception", "UploadLedger", "new_ledger",
-           "upload_policy"]
+__all__ = ["CREATORS", "MODES", "UNSUPPORTED_KINDS", "UNTOUCHED", "BakedUpload", "Interception", "UploadLedger",
+           "new_ledger", "upload_policy"]
 
 MODES = ("fallback", "constant", "auto")
 CREATORS = ("asarray", "array", "asanyarray", "ascontiguousarray", "asfortranarray")
@@ -194,13 +194,18 @@ def new_ledger() -> UploadLedger:
 
 Handler = Callable[[str, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
 
+UNTOUCHED: Any = object()
+"""What a handler returns to leave the call to the original function, as if nothing intercepted it (the
+wrapper calls it: ``frames`` passes over the wrapper's frame, so the caller is still the user's line)."""
+
 
 class Interception:
     """Functions replaced while at least one thread records, restored when the last one ends.
 
     ``targets()`` lists ``(owner, attribute, label)``. A replaced function calls the handler of
-    the calling thread's open ``active`` scope with ``(label, original, args, kwargs)``; in every
-    other thread it is the original, so work elsewhere is untouched (it pays one Python call).
+    the calling thread's open ``active`` scope with ``(label, original, args, kwargs)``, and returns
+    what it returns (``UNTOUCHED``: the original's result); in every other thread it is the original,
+    so work elsewhere is untouched (it pays one Python call).
     """
 
     def __init__(self, targets: Callable[[], list[tuple[Any, str, str]]]):
@@ -295,9 +300,8 @@ class Interception:
         @functools.wraps(original)
         def intercepted(*args: Any, **kwargs: Any) -> Any:
             handler: Optional[Handler] = getattr(local, "handler", None)
-            if handler is None:
-                return original(*args, **kwargs)
-            return handler(label, original, args, kwargs)
+            result = UNTOUCHED if handler is None else handler(label, original, args, kwargs)
+            return original(*args, **kwargs) if result is UNTOUCHED else result
 
         return intercepted
 

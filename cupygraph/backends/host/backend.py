@@ -14,7 +14,7 @@ returns another structure, shapes or Python values than the capture raises ``Rep
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Optional
 
 import numpy as np
@@ -25,7 +25,7 @@ from ..guards.foreign import find_arrays, watch_unowned
 from ..guards.host_escapes import legacy_random_refused, legacy_random_replayed, numpy_escapes_refused
 from ..guards.host_guard import CaptureArray, guarded, refusing
 from ..guards.host_uploads import intercepted_uploads, replaying
-from ..routing import Route
+from ..routing import Reopen, Route, recorded_routing
 from ..timing import HostSample
 from .binder import HostBinder, host_facts
 
@@ -76,8 +76,11 @@ def _undone(arrays: Iterable[np.ndarray]) -> Iterator[None]:
 
 class HostRecording(Recording):
     def __init__(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], outputs: Any,
-                 piecewise: bool = False, scalars: frozenset[int] = frozenset()):
+                 piecewise: bool = False, scalars: frozenset[int] = frozenset(), routing: Reopen = nullcontext):
         self._fn, self._args, self._kwargs = fn, list(args), kwargs
+        self._routing = routing
+        """Routes the library calls as the capture did (``routing.recorded_routing``): a replay runs the
+        function again, where a GPU graph replays the routed calls it captured."""
         self.outputs = outputs
         self.scalar_outputs = scalars
         self._leaves, self._spec = flatten(outputs, _is_numpy)
@@ -94,7 +97,7 @@ class HostRecording(Recording):
         self.nbytes += sum(s.nbytes for s in snapshots)
 
     def _run(self) -> Any:
-        with legacy_random_replayed(self.random_route, self._fn):
+        with self._routing(), legacy_random_replayed(self.random_route, self._fn):
             if not self._snapshots:
                 return self._fn(*self._args, **self._kwargs)
             # Guarded (inactive) views, as at capture: the function's own arrays are not uploads.
@@ -144,6 +147,7 @@ class HostRecording(Recording):
     def release(self) -> None:
         # None, not a Callable: a released recording is never launched again.
         self._fn, self._args, self._kwargs, self._leaves, self.outputs = None, [], {}, [], None  # type: ignore[assignment]
+        self._routing = nullcontext
         self._snapshots = []
         self.random_route = None
         self.watches = ()
@@ -208,7 +212,7 @@ class HostBackend(Backend):
         # Outputs are plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy's), which
         # the entry hands back as the scalars the plain function returns.
         recording = HostRecording(fn, args, kwargs, _plain_outputs(outputs), piecewise,
-                                  _scalar_leaves(warmed, outputs))
+                                  _scalar_leaves(warmed, outputs), recorded_routing())
         warmed = None
         recording.warmup_sample = sample
         recording.bake(uploads.snapshots, uploads.ledger.baked)
