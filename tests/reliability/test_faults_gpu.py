@@ -18,6 +18,7 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
+cublas = pytest.importorskip("cupy.cublas", reason="needs CuPy's cupy.cublas")  # an unrouted level-1 BLAS call
 
 from reliability_gpu import assert_same, drift, memory_figures, rand, stream_usable  # noqa: E402
 from reliability_helpers import record  # noqa: E402
@@ -51,7 +52,7 @@ class Fault:
             if kind == "d2h":
                 y = y * float(y[0, 0])  # a host read of a device value
             elif kind == "cublas":
-                y = y * cupy.cublas.nrm2(y.ravel())  # level-1 BLAS: not routed (y @ self.weight is, issue 29)
+                y = y * cublas.nrm2(y.ravel())  # level-1 BLAS: not routed (y @ self.weight is, issue 29)
             elif kind == "curand":
                 y = y + cupy.random.binomial(10, 0.5, size=y.shape).astype(y.dtype)  # never routed: refused
             elif kind == "user_exception":

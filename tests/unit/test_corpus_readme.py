@@ -32,7 +32,7 @@ def test_the_section_lists_each_family_by_status_with_the_run_figures():
     assert "| host_read | - | - | `unique` |" in section
     assert "| elementwise | `exp` | - | - |" in section
     # Unchanged code without routing (before issue 29), unchanged with it, and after the suggested rewrite.
-    assert "| unchanged, `route_library_calls=False` (as before issue 29) | 0 of 4 | 0 % |" in section
+    assert "| unchanged, `route_library_calls=False` (no library call routed) | 0 of 4 | 0 % |" in section
     assert "| unchanged, default config | 1 of 4 | 25 % |" in section
     assert "| after the suggested rewrite | 3 of 4 | 75 % |" in section
 
