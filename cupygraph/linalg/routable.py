@@ -28,7 +28,8 @@ import numpy as np
 from ..backends.guards.host_refusal import svd_norm
 from ._spectral_routines import CAPTURE_MAX
 
-__all__ = ["ROUTED_FUNCTIONS", "SPARSE_PRODUCTS", "RoutedCall", "linalg_call", "sparse_call"]
+__all__ = ["ROUTED_FUNCTIONS", "SPARSE_LABEL", "SPARSE_PRODUCTS", "RoutedCall", "linalg_call", "routed_targets",
+           "sparse_call"]
 
 _DEFAULT = object()
 """An option the caller left out (the defaults differ: ``pinv``'s rcond is 1e-15 in CuPy, None in NumPy 2)."""
@@ -56,6 +57,24 @@ SPARSE_PRODUCTS: dict[str, bool] = {"__matmul__": False, "__rmatmul__": True, "d
                                     "__rmul__": True}
 """The CSR matrix methods that multiply (``__mul__`` / ``__rmul__``: of ``csr_matrix`` only, whose ``*`` is a
 product), by whether the dense operand comes first (``x @ csr`` calls ``csr.__rmatmul__(x)``)."""
+
+
+SPARSE_LABEL = "sparse."
+"""How an interception labels a CSR class's method (``sparse.__matmul__``): the routers tell them apart by it."""
+
+
+def routed_targets(linalg: Any, sparse: Any) -> list[tuple[Any, str, str]]:
+    """(owner, attribute, label) of what a router replaces: the routed functions of ``linalg``
+    (``cupy.linalg`` or ``numpy.linalg``) and the products of ``sparse``'s CSR classes (cupyx's or SciPy's;
+    None where the module was never imported: a CSR matrix exists only where it was)."""
+    targets = [(linalg, name, name) for name in ROUTED_FUNCTIONS if hasattr(linalg, name)]
+    for cls in (getattr(sparse, "csr_matrix", None), getattr(sparse, "csr_array", None)):
+        if cls is None:
+            continue
+        # csr_array's ``*`` multiplies element-wise (array semantics): only csr_matrix's is a product.
+        products = SPARSE_PRODUCTS if cls.__name__ == "csr_matrix" else ("__matmul__", "__rmatmul__", "dot")
+        targets += [(cls, method, SPARSE_LABEL + method) for method in products if hasattr(cls, method)]
+    return targets
 
 
 @dataclasses.dataclass(frozen=True)

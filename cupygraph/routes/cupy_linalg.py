@@ -24,25 +24,15 @@ from typing import Any, Optional
 from ..backends.guards.uploads import UNTOUCHED, Interception
 from ..backends.routing import note_routed, routing_enabled
 from ..frames import called_from_user, location_in_stack
-from ..linalg.routable import ROUTED_FUNCTIONS, SPARSE_PRODUCTS, RoutedCall, linalg_call, sparse_call
+from ..linalg.routable import SPARSE_LABEL, RoutedCall, linalg_call, routed_targets, sparse_call
 
 __all__ = ["linalg_errors_raised", "routed_linalg"]
 
-_SPARSE = "sparse."
-"""Labels of the CSR classes' methods start with this (``sparse.__matmul__``)."""
 
 
 def _targets() -> list[tuple[Any, str, str]]:
     linalg = getattr(sys.modules.get("cupy"), "linalg", None)  # (None: a stand-in for CuPy, the tests' fakes)
-    targets = [(linalg, name, name) for name in ROUTED_FUNCTIONS if hasattr(linalg, name)]
-    sparse = sys.modules.get("cupyx.scipy.sparse")  # a CSR matrix exists only where it was imported
-    for cls in (getattr(sparse, "csr_matrix", None), getattr(sparse, "csr_array", None)):
-        if cls is None:
-            continue
-        # csr_array's ``*`` multiplies element-wise (array semantics): only csr_matrix's is a product.
-        products = SPARSE_PRODUCTS if cls.__name__ == "csr_matrix" else ("__matmul__", "__rmatmul__", "dot")
-        targets += [(cls, method, _SPARSE + method) for method in products if hasattr(cls, method)]
-    return targets
+    return routed_targets(linalg, sys.modules.get("cupyx.scipy.sparse"))
 
 
 _interception = Interception(_targets)
@@ -59,10 +49,10 @@ def _call(label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional
     """The call to route, or None to leave it to CuPy."""
     import cupy
 
-    if label.startswith(_SPARSE):
+    if label.startswith(SPARSE_LABEL):
         if len(args) != 2 or kwargs:
             return None
-        call = sparse_call(label[len(_SPARSE):], args[0], args[1])
+        call = sparse_call(label[len(SPARSE_LABEL):], args[0], args[1])
         return call if call is not None and isinstance(args[1], cupy.ndarray) else None
     call = linalg_call(label, args, kwargs)
     if call is None or not all(isinstance(x, cupy.ndarray) for x in call.arrays) or linalg_errors_raised():

@@ -32,26 +32,17 @@ from ..backends.guards.host_refusal import capture_run_active
 from ..backends.guards.uploads import UNTOUCHED, Interception
 from ..backends.routing import note_routed, routing_enabled
 from ..frames import called_from_user, location_in_stack
-from ..linalg.routable import ROUTED_FUNCTIONS, SPARSE_PRODUCTS, RoutedCall, linalg_call, sparse_call
+from ..linalg.routable import SPARSE_LABEL, RoutedCall, linalg_call, routed_targets, sparse_call
 
 __all__ = ["routed_numpy_linalg"]
 
-_SPARSE = "sparse."
 _BATCHED_FAILURES = ("solve", "inv", "cholesky")
 """The routed functions of a batch of matrices that NumPy refuses whole when one matrix fails."""
 _SPECTRAL = ("eigh", "eigvalsh", "svd")
 
 
 def _targets() -> list[tuple[Any, str, str]]:
-    targets = [(np.linalg, name, name) for name in ROUTED_FUNCTIONS if hasattr(np.linalg, name)]
-    sparse = sys.modules.get("scipy.sparse")
-    for cls in (getattr(sparse, "csr_matrix", None), getattr(sparse, "csr_array", None)):
-        if cls is None:
-            continue
-        # csr_array's ``*`` multiplies element-wise (array semantics): only csr_matrix's is a product.
-        products = SPARSE_PRODUCTS if cls.__name__ == "csr_matrix" else ("__matmul__", "__rmatmul__", "dot")
-        targets += [(cls, method, _SPARSE + method) for method in products if hasattr(cls, method)]
-    return targets
+    return routed_targets(np.linalg, sys.modules.get("scipy.sparse"))
 
 
 _interception = Interception(_targets)
@@ -63,10 +54,10 @@ def _host_array(x: Any) -> bool:
 
 def _call(label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[RoutedCall]:
     """The call to route, or None to leave it to NumPy / SciPy (and the guard)."""
-    if label.startswith(_SPARSE):
+    if label.startswith(SPARSE_LABEL):
         if len(args) != 2 or kwargs:
             return None
-        call = sparse_call(label[len(_SPARSE):], args[0], args[1])
+        call = sparse_call(label[len(SPARSE_LABEL):], args[0], args[1])
         return call if call is not None and _host_array(args[1]) else None
     call = linalg_call(label, args, kwargs)
     return call if call is not None and all(_host_array(x) for x in call.arrays) else None
