@@ -211,7 +211,8 @@ def _shares_table(run: dict[str, Any]) -> list[str]:
         return f"| {label} | {count} of {total} | {100.0 * count / total:.0f} % |"
 
     return ["| code | captured and correct | share |", "| --- | ---: | ---: |",
-            row("unchanged, `route_library_calls=False` (no library call routed)", run["captured_unchanged_routing_off"]),
+            row("unchanged, `route_library_calls=False` (no library call routed)",
+                run["captured_unchanged_routing_off"]),
             row("unchanged, default config", run["counts"]["captures"]),
             row("after the suggested rewrite", run["captured_with_replacements"]), ""]
 
