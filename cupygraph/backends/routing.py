@@ -21,12 +21,13 @@ Neutral on purpose: backends, routes and the cache all import it; it imports not
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Optional
 
-__all__ = ["ENV_SWITCH", "LEGACY_RANDOM", "NotRouted", "Reopen", "Route", "graph_break_op", "note_routed",
+__all__ = ["ENV_SWITCH", "LEGACY_RANDOM", "NotRouted", "Reopen", "Reopener", "Route", "graph_break_op", "note_routed",
            "recorded_routing", "route_for", "route_or_refuse", "routing_enabled", "routing_policy", "routing_to"]
 
 ENV_SWITCH = "CUPYGRAPH_ROUTE_LIBRARY_CALLS"
@@ -48,23 +49,27 @@ class NotRouted(Exception):
 
 
 Reopen = Callable[[], AbstractContextManager[Any]]
+Reopener = Callable[[dict[str, Route]], AbstractContextManager[Any]]
+"""Opens routing again for a replay, with the routes of the kinds its capture run routed."""
 
 
 class _Policy:
-    __slots__ = ("eager_breaks", "enabled", "reopen", "routed", "routes")
+    __slots__ = ("eager_breaks", "enabled", "reopen", "replayed", "routed", "routes")
 
-    def __init__(self, enabled: bool, eager_breaks: bool, reopen: Optional[Reopen]):
+    def __init__(self, enabled: bool, eager_breaks: bool, reopen: Optional[Reopener]):
         self.enabled, self.eager_breaks, self.reopen = enabled, eager_breaks, reopen
         self.routed: list[str] = []
         self.routes: dict[str, Route] = {}
+        self.replayed: set[str] = set()
+        """The kinds of intercepted calls the capture run routed, which a host replay routes again."""
 
 
 @contextmanager
-def routing_policy(enabled: bool, piecewise: bool = False, reopen: Optional[Reopen] = None) -> Iterator[list[str]]:
+def routing_policy(enabled: bool, piecewise: bool = False, reopen: Optional[Reopener] = None) -> Iterator[list[str]]:
     """Routing on or off in this thread meanwhile; yields the ledger of what gets routed (labels
     such as ``"cuBLAS (at model.py:12: y = x @ w)"``, once per call made). ``piecewise``: the recording
     is a PIECEWISE graph, whose graph-break ops run eagerly (``graph_break_op``). ``reopen``: routes
-    the same way again (``recorded_routing``)."""
+    the same way again, given the routes the capture run used (``recorded_routing``)."""
     previous: Optional[_Policy] = getattr(_local, "policy", None)
     policy = _local.policy = _Policy(enabled, piecewise, reopen)
     try:
@@ -76,9 +81,13 @@ def routing_policy(enabled: bool, piecewise: bool = False, reopen: Optional[Reop
 def recorded_routing() -> Reopen:
     """What routes this thread's library calls as the recording open here does, for a replay that runs
     the function again (the host reference's: a GPU graph replays the routed calls it captured, so the
-    host computes them the same way at every replay); ``nullcontext`` when no recording routes here."""
+    host computes them the same way at every replay, its routed draws from the same generator);
+    ``nullcontext`` when no recording routes here. The one owner of how a host replay routes."""
     policy: Optional[_Policy] = getattr(_local, "policy", None)
-    return nullcontext if policy is None or policy.reopen is None else policy.reopen
+    if policy is None or policy.reopen is None:
+        return nullcontext
+    return functools.partial(policy.reopen, {kind: policy.routes[kind] for kind in policy.replayed
+                                             if kind in policy.routes})
 
 
 def routing_enabled() -> bool:
@@ -119,13 +128,18 @@ def route_for(kind: str) -> Optional[Route]:
     return policy.routes.get(kind) if policy is not None and policy.enabled else None
 
 
-def route_or_refuse(kind: str, label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def route_or_refuse(kind: str, label: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                    replayed: bool = False) -> Any:
     """The guard's question: the routed call's result, or ``NotRouted`` (why, or "" where nothing routes
-    ``kind`` now: routing off, or no router), which the guard turns into its refusal."""
+    ``kind`` now: routing off, or no router), which the guard turns into its refusal. ``replayed``: a call
+    of the host's capture run, whose replays route ``kind`` again (``recorded_routing``)."""
     route = route_for(kind)
     if route is None:
         raise NotRouted("")
-    return route(label, args, kwargs)
+    result = route(label, args, kwargs)
+    if replayed:
+        _local.policy.replayed.add(kind)
+    return result
 
 
 @contextmanager

@@ -29,9 +29,9 @@ names for the replaced functions are replaced too, as ``from cupy import matmul`
   count to the host) runs as ``cupy.copyto(y, v, where=mask)``; any other store is CuPy's own.
 
 Graph-break ops of a PIECEWISE recording run eagerly, at every replay too, so nothing is routed in them
-(``backends/routing.graph_break_op``). A host replay re-runs the function: its linalg calls are routed
-again as at its capture (``routing.recorded_routing``), its legacy draws by their guard
-(``guards/host_escapes.legacy_random_replayed``).
+(``backends/routing.graph_break_op``). A host replay re-runs the function, routed again as its capture
+was, in one place (``routing.recorded_routing`` opens ``_reopened``): its linalg calls by their router,
+its legacy draws to the capture's own generator (fresh draws, as a GPU replay's).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
 
-from ..backends.routing import routing_policy
+from ..backends.guards.host_escapes import legacy_random_replayed
+from ..backends.routing import LEGACY_RANDOM, Route, routing_policy
 
 __all__ = ["routed_library_calls"]
 
@@ -65,7 +66,7 @@ def _routers(backend: str) -> list[Router]:
 
 
 def _replayed_routers(backend: str) -> list[Router]:
-    """The host routers a replay opens again (the draws' replays are their guard's: ``legacy_random_replayed``)."""
+    """The host routers a replay opens again (its draws go to their capture's route: ``_reopened``)."""
     if backend != "host":
         return []
     from .numpy_linalg import routed_numpy_linalg
@@ -87,10 +88,13 @@ def routed_library_calls(fn: Any, backend: str, enabled: bool, piecewise: bool =
 
 
 @contextmanager
-def _reopened(fn: Any, backend: str, enabled: bool, piecewise: bool) -> Iterator[list[str]]:
-    """A host replay's routing: the routers its capture opened that a replay needs again."""
+def _reopened(fn: Any, backend: str, enabled: bool, piecewise: bool, routes: dict[str, Route]) -> Iterator[list[str]]:
+    """A host replay's routing: the routers its capture opened that a replay needs again, and ``routes``,
+    the capture run's routes of intercepted calls (its legacy draws' generator: fresh draws, as a GPU
+    replay draws them)."""
     with routing_policy(enabled, piecewise) as routed, ExitStack() as stack:
         if enabled:
             for router in _replayed_routers(backend):
                 stack.enter_context(router(fn))
+        stack.enter_context(legacy_random_replayed(routes.get(LEGACY_RANDOM), fn))
         yield routed

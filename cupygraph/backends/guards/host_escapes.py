@@ -34,7 +34,7 @@ import numpy as np
 from ...frames import called_from_user
 from ...reasons import FallbackReason
 from ..base import ReplayMismatch
-from ..routing import LEGACY_RANDOM, NotRouted, Route, route_for, route_or_refuse
+from ..routing import LEGACY_RANDOM, NotRouted, Route, route_or_refuse
 from .host_refusal import capture_run_active, refuse
 from .uploads import Interception
 
@@ -77,32 +77,23 @@ def _targets() -> list[tuple[Any, str, str]]:
     return targets
 
 
-class CaptureRun:
-    """One capture run's escapes: ``random_route`` is the router its legacy draws went to (None: none
-    did), which the recording's replays route them to again."""
-
-    def __init__(self) -> None:
-        self.random_route: Optional[Route] = None
-
-    def refuse_escape(self, label: str, original: Callable[..., Any], args: tuple[Any, ...],
-                      kwargs: dict[str, Any]) -> Any:
-        if capture_run_active():
-            if label.startswith("np.random.") and _caller_is_user():
-                result = _routed_or_refused(label, args, kwargs)
-                self.random_route = route_for(LEGACY_RANDOM)
-                return result
-            if label == "sparse" and _caller_is_user(skip_scipy=True):
-                refuse(FallbackReason.LIBRARY_CALL, _SPARSE_HINT)
-            if label.startswith("scipy.linalg.") and _caller_is_user():
-                refuse(FallbackReason.LIBRARY_CALL, f"{label} {_SCIPY_LINALG_HINT}", label)
-        return original(*args, **kwargs)
+def _refuse_escape(label: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if capture_run_active():
+        if label.startswith("np.random.") and _caller_is_user():
+            # The capture run's draws: its replays route them again (``routing.recorded_routing``).
+            return _routed_or_refused(label, args, kwargs, replayed=True)
+        if label == "sparse" and _caller_is_user(skip_scipy=True):
+            refuse(FallbackReason.LIBRARY_CALL, _SPARSE_HINT)
+        if label.startswith("scipy.linalg.") and _caller_is_user():
+            refuse(FallbackReason.LIBRARY_CALL, f"{label} {_SCIPY_LINALG_HINT}", label)
+    return original(*args, **kwargs)
 
 
-def _routed_or_refused(label: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _routed_or_refused(label: str, args: tuple[Any, ...], kwargs: dict[str, Any], replayed: bool = False) -> Any:
     """A legacy draw from the user's code: what the GPU routes is routed, the rest refused as the GPU
     refuses it (``cupy_legacy_random``), with why it was not routed where routing is on."""
     try:
-        return route_or_refuse(LEGACY_RANDOM, label, args, kwargs)
+        return route_or_refuse(LEGACY_RANDOM, label, args, kwargs, replayed)
     except NotRouted as why:
         unrouted = f" (not routed: {why})" if str(why) else ""
     refuse(FallbackReason.LIBRARY_CALL, f"{label}{unrouted} uses {_RANDOM_HINT}")
@@ -119,12 +110,11 @@ _interception = Interception(_targets)
 
 
 @contextmanager
-def numpy_escapes_refused(fn: Any = None) -> Iterator[CaptureRun]:
+def numpy_escapes_refused(fn: Any = None) -> Iterator[None]:
     """The refusing wrappers in place for this thread's capture run of ``fn`` (other threads: the
-    originals), its module's own names for them included; yields what the run routed."""
-    run = CaptureRun()
-    with _interception.active(run.refuse_escape, fn):
-        yield run
+    originals), its module's own names for them included."""
+    with _interception.active(_refuse_escape, fn):
+        yield
 
 
 @contextmanager

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 from ...pytree import flatten, same_value, unflatten
 from ..base import Backend, Recording, ReplayMismatch
 from ..guards.foreign import find_arrays, watch_unowned
-from ..guards.host_escapes import legacy_random_refused, legacy_random_replayed, numpy_escapes_refused
+from ..guards.host_escapes import legacy_random_refused, numpy_escapes_refused
 from ..guards.host_guard import CaptureArray, guarded, refusing
 from ..guards.host_uploads import intercepted_uploads, replaying
-from ..routing import Reopen, Route, recorded_routing
+from ..routing import Reopen, recorded_routing
 from ..timing import HostSample
 from .binder import HostBinder, host_facts
 
@@ -87,9 +87,6 @@ class HostRecording(Recording):
         self.nbytes = sum(leaf.nbytes for leaf in self._leaves if _is_numpy(leaf))
         self._piecewise = piecewise
         self._snapshots: list[Any] = []
-        self.random_route: Optional[Route] = None
-        """Where the capture run's legacy ``np.random`` draws were routed (``host_escapes``): the replays'
-        go there too, fresh numbers from the recording's generator each time, as a GPU graph's."""
 
     def bake(self, snapshots: list[Any], baked: Sequence[Any]) -> None:
         """Host uploads baked in at capture: every replay gets these snapshots again (issue 20)."""
@@ -97,7 +94,7 @@ class HostRecording(Recording):
         self.nbytes += sum(s.nbytes for s in snapshots)
 
     def _run(self) -> Any:
-        with self._routing(), legacy_random_replayed(self.random_route, self._fn):
+        with self._routing():
             if not self._snapshots:
                 return self._fn(*self._args, **self._kwargs)
             # Guarded (inactive) views, as at capture: the function's own arrays are not uploads.
@@ -149,7 +146,6 @@ class HostRecording(Recording):
         self._fn, self._args, self._kwargs, self._leaves, self.outputs = None, [], {}, [], None  # type: ignore[assignment]
         self._routing = nullcontext
         self._snapshots = []
-        self.random_route = None
         self.watches = ()
 
     def to_dot(self) -> str:
@@ -207,7 +203,7 @@ class HostBackend(Backend):
             # reach is undone, so only replays write there, as on the GPU (else an in-place function
             # would change the caller's arrays twice on a first call: capture run, then replay).
             # The capture run sees views of the same buffers that refuse what CuPy refuses under capture.
-            with _undone(touched), refusing(piecewise), numpy_escapes_refused(fn) as escapes:
+            with _undone(touched), refusing(piecewise), numpy_escapes_refused(fn):
                 outputs = fn(*[guarded(a) for a in args], **kwargs)
         # Outputs are plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy's), which
         # the entry hands back as the scalars the plain function returns.
@@ -216,7 +212,6 @@ class HostBackend(Backend):
         warmed = None
         recording.warmup_sample = sample
         recording.bake(uploads.snapshots, uploads.ledger.baked)
-        recording.random_route = escapes.random_route
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
         # One warning per array and family (set here: subclasses need not call an __init__).
         warned = self.__dict__.setdefault("_foreign_warned", set())
