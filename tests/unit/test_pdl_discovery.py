@@ -317,3 +317,27 @@ def test_which_module_sources_are_asked_for_a_kernel_name(code, name, could):
 
 def test_not_found_says_not_scanned():
     assert NOT_FOUND.startswith("not scanned")
+
+
+def test_the_live_object_search_never_asks_an_objects_class(monkeypatch):
+    """Some objects compute ``__class__`` (torch's deprecated module attributes warn when touched):
+    the search over every live object goes by ``type()`` only, and still finds the kernel objects."""
+    import warnings
+
+    class Kernel:
+        pass
+
+    class Touchy:
+        @property
+        def __class__(self):  # what isinstance() would ask after its type check fails
+            warnings.warn("touched", FutureWarning, stacklevel=2)
+            return Touchy
+
+    kernel, touchy = Kernel(), Touchy()
+    kernel.held, touchy.held = [], []  # (objects holding containers: the garbage collector tracks them)
+    monkeypatch.setattr(discovery, "live_kernel_objects", LIVE_KERNEL_OBJECTS)  # (the fixture's is a stand-in)
+    monkeypatch.setattr(discovery, "kernel_types", lambda: (Kernel,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = discovery.live_kernel_objects()
+    assert any(obj is kernel for obj in found) and not any(obj is touchy for obj in found)

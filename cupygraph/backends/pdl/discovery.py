@@ -99,7 +99,9 @@ class KernelFinder:
 def live_kernel_objects() -> list[Any]:
     """Every CuPy kernel object the garbage collector tracks (not those ``gc.freeze()`` set aside)."""
     kinds = kernel_types()
-    return [obj for obj in gc.get_objects() if isinstance(obj, kinds)] if kinds else []
+    # type(), not isinstance(): isinstance also asks an object's ``__class__``, which some objects compute
+    # (torch's deprecated module attributes warn when touched); a kernel object's type is its class.
+    return [obj for obj in gc.get_objects() if issubclass(type(obj), kinds)] if kinds else []
 
 
 def _listed(reachable: Callable[[], Iterable[Any]]) -> list[Any]:
