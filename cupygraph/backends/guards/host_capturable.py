@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .host_guard import guarded
-from .host_refusal import capture_run_active
+from .host_refusal import capture_run_active, library_state_used
 
 __all__ = ["handed_back", "plain_array"]
 
@@ -24,5 +24,9 @@ def plain_array(x: Any) -> Any:
 
 
 def handed_back(array: Any) -> Any:
-    """``array`` as the op returns it: guarded during a capture run, as it is otherwise."""
-    return guarded(array) if capture_run_active() else array
+    """``array`` as the op returns it: guarded during a capture run, as it is otherwise. The op's GPU twin
+    keeps library state in its recording (a handle, a generator's state), so this one is noted as doing so."""
+    if not capture_run_active():
+        return array
+    library_state_used()
+    return guarded(array)

@@ -318,8 +318,9 @@ def guarded(array: Any) -> Any:
 
 
 @contextmanager
-def refusing(piecewise: bool) -> Iterator[None]:
-    """Refusals on for this thread while the capture run executes (graph breaks run plain).
+def refusing(piecewise: bool) -> Iterator[Any]:
+    """Refusals on for this thread while the capture run executes (graph breaks run plain); yields the
+    run's guard (``library_state`` once the run is over: whether the GPU's recording would hold some).
 
     Raises the first refusal when the run ends, also one the function caught and ignored, as an
     invalidated CUDA capture fails at its end whatever the function did with the error.
@@ -327,7 +328,7 @@ def refusing(piecewise: bool) -> Iterator[None]:
     with guard_scope() as guard:
         try:
             with recording_breaks(_HostBreaks()) if piecewise else nullcontext():
-                yield
+                yield guard
         except RefusedOp:
             raise
         except Exception as err:

@@ -38,6 +38,9 @@ class _Guard:
     def __init__(self) -> None:
         self.active = True
         self.first: Optional[tuple[str, FallbackReason]] = None
+        self.library_state = False
+        """Whether the GPU's recording would hold library state (``backends/holding.py``): then it binds
+        nothing (``CopyReason.LIBRARY_STATE``), and neither does the host's."""
 
 
 _local = threading.local()
@@ -117,6 +120,7 @@ def routed_product(name: str) -> bool:
     and notes it, with the same label as the GPU's (``cuBLAS`` and the user's line)."""
     if name not in _ROUTED_PRODUCTS or not routing_enabled():
         return False
+    library_state_used()  # (the GPU's routed product: cupygraph's cuBLAS handle and workspace)
     note_routed(f"cuBLAS{location_in_stack(sys._getframe(1))}")
     return True
 _DATA_SHAPED = _functions(
@@ -145,8 +149,18 @@ def svd_norm(args: Any, kwargs: Any) -> bool:
     return matrix and number and order in (2, -2)
 
 
+def library_state_used() -> None:
+    """An op of the capture run whose GPU twin keeps library state in the recording ran: a cuBLAS or
+    cuSOLVER handle and workspace, a generator's state, a cuFFT plan (``backends/holding.py``)."""
+    guard = active_guard()
+    if guard is not None:
+        guard.library_state = True
+
+
 def check_function(func: Any, args: Any, kwargs: Any) -> None:
     name = getattr(func, "__name__", "function")
+    if str(getattr(func, "__module__", "")).startswith("numpy.fft"):
+        library_state_used()  # (CuPy's FFT: a cuFFT plan the graph holds)
     if func in _CUBLAS and not routed_product(name):
         refuse(FallbackReason.LIBRARY_CALL, f"np.{name} calls cuBLAS, {LIBRARY_HINT}", f"numpy.{name}")
     if str(getattr(func, "__module__", "")).startswith("numpy.linalg") and (name != "norm" or svd_norm(args, kwargs)):

@@ -87,6 +87,9 @@ class HostRecording(Recording):
         self.nbytes = sum(leaf.nbytes for leaf in self._leaves if _is_numpy(leaf))
         self._piecewise = piecewise
         self._snapshots: list[Any] = []
+        self.library_state = False
+        """Whether the GPU's recording of the same run would hold library state (set by the capture):
+        the GPU then binds nothing (``CopyReason.LIBRARY_STATE``), and neither does this recording."""
 
     def bake(self, snapshots: list[Any], baked: Sequence[Any]) -> None:
         """Host uploads baked in at capture: every replay gets these snapshots again (issue 20)."""
@@ -105,7 +108,7 @@ class HostRecording(Recording):
                counts: Any, name: str, constants: Sequence[tuple[int, Any]] = (), executables: int = 1) -> HostBinder:
         # A scalar output is no array the caller could be handed: never bound.
         leaves_bound = [None if i in self.scalar_outputs else leaf for i, leaf in enumerate(self._leaves)]
-        facts = host_facts(self._args, leaves_bound, self._piecewise)
+        facts = host_facts(self._args, leaves_bound, self._piecewise, self.library_state)
         return HostBinder(self._args, facts, static, labels, leaves, bind_outputs, counts, name, constants)
 
     def launch(self) -> None:
@@ -203,7 +206,7 @@ class HostBackend(Backend):
             # reach is undone, so only replays write there, as on the GPU (else an in-place function
             # would change the caller's arrays twice on a first call: capture run, then replay).
             # The capture run sees views of the same buffers that refuse what CuPy refuses under capture.
-            with _undone(touched), refusing(piecewise), numpy_escapes_refused(fn):
+            with _undone(touched), refusing(piecewise) as run, numpy_escapes_refused(fn):
                 outputs = fn(*[guarded(a) for a in args], **kwargs)
         # Outputs are plain arrays; NumPy scalars become 0-d arrays (rewritten in place, as CuPy's), which
         # the entry hands back as the scalars the plain function returns.
@@ -212,6 +215,9 @@ class HostBackend(Backend):
         warmed = None
         recording.warmup_sample = sample
         recording.bake(uploads.snapshots, uploads.ledger.baked)
+        # The GPU's recording holds library state (handles, generators, plans, baked uploads' snapshots):
+        # it binds nothing then (zerocopy/node_pointers.py, LIBRARY_STATE), and neither does this one.
+        recording.library_state = run.library_state or bool(uploads.ledger.baked)
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
         # One warning per array and family (set here: subclasses need not call an __init__).
         warned = self.__dict__.setdefault("_foreign_warned", set())

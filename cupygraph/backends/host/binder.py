@@ -33,11 +33,15 @@ def _address(array: np.ndarray) -> int:
     return int(array.__array_interface__["data"][0])
 
 
-def host_facts(args: Sequence[Any], leaves: Sequence[Any], piecewise: bool
+def host_facts(args: Sequence[Any], leaves: Sequence[Any], piecewise: bool, library_state: bool = False
                ) -> tuple[dict[int, BufferFacts], list[Optional[BufferFacts]]]:
-    """Facts per argument array (by ``id``) and per output leaf, as the GPU's analysis would find them."""
+    """Facts per argument array (by ``id``) and per output leaf, as the GPU's analysis would find them
+    (``library_state``: the GPU's recording holds some, and binds nothing)."""
     arrays = [a for a in args if isinstance(a, np.ndarray)]
     outs = [leaf if isinstance(leaf, np.ndarray) else None for leaf in leaves]
+    if library_state:
+        return ({id(a): BufferFacts(CopyReason.LIBRARY_STATE) for a in arrays},
+                [None if leaf is None else BufferFacts(CopyReason.LIBRARY_STATE) for leaf in outs])
     inputs: dict[int, BufferFacts] = {}
     for array in arrays:
         if piecewise:
