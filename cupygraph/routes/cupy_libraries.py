@@ -57,6 +57,8 @@ def _route(label: str, original: Callable[..., Any], args: tuple[Any, ...], kwar
     if kwargs or not args or not routing_enabled() or linalg_errors_raised():
         return original(*args, **kwargs)
     library, name = label.split(":")
+    if library == "cuBLAS" and not cublas_calls.routable(args):  # scalars on the device: CuPy's own
+        return original(*args, **kwargs)
     result = (cublas_calls if library == "cuBLAS" else cusolver_calls).run_as_cupy_would(name, args)
     # Frames: location_in_stack <- _route <- the replacement <- (CuPy's code) <- the user's line
     note_routed(f"{library}{location_in_stack(sys._getframe(1))}")  # the host notes the same label

@@ -198,3 +198,26 @@ def test_cupy_linalg_as_users_write_it_replays_as_cupy_computes_it(name, fn, mak
     """CuPy's own cupy.linalg code runs; only its cuSOLVER/cuBLAS calls go to cupygraph's handles: the same
     routines on the same operands, so every replay equals eager CuPy bit for bit."""
     check_unchanged(fn, lambda rng, n: make(rng, n, dtype))
+
+
+def test_cupy_cublas_with_device_scalars_is_left_to_cupy_and_host_scalars_are_routed():
+    """``cupy.cublas.geam`` with an array ``alpha`` puts CuPy's handle in device pointer mode: that call is
+    CuPy's own (it falls back, naming the line), never run on a handle that would read the device address
+    as host memory; with numbers it is routed like every product and replays bit for bit."""
+    from cupy import cublas
+
+    rng = np.random.default_rng(9)
+    b = rand(rng, (16, 8), np.float32)
+    on_device = cg.jit(lambda a, b: cublas.geam("N", "N", cupy.float32(2.0) * cupy.ones((), np.float32), a, 1.0, b),
+                       constant_argnums=1, config={"mode": "FULL", "capture_sizes": SIZES})
+    on_host = cg.jit(lambda a, b: cublas.geam("N", "N", 2.0, a, 1.0, b), constant_argnums=1,
+                     config={"mode": "FULL", "capture_sizes": SIZES})
+    for i in range(3):
+        a = rand(rng, (16, 8), np.float32)
+        want = 2 * a + b
+        for graphed in (on_device, on_host):
+            got = graphed(a, b)
+            assert np.array_equal(cupy.asnumpy(got), cupy.asnumpy(cublas.geam("N", "N", 2.0, a, 1.0, b))), i
+            assert np.allclose(cupy.asnumpy(got), cupy.asnumpy(want))
+    assert on_device.stats().fallbacks >= 1 and "cuBLAS" in on_device.stats().detail("library_call")
+    assert on_host.stats().fallbacks == 0 and on_host.stats().routed_calls
