@@ -31,6 +31,7 @@ from typing import Any
 
 from ..backends.guards.uploads import Interception
 from ..backends.routing import note_routed, routing_enabled
+from ..errors import BackendUnavailableError
 from ..frames import location_in_stack
 from ..linalg import cublas_calls, cusolver_calls
 from .cupy_linalg import linalg_errors_raised
@@ -59,7 +60,10 @@ def _route(label: str, original: Callable[..., Any], args: tuple[Any, ...], kwar
     library, name = label.split(":")
     if library == "cuBLAS" and not cublas_calls.routable(args):  # scalars on the device: CuPy's own
         return original(*args, **kwargs)
-    result = (cublas_calls if library == "cuBLAS" else cusolver_calls).run_as_cupy_would(name, args)
+    try:
+        result = (cublas_calls if library == "cuBLAS" else cusolver_calls).run_as_cupy_would(name, args)
+    except BackendUnavailableError:  # no nvmath-python (cuSOLVER's binding): CuPy's own call, as unrouted
+        return original(*args, **kwargs)
     # Frames: location_in_stack <- _route <- the replacement <- (CuPy's code) <- the user's line
     note_routed(f"{library}{location_in_stack(sys._getframe(1))}")  # the host notes the same label
     return result
