@@ -41,16 +41,7 @@ WAITING = {"mix_wait", "mix_wait_late"}
 
 
 @pytest.fixture(scope="module")
-def device():
-    dev = cupy.cuda.Device(0)
-    dev.use()
-    if int(dev.compute_capability) < 90:
-        pytest.skip(f"programmatic dependent launch needs sm_90+, this GPU is sm_{dev.compute_capability}")
-    return dev
-
-
-@pytest.fixture(scope="module")
-def kernels(device):
+def kernels(sm90_device):
     module = cg.pdl_module(SOURCE)
     found = {name: module.get_function(name) for name in ("mix_wait", "mix_wait_late", "mix_trigger_only",
                                                             "mix_plain")}

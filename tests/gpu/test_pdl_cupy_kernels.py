@@ -17,7 +17,7 @@ from pdl_chain_sources import HEADER, HEADER_OPTIONS, LOOP_PREP, PLAIN, WAITING
 
 import cupygraph as cg
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("sm90_device")]
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 nvrtc = pytest.importorskip("cuda.bindings.nvrtc", reason="needs cuda-bindings")
 
@@ -25,13 +25,6 @@ N = 1024
 LENGTH = 100
 
 
-@pytest.fixture(scope="module", autouse=True)
-def device():
-    dev = cupy.cuda.Device(0)
-    dev.use()
-    if int(dev.compute_capability) < 90:
-        pytest.skip(f"programmatic dependent launch needs sm_90+, this GPU is sm_{dev.compute_capability}")
-    return dev
 
 
 def launch(kernel, x, y, spin=8):
@@ -133,9 +126,9 @@ def cubin_of(source: str, name: str, arch: str) -> bytes:
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def test_kernels_that_cannot_be_scanned_keep_plain_edges_and_say_not_scanned(tmp_path, device):
+def test_kernels_that_cannot_be_scanned_keep_plain_edges_and_say_not_scanned(tmp_path, sm90_device):
     path = tmp_path / "chain_step.cubin"
-    path.write_bytes(cubin_of(WAITING, "chain_step.cu", str(min(int(device.compute_capability), 90))))
+    path.write_bytes(cubin_of(WAITING, "chain_step.cu", str(min(int(sm90_device.compute_capability), 90))))
     from_file = cupy.RawModule(path=str(path)).get_function("chain_step")  # waits, but its source is unknown
     waiting = cupy.RawModule(code=WAITING).get_function("chain_step")
 

@@ -1,0 +1,18 @@
+"""Fixtures the GPU tests share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def sm90_device() -> Any:
+    """Device 0, made current; the module's tests skip below sm_90 (programmatic dependent launch needs it)."""
+    cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
+    dev = cupy.cuda.Device(0)
+    dev.use()
+    if int(dev.compute_capability) < 90:
+        pytest.skip(f"programmatic dependent launch needs sm_90+, this GPU is sm_{dev.compute_capability}")
+    return dev
