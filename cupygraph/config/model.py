@@ -346,10 +346,8 @@ class CUDAGraphConfig(BaseModel):
         size = check_positive_int(batch_size, "batch_size")
         if not isinstance(uniform_decode, bool):
             raise TypeError(f"uniform_decode must be a bool, got {type(uniform_decode).__name__} {uniform_decode!r}")
-        if not uniform_decode:
-            return pad_to_capture_size(size, self._sizes)
-        _, padded_batch_size = _installed()
-        return padded_batch_size(self, size, num_reqs=num_reqs, uniform_decode=True)
+        _, padded_batch_size = _installed()  # the one decision's answer (dispatch/decision.py), not a second one
+        return padded_batch_size(self, size, num_reqs=num_reqs, uniform_decode=uniform_decode)
 
     def get_padded_seq_len(self, seq_len: Optional[int]) -> Optional[int]:
         """``seq_len`` padded to its bucket; unchanged without buckets (and then not part of any
