@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
+from ..cache import CUDAGraphStats
 from ..compat.dispatcher import CudagraphDispatcher
 from ..config.model import CUDAGraphConfig
 from ..dispatch.policy import DispatchPolicy
@@ -98,8 +99,15 @@ class StreamDispatcher(CudagraphDispatcher):
         return self.run_batch([args])[0]
 
     def stats(self) -> dict[str, Any]:
+        """The dispatch counters; the graph counters summed over the streams' runners (which hold the
+        graphs: the dispatcher's own registry is unused here); and each stream's under ``streams``."""
         merged = super().stats()
-        merged["streams"] = [runner.stats().to_dict() for runner in self.runners]
+        per_stream = [runner.stats() for runner in self.runners]
+        totals = CUDAGraphStats()
+        for stats in per_stream:
+            totals.merge(stats)
+        merged.update(totals.to_dict())
+        merged["streams"] = [stats.to_dict() for stats in per_stream]
         return merged
 
     def clear_cache(self) -> None:
