@@ -52,6 +52,7 @@ def main() -> None:
 
     import cupygraph as cg
     from tools.bench_workloads import chain_fn
+    from tools.bench_zero_copy import gpu_block
 
     alignment = int(os.environ.get("ALIGN", "0"))
     if alignment:
@@ -67,22 +68,13 @@ def main() -> None:
     static = entry.static_inputs[0]
     output = recording.outputs[0] if isinstance(recording.outputs, (list, tuple)) else recording.outputs
 
-    def gpu_us(call: Any, reps: int = 500) -> float:
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        for _ in range(reps):
-            call()
-        end.record()
-        end.synchronize()
-        return cupy.cuda.get_elapsed_time(start, end) * 1e3 / reps
-
     stages = {"call": lambda: graphed(x), "copy_in": lambda: entry.backend.copy_rows(static, x),
               "launch": recording.launch, "copy_out": lambda: entry.backend.copy_out(output)}
     names = list(stages)
     times: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(7):
         for name in names[round_ % 4:] + names[:round_ % 4]:
-            times[name].append(gpu_us(stages[name]))
+            times[name].append(gpu_block(stages[name], 500))
     print(json.dumps({"tree": tree, "align": alignment,
                       **{name: round(statistics.median(values), 3) for name, values in times.items()},
                       "static_past_4k": int(static.data.ptr) % 4096, "static_past_2m": int(static.data.ptr) % (2 << 20),

@@ -20,7 +20,7 @@ from typing import Any, Optional
 from ._binding import POINTER_MODE_HOST, ROUTINES
 from ._cublas_handles import handle_for
 
-__all__ = ["CUPY_CUBLAS_CALLS", "routable", "run_as_cupy_would"]
+__all__ = ["CUPY_CUBLAS_CALLS", "REPORTS_INFO", "routable", "run_as_cupy_would"]
 
 CUPY_CUBLAS_CALLS: dict[str, tuple[Optional[str], str]] = {
     # CuPy's function: (the binding's method taking cuBLAS's arguments, or None: ``routine``; cuBLAS's name)
@@ -28,6 +28,9 @@ CUPY_CUBLAS_CALLS: dict[str, tuple[Optional[str], str]] = {
     "gemmStridedBatchedEx": ("gemm_strided_batched", "cublasGemmStridedBatchedEx"),
     **{name: (None, symbol) for name, (symbol, _, _) in ROUTINES.items()},
 }
+REPORTS_INFO = frozenset(name for name in CUPY_CUBLAS_CALLS if "getr" in name)
+"""The batched LU routines whose ``info`` CuPy reads on the host under ``cupyx.errstate(linalg="raise")``
+(as it reads every cuSOLVER routine's); products report none."""
 
 
 def routable(args: tuple[Any, ...]) -> bool:

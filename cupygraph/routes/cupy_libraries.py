@@ -53,11 +53,14 @@ _interception = Interception(_targets)
 
 
 def _route(label: str, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    # CuPy passes every argument by position; under ``cupyx.errstate(linalg="raise")`` CuPy reads each ``info``
-    # on the host and raises, which a graph cannot: its own call then fails the capture (the key runs eagerly).
-    if kwargs or not args or not routing_enabled() or linalg_errors_raised():
+    # CuPy passes every argument by position (anything else is not CuPy's call).
+    if kwargs or not args or not routing_enabled():
         return original(*args, **kwargs)
     library, name = label.split(":")
+    # Under ``cupyx.errstate(linalg="raise")`` CuPy reads a factorisation's ``info`` on the host and raises,
+    # which a graph cannot: its own call then fails the capture (the key runs eagerly). Products have none.
+    if (library == "cuSOLVER" or name in cublas_calls.REPORTS_INFO) and linalg_errors_raised():
+        return original(*args, **kwargs)
     if library == "cuBLAS" and not cublas_calls.routable(args):  # scalars on the device: CuPy's own
         return original(*args, **kwargs)
     try:

@@ -3,7 +3,7 @@
 Each function takes the call's arrays and options (``linalg/routable.RoutedCall``; the arguments were
 checked there) and returns what CuPy returns (its tuples, dtypes and shapes), computed with
 cupygraph.linalg's capture-safe routines. Where CuPy composes a function from a factorisation, the
-composition is CuPy's, on cupygraph's factorisation: ``det`` from ``slogdet``; ``norm`` (ord 2, -2,
+composition is CuPy's, on cupygraph's factorisation: ``norm`` (ord 2, -2,
 'nuc') from the singular values; ``lstsq`` and ``pinv`` from the SVD as CuPy writes them, with
 ``cupy.where`` for CuPy's boolean-mask assignments (those read the mask's count on the host) and
 ``cupygraph.matmul`` for its products (the GEMMs capture without being routed again, so the routed
@@ -19,33 +19,14 @@ from typing import Any, Optional
 import cupy
 import numpy
 
-from ..linalg import cholesky, det, eigh, inv, matmul, qr, slogdet, solve, spmm, svd
+from ..linalg import cholesky, eigh, matmul, spmm, svd
 from ..linalg.routable import RoutedCall
 
 __all__ = ["run"]
 
 
-def _solve(a: Any, b: Any) -> Any:
-    if b.ndim == 1 and a.ndim > 2:  # CuPy solves one vector against every matrix
-        b = cupy.broadcast_to(b, a.shape[:-1])
-    return solve(a, b)
-
-
-def _inv(a: Any) -> Any:
-    if a.ndim > 2 or a.flags.f_contiguous:
-        return inv(a)  # (an F-ordered matrix: getrf of a, getrs against I, as CuPy's)
-    # CuPy inverts any other matrix through its transpose: gesv(a^T, I) on a C-ordered copy (column-major:
-    # a^T), and the result is the transpose of that solution. The same routines on the same memory:
-    return cupy.ascontiguousarray(solve(a.T, cupy.eye(a.shape[0], dtype=a.dtype)).T)
-
-
 def _cholesky(a: Any, upper: bool) -> Any:
-    return cholesky(a)
-
-
-def _qr(a: Any, mode: str) -> Any:
-    q, r = qr(a)
-    return r if mode == "r" else (q, r)  # ("complete" of a wide or square matrix is "reduced")
+    return cholesky(a)  # (a stack of matrices: CuPy's potrfBatched is not routed, cupygraph's potrf per matrix is)
 
 
 def _eigh(a: Any, UPLO: str) -> Any:
@@ -62,11 +43,6 @@ def _svd(a: Any, full_matrices: Any, compute_uv: Any, hermitian: bool) -> Any:
         return svd(a, full_matrices=False)[1]
     u, s, vh = svd(a, full_matrices=bool(full_matrices))
     return u, s, vh
-
-
-def _slogdet(a: Any) -> Any:
-    sign, logdet = slogdet(a)
-    return sign, logdet
 
 
 def _norm(x: Any, ord: Any, axis: Any, keepdims: bool) -> Any:
@@ -107,8 +83,10 @@ def _spmm(matrix: Any, other: Any, dense_first: bool) -> Any:
 
 
 _RUN: dict[str, Callable[..., Any]] = {
-    "solve": _solve, "inv": _inv, "cholesky": _cholesky, "qr": _qr, "eigh": _eigh, "eigvalsh": _eigvalsh,
-    "svd": _svd, "det": det, "slogdet": _slogdet, "norm": _norm, "lstsq": _lstsq, "pinv": _pinv, "spmm": _spmm,
+    # (``solve``, ``inv``, ``det``, ``slogdet`` and one matrix's ``qr`` and ``cholesky`` never come here: they
+    # are CuPy's own code, its library calls routed: ``routable.RoutedCall.own_code``, ``cupy_libraries.py``)
+    "cholesky": _cholesky, "eigh": _eigh, "eigvalsh": _eigvalsh, "svd": _svd, "norm": _norm, "lstsq": _lstsq,
+    "pinv": _pinv, "spmm": _spmm,
 }
 
 
