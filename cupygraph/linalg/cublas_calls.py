@@ -22,11 +22,11 @@ from ._cublas_handles import handle_for
 
 __all__ = ["CUPY_CUBLAS_CALLS", "REPORTS_INFO", "routable", "run_as_cupy_would"]
 
-CUPY_CUBLAS_CALLS: dict[str, tuple[Optional[str], str]] = {
-    # CuPy's function: (the binding's method taking cuBLAS's arguments, or None: ``routine``; cuBLAS's name)
-    "gemmEx": ("gemm", "cublasGemmEx"),
-    "gemmStridedBatchedEx": ("gemm_strided_batched", "cublasGemmStridedBatchedEx"),
-    **{name: (None, symbol) for name, (symbol, _, _) in ROUTINES.items()},
+CUPY_CUBLAS_CALLS: dict[str, Optional[str]] = {
+    # CuPy's function: the binding's method taking cuBLAS's arguments, or None: ``routine`` (``_binding.ROUTINES``)
+    "gemmEx": "gemm",
+    "gemmStridedBatchedEx": "gemm_strided_batched",
+    **dict.fromkeys(ROUTINES),
 }
 REPORTS_INFO = frozenset(name for name in CUPY_CUBLAS_CALLS if "getr" in name)
 """The batched LU routines whose ``info`` CuPy reads on the host under ``cupyx.errstate(linalg="raise")``
@@ -48,7 +48,7 @@ def run_as_cupy_would(name: str, args: tuple[Any, ...]) -> None:
     """CuPy's ``cublas.<name>(handle, *rest)`` as cuBLAS's ``<symbol>(our handle, *rest)``."""
     import cupy
 
-    method, _ = CUPY_CUBLAS_CALLS[name]
+    method = CUPY_CUBLAS_CALLS[name]
     handle = handle_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream())  # CuPy's: the current device's
     handle.set_pointer_mode(POINTER_MODE_HOST)  # as CuPy's handle reads them (``routable``)
     if method is None:

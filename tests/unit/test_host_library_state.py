@@ -10,6 +10,14 @@ import pytest
 import cupygraph as cg
 
 HOST = {"backend": "host", "mode": "FULL", "capture_sizes": [4], "input_binding": "auto"}
+
+
+@pytest.fixture(autouse=True)
+def numpy_global_state_kept():
+    """A routed legacy draw seeds its generator from np.random's global state: put it back afterwards."""
+    state = np.random.get_state()
+    yield
+    np.random.set_state(state)
 W = np.arange(12.0).reshape(3, 4) / 10
 
 
