@@ -178,7 +178,7 @@ class GraphedFunction(FastFunction):
                             hits[shortcut.rows] = hits.get(shortcut.rows, 0) + 1
                             # A steady call (nothing a compiled record describes changed): make one.
                             if generation == family.generation != shortcut.compiled_at and COMPILED:
-                                shortcuts.compile(shortcut, lock, generation)
+                                shortcuts.compile(shortcut, lock, generation, args)
                             return out
                 finally:
                     lock.release()

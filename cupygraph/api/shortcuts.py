@@ -155,13 +155,23 @@ class Shortcuts:
         except TypeError:
             pass  # an unhashable static value: this call stays on the slow path
 
-    def compile(self, shortcut: Shortcut, lock: Any, generation: int) -> None:
-        """Ask for the compiled record of ``shortcut``'s calls, once per shortcut and family ``generation`` (after a
-        steady call: one that changed nothing a record describes); the newest one given is the one
-        tried first (one steady signature is served by it; others by ``find``). Under the lock."""
+    def signature(self, shortcut: Shortcut, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """What each position of a call of ``shortcut`` (like ``args``) must be, for its compiled record: the
+        index of an array among the bound ones (batched, then whole), ``("same", object)`` for a constant
+        (the current set's very object, as ``find`` checks), ``("equal", type, value)`` for a static value
+        (its key)."""
+        index = {position: i for i, position in enumerate((*shortcut.batched, *shortcut.whole))}
+        return tuple(index[p] if p in index else ("same", a) if p in self._const else ("equal", type(a), a)
+                     for p, a in enumerate(args))
+
+    def compile(self, shortcut: Shortcut, lock: Any, generation: int, args: tuple[Any, ...]) -> None:
+        """Ask for the compiled record of ``shortcut``'s calls (like ``args``), once per shortcut and family
+        ``generation`` (after a steady call: one that changed nothing a record describes); the newest one
+        given is the one tried first (one steady signature is served by it; others by ``find``). Under
+        the lock."""
         shortcut.compiled_at = generation
         try:
-            made = shortcut.entry.fast_record(shortcut, lock)
+            made = shortcut.entry.fast_record(shortcut, lock, self.signature(shortcut, args))
         except Exception as err:  # the call itself succeeded: it must not fail for want of a faster path
             logger.debug("cupygraph: no compiled replay for this shortcut: %s", err, exc_info=True)
             return

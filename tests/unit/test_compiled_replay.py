@@ -74,15 +74,16 @@ def _world(graph_launch=0, inputs=(IN,), **overrides):
     w.counts = _replay.ReplayCounts()
     w.family = _replay.FamilyState()
     w.out = Array(OUT)
-    item = [w.out, STREAM, None]
-    item[2] = _replay.references(item)
+    w.item = [w.out, STREAM, None]
+    w.item[2] = _replay.references(w.item)
+    n = len(inputs)
     banks = ((0xA0, (*inputs, OUT), lambda: w.log.append("bank0")),
              (0, (*inputs, OTHER_OUT), lambda: w.log.append("bank1")))
     w.kwargs = dict(
-        array_type=Array, shapes=((4, 3),) * len(inputs), strides=(STRIDES,) * len(inputs),
-        dtypes=(DTYPE,) * len(inputs), device=-1, stream=STREAM, banks=banks, ring=(item,), rows=4,
-        counts=w.counts, family=w.family, generation=w.family.generation, lock=w.lock,
-        current_stream=lambda: w.stream, graph_launch=graph_launch)
+        array_type=Array, arguments=tuple(range(n)), shapes=((4, 3),) * n, strides=(STRIDES,) * n,
+        dtypes=(DTYPE,) * n, spans=(96,) * n, written=(), outputs=(("ring", n, (w.item,)),), structure=None,
+        allocate=Array, fixed=(), device=-1, stream=STREAM, banks=banks, rows=4, counts=w.counts, family=w.family,
+        generation=w.family.generation, lock=w.lock, current_stream=lambda: w.stream, graph_launch=graph_launch)
     w.kwargs.update(overrides)
     w.lock = w.kwargs["lock"]
     w.record = _replay.Record(**w.kwargs)
@@ -125,7 +126,7 @@ HAND_BACKS = {
     "a newer generation": lambda w: (w.family.bump(), _arg()(w))[1],
     "another stream": lambda w: (setattr(w, "stream", SimpleNamespace(ptr=STREAM + 1)), _arg()(w))[1],
     "the output still held": lambda w: _arg()(w),  # (the test holds it)
-    "an output of another stream": lambda w: (w.kwargs["ring"][0].__setitem__(1, STREAM + 1), _arg()(w))[1],
+    "an output of another stream": lambda w: (w.item.__setitem__(1, STREAM + 1), _arg()(w))[1],
 }
 
 @needs_extension
@@ -144,7 +145,7 @@ def test_any_other_call_is_handed_back_before_anything_changes(case):
 
 @needs_extension
 def test_an_empty_ring_hands_every_call_back():
-    w = _world(ring=())
+    w = _world(outputs=(("ring", 1, ()),))
     assert w.record.replay((Array(IN),)) is None and _state(w)[:2] == ([], 0)
 
 
@@ -191,7 +192,8 @@ class _Entry:
     def __init__(self, made):
         self.made = made
 
-    def fast_record(self, shortcut, lock):
+    def fast_record(self, shortcut, lock, arguments):
+        self.arguments = arguments
         return self.made
 
 
@@ -202,10 +204,10 @@ def test_the_shortcuts_publish_the_record_and_take_it_back_with_its_shortcut():
     shortcut = Shortcut(_Entry(made), "FULL", (0,), ())
     x = np.zeros((4, 3))
     shortcuts.remember((x,), shortcut)
-    shortcuts.compile(shortcut, threading.Lock(), 5)
-    assert shortcut.compiled_at == 5 and published == [made]
+    shortcuts.compile(shortcut, threading.Lock(), 5, (x,))
+    assert shortcut.compiled_at == 5 and published == [made] and shortcut.entry.arguments == (0,)
     refused = Shortcut(_Entry(None), "FULL", (0,), ())
-    shortcuts.compile(refused, threading.Lock(), 5)
+    shortcuts.compile(refused, threading.Lock(), 5, (x,))
     assert refused.compiled_at == 5 and published == [made]  # a refusal keeps the one given
     shortcuts.clear()
     assert published == [made, None] and shortcut.entry is RETIRED  # (it would hold the entry's counts)
@@ -278,8 +280,20 @@ def test_a_record_missing_an_argument_names_it(missing):
     ("counts", object(), "counts a ReplayCounts"),
     ("family", object(), "family a FamilyState"),
     ("banks", (), "banks must be a tuple of 1 to 8"),
-    ("banks", ((0, (IN,), lambda: None),), "addresses"),
+    ("banks", ((0, (IN,), lambda: None),), "address count"),
+    ("banks", ((0, (IN, OUT), lambda: None), (0, (IN,), lambda: None)), "addresses .one per slot"),
     ("strides", (), "strides must be a tuple of 1 items"),
+    ("arguments", (1,), "each array index given once"),
+    ("arguments", (0, 0), "each array index given once"),
+    ("arguments", (("near", 1),), "each argument is an array index"),
+    ("outputs", (("ring", 0, ()),), "each slot .* exactly once"),
+    ("outputs", (("ring", 5, ()),), "each slot .* exactly once"),
+    ("outputs", (("copy", 1),), "each output is"),
+    ("outputs", (), "outputs of 1 to"),
+    ("fixed", ((1, 0x10),), "each slot .* exactly once"),
+    ("structure", 3, "structure None"),
+    ("written", (2,), "written holds array indexes"),
+    ("spans", (), "spans must be a tuple of 1 items"),
 ])
 def test_a_record_checks_every_field_once(field, value, match):
     kwargs = _world().kwargs
@@ -347,7 +361,7 @@ def test_a_failing_release_keeps_the_replays_error_as_its_context():
 
 
 class _Broken(_Entry):
-    def fast_record(self, shortcut, lock):
+    def fast_record(self, shortcut, lock, arguments):
         raise RuntimeError("no record")
 
 
@@ -355,7 +369,7 @@ def test_a_failure_to_make_the_record_leaves_the_call_and_the_shortcut_on_the_py
     published: list = []
     shortcuts = Shortcuts(np.ndarray, (), publish=published.append)
     shortcut = Shortcut(_Broken(None), "FULL", (0,), ())
-    shortcuts.compile(shortcut, threading.Lock(), 3)  # does not raise: the call that asked already succeeded
+    shortcuts.compile(shortcut, threading.Lock(), 3, (np.zeros(3),))  # no raise: the call itself succeeded
     assert shortcut.compiled_at == 3 and published == []
 
 

@@ -229,7 +229,9 @@ PyMODINIT_FUNC PyInit__replay(void) {
     if (PyModule_AddType(m, &RecordType) < 0 || PyModule_AddType(m, &FastFunctionType) < 0 ||
         PyModule_AddType(m, &ReplayCountsType) < 0 || PyModule_AddType(m, &FamilyStateType) < 0 ||
         PyModule_AddIntConstant(m, "MAX_ARGUMENTS", MAX_ARGUMENTS) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_BANKS", MAX_BANKS) < 0) {
+        PyModule_AddIntConstant(m, "MAX_BANKS", MAX_BANKS) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_POSITIONS", MAX_POSITIONS) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_SLOTS", MAX_SLOTS) < 0) {
         Py_DECREF(m);
         return NULL;
     }

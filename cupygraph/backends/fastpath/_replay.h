@@ -16,7 +16,9 @@
 /* Visible to the module's own sources only. */
 #define CG_INTERNAL __attribute__((visibility("hidden")))
 
-#define MAX_ARGUMENTS 8
+#define MAX_ARGUMENTS 8   /* array arguments of one call */
+#define MAX_POSITIONS 32  /* arguments of one call, arrays or not */
+#define MAX_SLOTS 32      /* addresses one executable holds: arrays, outputs, constants */
 #define MAX_BANKS 8
 
 /* cuGraphLaunch(CUgraphExec, CUstream) from libcuda, found by driver/__init__.py; 0 = not found. */
@@ -38,18 +40,34 @@ typedef struct {
     long long generation;
 } FamilyState;
 
+/* What a call's argument at one position must be for a record to serve it. */
+enum { ARG_ARRAY, ARG_SAME, ARG_EQUAL };
+/* How one leaf of the result is made. */
+enum { OUT_RING, OUT_FRESH, OUT_AS_IS };
+
 typedef struct {
     PyObject_HEAD
     graph_launch_fn graph_launch;             /* NULL: launch through the bank's launch callable */
-    long device;                              /* each argument's device is checked; -1: one GPU */
+    long device;                              /* each array's device is checked; -1: one GPU */
     long long generation;                     /* the family's generation this record describes */
     unsigned long long stream;                /* calls must come on this stream (the last replay's) */
-    Py_ssize_t nargs, nbanks;
-    unsigned long long addresses[MAX_BANKS][MAX_ARGUMENTS + 1]; /* per bank: arguments, then output */
+    Py_ssize_t npositions, narrays, nslots, noutputs, nwritten, nfixed, nbanks;
+    signed char kinds[MAX_POSITIONS];         /* per call position: ARG_* */
+    Py_ssize_t array_of[MAX_POSITIONS];       /* per ARG_ARRAY position: its array (= its slot) */
+    unsigned long long spans[MAX_ARGUMENTS];  /* per array: its bytes (the overlap check of written ones) */
+    Py_ssize_t written[MAX_ARGUMENTS];        /* arrays the function writes into */
+    Py_ssize_t fixed_slot[MAX_SLOTS];         /* slots whose address never changes (constants)... */
+    unsigned long long fixed_address[MAX_SLOTS]; /* ...and that address */
+    signed char output_kind[MAX_SLOTS];       /* per result leaf: OUT_* */
+    Py_ssize_t output_slot[MAX_SLOTS];        /* per bound result leaf (ring or fresh): its slot */
+    unsigned long long addresses[MAX_BANKS][MAX_SLOTS]; /* per bank: the address each slot holds */
     void *handles[MAX_BANKS];                 /* per bank: its one executable (0: launch through Python) */
-    PyObject *array_type, *shapes, *strides, *dtypes; /* the arguments' exact type and layout */
+    PyObject *array_type, *shapes, *strides, *dtypes; /* the arrays' exact type and layout */
+    PyObject *expected;                       /* per position: None, the object (SAME) or (type, value) (EQUAL) */
+    PyObject *outputs;                        /* per leaf: (kind, slot, ring) / (kind, slot, shape, dtype) / (kind, obj) */
+    PyObject *structure;                      /* None: one leaf; tuple or list: those of the leaves; else called */
+    PyObject *allocate;                       /* allocate(shape, dtype): a fresh output array */
     PyObject *launches;                       /* per bank: a callable that launches it on the current stream */
-    PyObject *ring;                           /* the output's ring: tuple of [array, stream ptr, counts] */
     PyObject *rows;                           /* the key of this shortcut's hits in counts.hits */
     PyObject *counts, *family;                /* ReplayCounts, FamilyState */
     PyObject *acquire, *release, *current_stream;
@@ -57,11 +75,14 @@ typedef struct {
 } Record;
 
 /* Every object a Record holds (its traverse and clear visit each). */
-#define RECORD_OBJECTS(X) X(array_type) X(shapes) X(strides) X(dtypes) X(launches) X(ring) X(rows) X(counts) \
-    X(family) X(acquire) X(release) X(current_stream)
+#define RECORD_OBJECTS(X) X(array_type) X(shapes) X(strides) X(dtypes) X(expected) X(outputs) X(structure) \
+    X(allocate) X(launches) X(rows) X(counts) X(family) X(acquire) X(release) X(current_stream)
 
 extern CG_INTERNAL PyTypeObject RecordType, ReplayCountsType, FamilyStateType;
 CG_INTERNAL PyObject *Record_replay(Record *self, PyObject *args);
+CG_INTERNAL int Record_init(Record *self, PyObject *args, PyObject *kwds);
+CG_INTERNAL int Record_traverse(Record *self, visitproc visit, void *arg);
+CG_INTERNAL int Record_clear(Record *self);
 CG_INTERNAL long long next_tick(void);
 
 /* Interned names of CuPy's public attributes (replay_intern_names). */

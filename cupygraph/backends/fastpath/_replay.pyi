@@ -3,6 +3,8 @@ from typing import Any
 
 MAX_ARGUMENTS: int
 MAX_BANKS: int
+MAX_POSITIONS: int
+MAX_SLOTS: int
 
 def references(item: list[Any]) -> tuple[int, int, int, int]: ...
 def tick() -> int: ...
@@ -26,11 +28,12 @@ class Record:
     generation: int
     counts: ReplayCounts
     def __init__(
-        self, *, array_type: type, shapes: tuple[tuple[int, ...], ...], strides: tuple[tuple[int, ...], ...],
-        dtypes: tuple[Any, ...], device: int, stream: int,
-        banks: tuple[tuple[int, tuple[int, ...], Callable[[], Any]], ...],
-        ring: tuple[list[Any], ...], rows: int, counts: ReplayCounts, family: FamilyState, generation: int, lock: Any,
-        current_stream: Callable[[], Any], graph_launch: int = 0,
+        self, *, array_type: type, arguments: tuple[Any, ...], shapes: tuple[tuple[int, ...], ...],
+        strides: tuple[tuple[int, ...], ...], dtypes: tuple[Any, ...], spans: tuple[int, ...],
+        written: tuple[int, ...], outputs: tuple[tuple[Any, ...], ...], structure: Any,
+        allocate: Callable[..., Any], fixed: tuple[tuple[int, int], ...], device: int, stream: int,
+        banks: tuple[tuple[int, tuple[int, ...], Callable[[], Any]], ...], rows: int, counts: ReplayCounts,
+        family: FamilyState, generation: int, lock: Any, current_stream: Callable[[], Any], graph_launch: int = 0,
     ) -> None: ...
     def replay(self, args: tuple[Any, ...]) -> Any: ...
 

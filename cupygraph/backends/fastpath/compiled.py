@@ -49,7 +49,18 @@ class PythonFamilyState:
 
 
 try:
-    from ._replay import MAX_ARGUMENTS, MAX_BANKS, FamilyState, FastFunction, Record, ReplayCounts, references, tick
+    from ._replay import (
+        MAX_ARGUMENTS,
+        MAX_BANKS,
+        MAX_POSITIONS,
+        MAX_SLOTS,
+        FamilyState,
+        FastFunction,
+        Record,
+        ReplayCounts,
+        references,
+        tick,
+    )
 except ImportError:  # built without a C compiler
     FastFunction = PythonFastFunction  # type: ignore[assignment,misc]
     ReplayCounts = PythonReplayCounts  # type: ignore[assignment,misc]
@@ -57,10 +68,10 @@ except ImportError:  # built without a C compiler
     Record = None  # type: ignore[assignment,misc]
     references = None  # type: ignore[assignment]
     tick = itertools.count(1).__next__
-    MAX_ARGUMENTS = MAX_BANKS = 0
+    MAX_ARGUMENTS = MAX_BANKS = MAX_POSITIONS = MAX_SLOTS = 0
 
 COMPILED = Record is not None
 """Whether the compiled replay is built and used."""
 
-__all__ = ["COMPILED", "MAX_ARGUMENTS", "MAX_BANKS", "FamilyState", "FastFunction", "PythonFastFunction", "Record",
-           "ReplayCounts", "references", "tick"]
+__all__ = ["COMPILED", "MAX_ARGUMENTS", "MAX_BANKS", "MAX_POSITIONS", "MAX_SLOTS", "FamilyState", "FastFunction",
+           "PythonFastFunction", "Record", "ReplayCounts", "references", "tick"]

@@ -4,15 +4,24 @@ Measured on H100s (2026-11-26, ``tools/bench.py --workloads zero-copy``): a one-
 that binds its argument and takes its output from the ring cost 2.7 to 5.5 µs of host time above a
 bare ``graph.launch()``, depending on the host's speed, all of it Python: finding the shortcut, the
 family lock, the binder's loop, the bank check, the counters. ``_replay.c`` does the same steps for
-the one case that dominates steady traffic, and hands every other call back untouched.
+the calls that dominate steady traffic, and hands every other call back untouched.
 
 What it reads is one ``Record`` per shortcut (one call signature), built here and never changed (the
-JAX ``fastpath_data`` model): the arguments' exact type, shapes, strides and dtypes (one to eight
-array arguments, all batched, no keywords, constants or other arguments), the stream of the last
-replay, each bank's one executable with the addresses its nodes hold (arguments, then the output)
-and a launch to fall back on, the output's ring, and the family's generation. A call is served when
-its arrays have that layout, it comes on that stream, an array of the ring is free again, and some
-bank holds exactly these addresses: then, under the family lock, the bank is launched
+JAX ``fastpath_data`` model):
+
+* per call position, what the argument must be: an array of an exact type, shape, strides and dtype
+  (batched or not: one to eight), the very object of the current constant set, or a static value of
+  that type and value (the shortcut's key);
+* the arrays the function writes into, and each array's bytes: a call where one of those overlaps
+  another argument is handed back (the Python path runs it eagerly, ``AliasedWrite``);
+* per leaf of the result: an array of its ring (outputs up to 1 MiB), a fresh array (larger ones), or
+  the object returned as it is (``output_mode="view"``), and how the leaves make the result;
+* each bank's one executable with the address each slot holds (arguments, bound outputs, then
+  constants, whose addresses the record fixes), and a launch to fall back on;
+* the stream of the last replay and the family's generation.
+
+A call is served when every position matches, it comes on that stream, each ringed output has a free
+array, and some bank holds exactly these addresses: then, under the family lock, the bank is launched
 (``cuGraphLaunch`` on the caller's stream, the GIL released as ``Graph.launch`` releases it) and the
 entry's ``ReplayCounts`` updated (launches, binds, use clock, last bank, hits at these rows).
 Anything else, and any record whose generation is no longer the family's, it hands back before
@@ -27,6 +36,8 @@ call takes the Python path (same results, more host time).
 
 from __future__ import annotations
 
+import functools
+import math
 import sys
 import weakref
 from collections.abc import Callable, Sequence
@@ -34,8 +45,9 @@ from typing import Any, Optional
 
 import cupy
 
+from ...pytree import LEAF, unflatten
 from ..driver import graph_launch_address
-from .compiled import COMPILED, MAX_ARGUMENTS, MAX_BANKS, Record
+from .compiled import COMPILED, MAX_ARGUMENTS, MAX_BANKS, MAX_POSITIONS, MAX_SLOTS, Record
 from .compiled import references as _compiled_references
 
 __all__ = ["COMPILED", "graph_launch_address", "record_of", "references"]
@@ -64,28 +76,43 @@ def _contiguous_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def record_of(shortcut: Any, entry: Any, recording: Any, arguments: Sequence[Any], output: Any, lock: Any,
-              family: Any) -> Optional[Any]:
-    """The compiled replay's record of ``shortcut``'s calls through ``recording``'s banks (``arguments``: the
-    bound slots, one per argument in order; ``output``: the one ringed output slot), or None where it
-    could not serve them. Built under the family lock, right after a call that bound these slots."""
-    count = len(arguments)
+def _structure(spec: Any) -> Any:
+    """How the record makes the result of its leaves: None (one leaf), ``tuple`` or ``list`` (a flat one,
+    built in C), else the pytree's rebuild."""
+    if spec is LEAF:
+        return None
+    if spec[0] == "seq" and spec[1] in (tuple, list) and all(child is LEAF for child in spec[2]):
+        return spec[1]
+    return functools.partial(unflatten, spec)
+
+
+def record_of(shortcut: Any, entry: Any, recording: Any, arguments: tuple[Any, ...], inputs: Sequence[Any],
+              outputs: tuple[Any, ...], fixed: tuple[tuple[int, int], ...], lock: Any, family: Any) -> Optional[Any]:
+    """The compiled replay's record of ``shortcut``'s calls through ``recording``'s banks, or None where it
+    could not serve them. ``arguments``: per call position, an array index or what the value must be
+    (``Shortcuts.signature``); ``inputs``: the bound argument slots, one per array index; ``outputs``: per
+    result leaf, ``("ring", slot, ring)``, ``("fresh", slot, shape, dtype)`` or ``("as_is", leaf)``;
+    ``fixed``: (slot, address) of the constants. Built under the family lock, right after a call that
+    bound these slots."""
+    count = len(inputs)
     backend = entry.backend
     stream = backend.last_stream_ptr()
-    if (Record is None or not 1 <= count <= MAX_ARGUMENTS or shortcut.batched != tuple(range(count))
-            or shortcut.whole or not recording.single or not output.ring or stream is None):
+    slots = count + sum(1 for output in outputs if output[0] != "as_is") + len(fixed)
+    if (Record is None or not 1 <= count <= MAX_ARGUMENTS or len(arguments) > MAX_POSITIONS
+            or slots > MAX_SLOTS or not recording.single or stream is None):
         return None
     banks = []
     for bank in recording.banks[:MAX_BANKS]:
-        if len(bank.current) != count + 1:
+        if len(bank.current) != slots:
             return None
         banks.append((recording.handle(bank), tuple(int(a) for a in bank.current), bank.launch))
-    shapes = tuple(tuple(slot.shape_dtype[0]) for slot in arguments)
-    dtypes = tuple(slot.shape_dtype[1] for slot in arguments)
+    shapes = tuple(tuple(slot.shape_dtype[0]) for slot in inputs)
+    dtypes = tuple(slot.shape_dtype[1] for slot in inputs)
     strides = tuple(_contiguous_strides(shape, dtype.itemsize) for shape, dtype in zip(shapes, dtypes))
+    spans = tuple(math.prod(shape) * dtype.itemsize for shape, dtype in zip(shapes, dtypes))
     return Record(
-        array_type=cupy.ndarray, shapes=shapes, strides=strides, dtypes=dtypes,
-        device=backend.device_id if backend.per_device else -1, stream=int(stream), banks=tuple(banks),
-        ring=tuple(output.ring), rows=int(shortcut.rows), counts=entry.counts, family=family,
-        generation=family.generation, lock=lock, current_stream=cupy.cuda.get_current_stream,
-        graph_launch=graph_launch_address())
+        array_type=cupy.ndarray, arguments=arguments, shapes=shapes, strides=strides, dtypes=dtypes, spans=spans,
+        written=tuple(entry.written), outputs=outputs, structure=_structure(entry.spec), allocate=cupy.ndarray,
+        fixed=fixed, device=backend.device_id if backend.per_device else -1, stream=int(stream), banks=tuple(banks),
+        rows=int(shortcut.rows), counts=entry.counts, family=family, generation=family.generation, lock=lock,
+        current_stream=cupy.cuda.get_current_stream, graph_launch=graph_launch_address())

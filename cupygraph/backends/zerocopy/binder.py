@@ -254,14 +254,29 @@ class CupyBinder:
         self._constant_rebinds.clear()
         self._made, self._made_seconds, self._repointed = 0, 0.0, 0
 
-    def record(self, shortcut: Any, entry: Any, lock: Any, family: Any) -> Any:
-        """The compiled replay's record of ``shortcut``'s calls (``fastpath.record``): for arguments that may all be
-        bound and one output taken again from its ring, with no constants to keep; else None."""
-        inputs, outputs = self._inputs, self._outputs
-        if (not inputs or not all(slot.eligible for slot in inputs) or len(outputs) != 1
-                or not outputs[0].recycle or self._constants or self._recording is None):
+    def record(self, shortcut: Any, entry: Any, arguments: tuple[Any, ...], as_is: Sequence[bool], lock: Any,
+               family: Any) -> Any:
+        """The compiled replay's record of ``shortcut``'s calls (``fastpath.record``), whose ``arguments`` say
+        what each call position must be: for arguments that may all be bound, each output bound (from
+        its ring, or fresh) or returned as it is (``as_is``, per leaf of ``entry.leaves``), the constants
+        at their current addresses; else None."""
+        inputs = self._inputs
+        if not inputs or not all(slot.eligible for slot in inputs) or self._recording is None:
             return None
-        return record_of(shortcut, entry, self._recording, inputs, outputs[0], lock, family)
+        bound = dict(zip(self._out_index, range(len(inputs), len(inputs) + len(self._outputs))))
+        outputs: list[tuple[Any, ...]] = []
+        for i, (leaf, plain) in enumerate(zip(entry.leaves, as_is)):
+            if i in bound:
+                slot = self._slots[bound[i]]
+                outputs.append(("ring", bound[i], tuple(slot.ring)) if slot.recycle
+                               else ("fresh", bound[i], *slot.shape_dtype))
+            elif plain:
+                outputs.append(("as_is", leaf))
+            else:  # copied out, or a NumPy scalar: the Python path's
+                return None
+        start = len(inputs) + len(self._outputs)
+        fixed = tuple((k, self._want[k]) for k in range(start, len(self._slots)))
+        return record_of(shortcut, entry, self._recording, arguments, inputs, tuple(outputs), fixed, lock, family)
 
     @property
     def output_positions(self) -> list[int]:
