@@ -21,7 +21,7 @@ trap pack EXIT
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; date -u; git log -1 --format=%h 2>/dev/null
   tail -1 "$R/build.log"; } \
   | tee "$R/gpu.txt"
-timeout 480 python3 -m pytest -m gpu -q -rfE -p no:cacheprovider tests > "$R/gpu_tests.log" 2>&1
+timeout 540 python3 -m pytest -m gpu -q -rfE -p no:cacheprovider tests > "$R/gpu_tests.log" 2>&1
 echo "gpu tests rc=$?" | tee -a "$R/gpu_tests.log"
 grep -E "^(FAILED|ERROR)|passed|failed" "$R/gpu_tests.log" | tail -30 | tee "$OUT/gpu_tests_summary.txt"
 [ "$what" = tests ] && exit 0
