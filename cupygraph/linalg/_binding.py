@@ -118,7 +118,8 @@ def library_in_maps(maps: str, stem: str = "libcublas.so") -> Optional[str]:
     return None
 
 
-def _mapped_library(stem: str) -> Optional[str]:
+def mapped_library(stem: str) -> Optional[str]:
+    """The loaded library file named ``stem``* in this process's memory map, or None."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
             return library_in_maps(maps.read(), stem)
@@ -154,7 +155,7 @@ class CtypesCublas:
             raise BackendUnavailableError(
                 f"the ctypes cuBLAS binding needs CuPy's libcublas: CuPy's cuBLAS module is not importable "
                 f"({type(err).__name__}: {err})") from err
-        path = _mapped_library("libcublas.so")
+        path = mapped_library("libcublas.so")
         candidates = [path] if path else ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]
         lib = None
         for candidate in candidates:
@@ -239,7 +240,7 @@ class NvmathCublas:
                 f"{type(err).__name__}: {err}") from err
         self._lib = cublas
         self._error: type[BaseException] = getattr(cublas, "cuBLASError", Exception)
-        self.library_path = _mapped_library("libcublas.so") or "libcublas (loaded by nvmath)"
+        self.library_path = mapped_library("libcublas.so") or "libcublas (loaded by nvmath)"
 
     def _call(self, name: str, *args: Any) -> Any:
         try:
