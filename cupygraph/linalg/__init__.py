@@ -217,7 +217,6 @@ def binding_info() -> dict[str, Any]:
     import cupy
 
     from ._cublas_handles import handle_for
-
     from ._lt_binding import lt_binding
 
     handle = handle_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream())

@@ -20,7 +20,7 @@ import numpy as np
 from ..backends.capturing import stream_is_capturing
 from ._cublas_handles import lt_handle_for
 from ._epilogue import GELU_CUBIC, GELU_SCALE
-from ._lt_plans import EPILOGUES, MAX_ALIGNMENT, LtKey, alignment, run
+from ._lt_plans import EPILOGUES, Operands, execute
 from ._shapes import GemmCall
 
 _ACTIVATION_CODE = {None: 0, "relu": 1, "gelu": 2}
@@ -40,18 +40,12 @@ def fused_product(call: GemmCall, first: Any, second: Any, target: Any, scalars:
     algorithm (the caller then runs it unfused). ``scalars``: ``_gemm_cupy.Scalars``."""
     device_id = int(target.device.id)
     handle, workspace = lt_handle_for(device_id, stream)
-    a, b, c = int(first.data.ptr), int(second.data.ptr), int(target.data.ptr)
-    bias = 0 if epilogue.bias is None else int(epilogue.bias.data.ptr)
-    key = LtKey(device_id, target.dtype.char, call.trans_a, call.trans_b, call.m, call.n, call.k, call.lda, call.ldb,
-                call.ldc, call.batch, call.stride_a, call.stride_b, call.stride_c, epilogue.code, scalars.mode,
-                (alignment(a), alignment(b), alignment(c), alignment(bias) if bias else MAX_ALIGNMENT),
-                workspace.nbytes)
-    plan = handle.plans.plan(key, handle.ptr, bias, stream_is_capturing(stream))
-    if plan.algo is None:
-        return False
     alpha, beta = scalars.pointers
-    run(handle.lib, handle.ptr, plan, alpha, a, b, beta, c, bias, workspace.ptr, workspace.nbytes, int(stream.ptr))
-    return True
+    operands = Operands(int(first.data.ptr), int(second.data.ptr), int(target.data.ptr),
+                        0 if epilogue.bias is None else int(epilogue.bias.data.ptr), alpha, beta)
+    return execute(handle.lib, handle.ptr, handle.plans, device_id, call, target.dtype.char, epilogue.code,
+                   scalars.mode, operands, workspace.ptr, workspace.nbytes, int(stream.ptr),
+                   stream_is_capturing(stream))
 
 
 _PREAMBLE = """

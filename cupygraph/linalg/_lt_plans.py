@@ -75,7 +75,7 @@ class LtKey(NamedTuple):
     lda: int
     ldb: int
     ldc: int
-    count: int  # matrices in the batch
+    batch: int  # matrices in the batch
     stride_a: int
     stride_b: int
     stride_c: int
@@ -131,9 +131,9 @@ class Plan:
         self.a = lib.layout_create(data, *((key.k, key.m) if key.trans_a else (key.m, key.k)), key.lda)
         self.b = lib.layout_create(data, *((key.n, key.k) if key.trans_b else (key.k, key.n)), key.ldb)
         self.c = lib.layout_create(data, key.m, key.n, key.ldc)
-        if key.count > 1:
+        if key.batch > 1:
             for layout, stride in ((self.a, key.stride_a), (self.b, key.stride_b), (self.c, key.stride_c)):
-                _set(lib.layout_set, layout, LAYOUT_BATCH_COUNT, key.count)
+                _set(lib.layout_set, layout, LAYOUT_BATCH_COUNT, key.batch)
                 _set(lib.layout_set, layout, LAYOUT_STRIDED_BATCH_OFFSET, stride)
 
     def set_bias(self, bias_ptr: int) -> None:
@@ -227,19 +227,39 @@ class PlanCache:
             self._plans.popitem()[1].close()
 
 
-def run(lib: LtBinding, handle: int, plan: Plan, alpha: int, a: int, b: int, beta: int, c: int, bias_ptr: int,
-        workspace: int, workspace_bytes: int, stream: int) -> None:
-    """``c = epilogue(alpha * op(a) @ op(b) + beta * c)`` with the plan's algorithm (it has one)."""
+class Operands(NamedTuple):
+    """The addresses one fused product reads and writes (``bias`` 0 where there is none)."""
+
+    a: int
+    b: int
+    c: int
+    bias: int
+    alpha: int
+    beta: int
+
+
+def execute(lib: LtBinding, handle: int, plans: PlanCache, device: int, call: Any, dtype: str, epilogue: int,
+            pointer_mode: int, operands: Operands, workspace: int, workspace_bytes: int, stream: int,
+            capturing: bool) -> bool:
+    """``c = epilogue(alpha * op(a) @ op(b) + beta * c)`` for ``call`` (a ``_shapes.GemmCall``, cuBLAS's
+    A = ``operands.a``) on its key's plan; False where the key has no algorithm (run it unfused)."""
+    key = LtKey(device, dtype, call.trans_a, call.trans_b, call.m, call.n, call.k, call.lda, call.ldb, call.ldc,
+                call.batch, call.stride_a, call.stride_b, call.stride_c, epilogue, pointer_mode,
+                (alignment(operands.a), alignment(operands.b), alignment(operands.c),
+                 alignment(operands.bias) if operands.bias else MAX_ALIGNMENT), workspace_bytes)
+    plan = plans.plan(key, handle, operands.bias, capturing)
     if plan.algo is None:
-        raise RuntimeError("cupygraph.linalg: run() of a plan without an algorithm (a bug: run it unfused)")
-    if plan.key.epilogue & EPILOGUE_BIAS:
-        plan.set_bias(bias_ptr)
-    lib.matmul(handle, plan.desc, alpha, a, plan.a, b, plan.b, beta, c, plan.c, c, plan.c, ctypes.addressof(plan.algo),
-               workspace, workspace_bytes, stream)
+        return False
+    if epilogue & EPILOGUE_BIAS:
+        plan.set_bias(operands.bias)
+    c = operands.c
+    lib.matmul(handle, plan.desc, operands.alpha, operands.a, plan.a, operands.b, plan.b, operands.beta, c, plan.c, c,
+               plan.c, ctypes.addressof(plan.algo), workspace, workspace_bytes, stream)
+    return True
 
 
 def describe(key: LtKey) -> str:
-    batch = f"{key.count} x " if key.count > 1 else ""
+    batch = f"{key.batch} x " if key.batch > 1 else ""
     return (f"a {batch}{key.m}x{key.n}x{key.k} {_DTYPE_NAMES[key.dtype]} GEMM (column-major m x n x k) with epilogue "
             f"{EPILOGUE_NAMES.get(key.epilogue, key.epilogue)}")
 
@@ -252,6 +272,6 @@ def gemm_plans() -> list[dict[str, Any]]:
     with _choices_lock:
         items = list(_choices.items())
     return [{"device": key.device, "dtype": _DTYPE_NAMES[key.dtype], "m": key.m, "n": key.n, "k": key.k,
-             "batch": key.count, "trans_a": key.trans_a, "trans_b": key.trans_b,
+             "batch": key.batch, "trans_a": key.trans_a, "trans_b": key.trans_b,
              "epilogue": EPILOGUE_NAMES.get(key.epilogue, str(key.epilogue)), "fused": choice.algo is not None,
              "reason": choice.reason} for key, choice in items]
