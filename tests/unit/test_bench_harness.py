@@ -345,6 +345,35 @@ def fake_gpu(monkeypatch):
         time_ratio=10.0, pool_bytes_all=110, pool_bytes_largest=100, memory_ratio=1.1, fallbacks=0))
 
 
+def test_bench_gemm_quick_runs_where_torch_and_jax_are_missing_and_says_why(fake_gpu, monkeypatch, tmp_path):
+    from tools import bench_gemm
+
+    def fake_rows(case):
+        fw = case.frameworks.get("cupy")
+        right = lambda x: np.tanh(x) * 2
+        rows = [(Competitor(key, right, case.cupy_inputs, fw, exact=True), lambda x: np.tanh(x) * 2)
+                for key in ("jit-copy", "jit-matmul", "jit-unchanged", "bare")]
+        return [*rows, (Competitor("jit-view", lambda x: right(x) + 1e-3, case.cupy_inputs, fw, exact=True), right)]
+
+    monkeypatch.setattr(bench_gemm, "Frameworks", FakeFrameworks)
+    monkeypatch.setattr(bench_gemm, "Case", FakeCase)
+    monkeypatch.setattr(bench_gemm, "cupy_rows", fake_rows)
+    monkeypatch.setattr(bench_gemm, "Schedule", lambda block, rounds: Schedule(block=3, rounds=rounds))
+    out = tmp_path / "bench_gemm.json"
+    result = bench_gemm.main(["--quick", "--skip", "jit-unchanged", "--out", str(out)])
+    assert list(result["sizes"]) == ["1", "64"] and json.loads(out.read_text())["layers"] == 4
+    for entry in result["sizes"].values():
+        assert set(entry["rows"]) == {"jit-copy", "jit-matmul", "bare"}
+        assert "torch unavailable" in entry["errors"]["torch-graph"] and "jax unavailable" in entry["errors"]["jax"]
+        assert "differs from eager CuPy" in entry["errors"]["jit-view"]
+        assert entry["checks"]["jit-copy"] == "bit for bit equal to its eager function"
+    text = bench_gemm.report(result)
+    assert "| 64 | torch.compile (reduce-overhead) | not run: RuntimeError: torch unavailable" in text
+    assert "| 1 | cupygraph jit (copy), unchanged CuPy maximum(x @ W + b, 0) | not run: skipped (--skip) |" in text
+    with pytest.raises(SystemExit):
+        bench_gemm.parse_args(["--skip", "nope"])
+
+
 def test_help_runs_without_cupy_torch_or_jax():
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "bench.py"), "--help"],
                          capture_output=True, text=True, check=True)
