@@ -23,7 +23,8 @@ Only these calls are bound: handle create/destroy, stream, workspace, pointer mo
 ``cublasGemmEx`` / ``cublasGemmStridedBatchedEx`` / ``cublasGemmBatchedEx``, which cover every
 supported dtype through (data type, compute type) pairs; and ``ROUTINES``, the typed routines CuPy
 itself calls that have no (data type, compute type) form, for the calls ``routes/cupy_libraries.py``
-routes with CuPy's own arguments (``routine``).
+routes with CuPy's own arguments (``routine``). cuBLASLt's entry points (the fused GEMMs of
+``linalg.linear``) are bound in ``_lt_binding``, the same way and chosen by the same variable.
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@
   every address and the workspace size) and kept for the process (``gemm_plans()`` lists them). Every
   thread, eager call and capture of a key then runs the same kernel, so a replay equals an eager
   call bit for bit; one row, skinny, square and batched shapes each get the kernel the heuristic
-  picks for that shape (GEMV-like kernels for one row). Never asked per replay: a graph holds the
-  kernel it recorded.
+  picks for that shape. Never asked per replay: a graph holds the kernel it recorded.
 * **The descriptors** (operation, A/B/C layouts) are per thread (``PlanCache``, kept by the
   thread's cuBLASLt handle): the bias address is an attribute of the operation descriptor, set
   before each call whose bias moved.
