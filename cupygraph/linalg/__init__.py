@@ -170,16 +170,18 @@ def scalar(value: Any, *, like: Any) -> Any:
 
 
 def prepare(stream: Any = None) -> None:
-    """Make this thread's cuBLAS handle and the workspace of ``stream`` (default: the current one)
-    now, so that a capture started by hand on that stream allocates nothing. ``jit`` needs none of
-    this: its warm-up does it. A fused product (``linear``, ``gemm`` with a bias or activation)
-    also needs its plan: run it once on arrays of the same shapes before capturing it by hand."""
+    """Make this thread's cuBLAS and cuBLASLt handles and the workspace of ``stream`` (default: the
+    current one) now, so that a capture started by hand on that stream allocates nothing. ``jit``
+    needs none of this: its warm-up does it. A fused product (``linear``, ``gemm`` with a bias or
+    activation) also needs its plan: run it once on arrays of the same shapes before capturing it by
+    hand."""
     import cupy
 
-    from ._cublas_handles import handle_for
+    from ._cublas_handles import handle_for, lt_handle_for
 
     stream = cupy.cuda.get_current_stream() if stream is None else stream
     handle_for(cupy.cuda.Device().id, stream)
+    lt_handle_for(cupy.cuda.Device().id, stream)
 
 
 def release_unused() -> dict[str, int]:

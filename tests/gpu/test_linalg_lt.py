@@ -246,15 +246,28 @@ def test_a_capture_without_a_handle_or_plan_is_refused():
         out = cupy.empty((4, 8), np.float32)
         stream = cupy.cuda.Stream(non_blocking=True)
         with stream:
-            cg.linalg.prepare()  # cuBLAS's handle and the stream's workspace, not a cuBLASLt plan
-            for expected in (r"no cuBLASLt handle for stream", r"no cuBLASLt plan for a 8x4x32 float32 GEMM"):
+            # A new thread has no cuBLASLt handle; prepare() makes it and the stream's workspace, and a
+            # shape no eager call has planned is still refused.
+            for expected in (r"no cuBLASLt handle for stream .* cupygraph\.linalg\.prepare\(\)",
+                             r"no cuBLASLt plan for a 8x4x32 float32 GEMM .* run the function once"):
                 stream.begin_capture()
                 try:
                     with pytest.raises(cg.CaptureError, match=expected):
                         cg.linalg.linear(x, w, activation="relu", out=out)
                 finally:
                     stream.end_capture()
-                cg.linalg.linear(x[:2], w, activation="relu")  # eagerly: the handle, and another shape's plan
+                cg.linalg.prepare()
+            cg.linalg.linear(x, w, activation="relu", out=out)  # eagerly: now the capture finds its plan
+            want = cupy.asnumpy(out)
+            out.fill(np.nan)
+            stream.begin_capture()
+            try:
+                cg.linalg.linear(x, w, activation="relu", out=out)
+            finally:
+                graph = stream.end_capture()
+            graph.launch(stream)
+            stream.synchronize()
+            np.testing.assert_array_equal(cupy.asnumpy(out), want)
 
     in_thread(check)
 
