@@ -1,18 +1,32 @@
 #!/usr/bin/env python3
-"""Issue 13's row: the mlp in FULL mode with cupygraph.matmul against torch.cuda.CUDAGraph of the same layers.
+"""Issue 31's benchmark: the mlp on cupygraph's cuBLAS path against PyTorch's graph, torch.compile and XLA.
 
-The mlp of tools/bench_workloads.py (8 layers of 256 -> 256, float32, tanh-GELU): each layer is
-``cupygraph.matmul`` (cuBLAS, no TF32) and one bias + GELU ElementwiseKernel, the whole call one
-graph. Against it, PyTorch's documented recipe on ``addmm`` + ``gelu(approximate="tanh")`` (cuBLAS
-too; TF32 off). Rows: cupygraph jit with view and with copied outputs, a bare hand-captured CuPy
-graph of the same cupygraph.matmul layers (the floor: one input memcpy and one launch), and the
-torch graph (one ``copy_`` and one ``replay()``). Each is timed alone in rotated blocks of
-consecutive calls (tools/bench_method.py); latency (synchronised calls) and GPU time per call
-(events around back-to-back calls) are both reported, with ratios to torch's graph.
+The workload is the mlp of tools/bench_workloads.py: 4 layers of 1024 -> 1024, float32, bias + ReLU,
+the same weights and inputs for every framework, TF32 off everywhere. Rows:
 
-Target (issue 13): cupygraph latency <= 1.0x torch's and GPU time within 5 %, at every batch size.
+* ``jit-copy``: cupygraph ``jit``, FULL, default config (copied outputs); each layer one
+  ``cupygraph.linalg.linear(x, w, b, activation="relu")``, a cuBLASLt GEMM with the bias + ReLU
+  epilogue fused, on the algorithm cuBLASLt's heuristic picks for that batch (chosen once).
+* ``jit-view``: the same with ``output_mode="view"``.
+* ``bare``: the same layers hand-captured into one CuPy graph (one input copy, one launch): the floor.
+* ``jit-matmul``: ``jit`` of ``cupygraph.matmul`` (cublasGemmEx) + a bias + ReLU ElementwiseKernel
+  per layer: the route before issue 31, for what the fused epilogue and cuBLASLt's choice save.
+* ``jit-unchanged``: ``jit`` of unchanged CuPy, ``cupy.maximum(x @ w + b, 0)`` (``x @ w`` routed to
+  cuBLAS, issue 29; the adds and the maximum are CuPy kernels).
+* ``torch-graph``: ``torch.cuda.CUDAGraph`` of addmm + relu (PyTorch's documented recipe);
+  ``torch-compile``: ``torch.compile(mode="reduce-overhead")``; ``jax``: ``jax.jit`` (precision HIGHEST).
+
+Every framework is pinned to one device. Each row is checked first (cupygraph's against their own
+eager function bit for bit; torch's and JAX's against eager cupygraph within the workload's
+tolerance), then timed alone in rotated blocks of consecutive calls (tools/bench_method.py):
+latency (synchronised calls) and GPU time per call (events around back-to-back calls; JAX's is an
+upper bound from the host clock). A framework that is missing or fails makes error rows, with the
+reason, and the rest runs.
+
+Targets (issue 31): ``jit-copy`` latency and GPU time ≤ 1.0× ``torch-graph`` at batch 1, 16, 64, 256.
 
     python3 tools/bench_gemm.py [--quick] [--out bench_gemm.json] [--sizes 1,16,64,256] [--device 0]
+                                [--skip jax,torch-compile,...]
 """
 
 from __future__ import annotations
@@ -28,167 +42,205 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tools.bench import Case, check
 from tools.bench_cupy import BareGraph
+from tools.bench_headline import peer_wins
 from tools.bench_method import MIN_BLOCK, Schedule, measure
-from tools.bench_peers import Frameworks, torch_graph_call
-from tools.bench_workloads import HIDDEN, MLP_LAYERS, WORKLOADS, random_inputs
+from tools.bench_peers import Competitor, Frameworks, peer_builders
+from tools.bench_workloads import MLP_LAYERS, MLP_WIDTH, WORKLOADS
 
 LABELS = {
-    "jit-view": "cupygraph jit (view), cupygraph.matmul",
-    "jit-unchanged": "cupygraph jit (view), unchanged `x @ W` (routed)",
-    "jit-copy": "cupygraph jit (copy), cupygraph.matmul",
-    "bare": "bare CuPy graph, cupygraph.matmul",
-    "torch-graph": "torch.cuda.CUDAGraph, addmm + gelu",
+    "jit-copy": "cupygraph jit (copy, default config), linalg.linear: cuBLASLt + bias/ReLU epilogue",
+    "jit-view": "cupygraph jit (view), linalg.linear",
+    "bare": "bare CuPy graph, linalg.linear",
+    "jit-matmul": "cupygraph jit (copy), cupygraph.matmul (cublasGemmEx) + bias/ReLU kernel",
+    "jit-unchanged": "cupygraph jit (copy), unchanged CuPy maximum(x @ W + b, 0)",
+    "torch-graph": "torch.cuda.CUDAGraph, addmm + relu",
+    "torch-compile": "torch.compile (reduce-overhead)",
+    "jax": "jax.jit",
 }
+PEERS = ("torch-graph", "torch-compile", "jax")
+REFERENCE = "torch-graph"
+OURS = "jit-copy"
 INPUT_SETS = 8
-LATENCY_TARGET, GPU_TARGET = 1.0, 0.05
+SETUP_CALLS = 3  # torch.compile records its graph on the third call
+LATENCY_TARGET = GPU_TARGET = 1.0
 
 
-class Row:
-    """A competitor as tools/bench_method.measure times it."""
-
-    def __init__(self, key: str, call: Any, inputs: list, fw: Any):
-        self.key, self.call, self.inputs, self.fw = key, call, inputs, fw
-
-
-def cupy_mlp(cupy: Any, unchanged: bool = False) -> Any:
-    """``mlp(x, W, B)``: per layer cupygraph.matmul (or, ``unchanged``, CuPy's own ``x @ W`` as a user writes
-    it, which jit routes to the same cuBLAS: issue 29), then bias + tanh-GELU in place (one kernel)."""
+def cupy_variants(cupy: Any) -> dict[str, Any]:
+    """The cupygraph rows' functions ``mlp(x, *params)``: fused (linalg.linear), matmul + kernel, unchanged CuPy."""
     import cupygraph as cg
 
-    product = (lambda x, w: x @ w) if unchanged else cg.matmul
+    bias_relu = cupy.ElementwiseKernel("float32 b", "float32 y", "float v = y + b; y = v > 0.0f ? v : 0.0f;",
+                                       "bench_gemm_bias_relu")
 
-    bias_gelu = cupy.ElementwiseKernel(
-        "float32 b", "float32 y",
-        "float v = y + b; y = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));",
-        "bench_gemm_bias_gelu")
-
-    def mlp(x: Any, weights: Any, biases: Any) -> Any:
-        for layer in range(weights.shape[0]):
-            y = product(x, weights[layer])
-            bias_gelu(biases[layer], y)
-            x = y
+    def matmul_kernel(x: Any, *params: Any) -> Any:
+        for w, b in zip(params[0::2], params[1::2]):
+            x = cg.matmul(x, w)
+            bias_relu(b, x)
         return x
 
-    return mlp
+    def unchanged(x: Any, *params: Any) -> Any:
+        for w, b in zip(params[0::2], params[1::2]):
+            x = cupy.maximum(x @ w + b, 0)
+        return x
+
+    return {"fused": WORKLOADS["mlp"].cupy_fn(), "matmul": matmul_kernel, "unchanged": unchanged}
 
 
-def build(fws: Frameworks, size: int, params: list[np.ndarray], seed: int) -> tuple[list[Row], dict]:
+def cupy_rows(case: Case) -> list[tuple[Competitor, Any]]:
+    """(competitor, its eager function) for every cupygraph row."""
     import cupygraph as cg
 
-    cupy_fw, torch_fw = fws.get("cupy"), fws.get("torch")
-    cupy, torch = cupy_fw.cupy, torch_fw.torch
-    host_inputs = random_inputs([(size, HIDDEN)] * INPUT_SETS, seed)
-    # The weights stacked: two constant arguments instead of sixteen (each is checked per call).
-    weights = cupy.asarray(np.stack(params[0::2]))
-    biases = cupy.asarray(np.stack(params[1::2]))
-    mlp = cupy_mlp(cupy)
-    cupy_inputs = [cupy_fw.upload(a) for a in host_inputs]
+    fw = case.frameworks.get("cupy")
+    params = case.cupy_params
+    fns = cupy_variants(fw.cupy)
+    consts = tuple(range(1, 1 + len(params)))
     rows = []
-    graphs = {}
-    for key, mode in (("jit-view", "view"), ("jit-copy", "copy")):
-        graphed = cg.jit(mlp, constant_argnums=(1, 2),
-                         config={"mode": "FULL", "output_mode": mode, "max_capture_size": max(size, 1)})
-        graphs[key] = graphed
-        rows.append(Row(key, (lambda g: lambda x: g(x, weights, biases))(graphed), cupy_inputs, cupy_fw))
-    plain = cupy_mlp(cupy, unchanged=True)
-    graphs["jit-unchanged"] = unchanged = cg.jit(plain, constant_argnums=(1, 2), config={
-        "mode": "FULL", "output_mode": "view", "max_capture_size": max(size, 1)})
-    rows.append(Row("jit-unchanged", lambda x: unchanged(x, weights, biases), cupy_inputs, cupy_fw))
-    bare = BareGraph(lambda x: mlp(x, weights, biases), cupy_inputs[0])
-    rows.append(Row("bare", bare, cupy_inputs, cupy_fw))
+    for key, fn, config in (("jit-copy", fns["fused"], {"mode": "FULL"}),
+                            ("jit-view", fns["fused"], {"mode": "FULL", "output_mode": "view"}),
+                            ("jit-matmul", fns["matmul"], {"mode": "FULL"}),
+                            ("jit-unchanged", fns["unchanged"], {"mode": "FULL"})):
+        graphed = cg.jit(fn, constant_argnums=consts, config=config)
 
-    torch_inputs = [torch_fw.upload(a) for a in host_inputs]
-    model = WORKLOADS["mlp"].torch_fn(torch, [torch_fw.upload(p) for p in params])
-    torch_call, _ = torch_graph_call(torch, torch_fw.device, model, torch_inputs[0])
+        def note(g: Any = graphed) -> str:
+            stats = g.stats()
+            return f"fallbacks: {dict(stats.last_detail_by_reason)}" if stats.fallbacks else ""
 
-    rows.append(Row("torch-graph", torch_call, torch_inputs, torch_fw))
-
-    # Correct first: every row on the same input, against eager cupygraph and against torch.
-    checks: dict[str, Any] = {}
-    eager = cupy.asnumpy(mlp(cupy_inputs[1], weights, biases))
-    eager_unchanged = cupy.asnumpy(plain(cupy_inputs[1], weights, biases))
-    for row in rows:
-        got = row.fw.to_numpy(row.call(row.inputs[1]))
-        if row.key == "jit-unchanged":  # against CuPy's own eager `x @ W`, bit for bit
-            if not np.array_equal(got, eager_unchanged):
-                raise RuntimeError("jit of the unchanged code is not bit for bit its eager CuPy run")
-            checks[row.key] = (f"bit for bit equal to eager CuPy `x @ W`; max |it - cupygraph.matmul's| = "
-                               f"{float(np.max(np.abs(got - eager))):.2e}")
-        elif row.key == "torch-graph":
-            checks[row.key] = f"max |torch - cupygraph eager| = {float(np.max(np.abs(got - eager))):.2e}"
-            if not np.allclose(got, eager, rtol=1e-3, atol=1e-4):
-                raise RuntimeError(f"torch's graph disagrees with eager cupygraph: {checks[row.key]}")
-        else:
-            if not np.array_equal(got, eager):
-                raise RuntimeError(f"{row.key} is not bit-for-bit eager cupygraph.matmul")
-            checks[row.key] = "bit for bit equal to eager cupygraph"
-    for key, graphed in graphs.items():
-        stats = graphed.stats()
-        if stats.fallbacks:
-            raise RuntimeError(f"{key} fell back to eager: {stats.last_detail_by_reason}")
-    return rows, checks
+        rows.append((Competitor(key, (lambda g: lambda x: g(x, *params))(graphed), case.cupy_inputs, fw, exact=True,
+                                note=note), fn))
+    bare = BareGraph(lambda x: fns["fused"](x, *params), case.cupy_inputs[0])
+    rows.append((Competitor("bare", bare, case.cupy_inputs, fw, exact=True), fns["fused"]))
+    return rows
 
 
-def main(argv: Any = None) -> dict:
+def run_size(fws: Frameworks, size: int, skip: set[str], schedule: Schedule) -> dict[str, Any]:
+    workload = WORKLOADS["mlp"]
+    case = Case(workload, size, [workload.shape(size)] * INPUT_SETS, seed=size, frameworks=fws)
+    ready: list[Competitor] = []
+    errors: dict[str, str] = {}
+    checks: dict[str, str] = {}
+    fused_refs = [fws.get("cupy").to_numpy(case.eager(x, *case.cupy_params)) for x in case.cupy_inputs[:2]]
+    built: list[tuple[Competitor, list[np.ndarray]]] = []
+    try:
+        for c, fn in cupy_rows(case):
+            if c.key in skip:
+                errors[c.key] = "skipped (--skip)"
+                continue
+            built.append((c, [fws.get("cupy").to_numpy(fn(x, *case.cupy_params)) for x in case.cupy_inputs[:2]]))
+    except Exception as err:  # cupygraph itself failed: the size has nothing to compare
+        errors["cupygraph"] = f"{type(err).__name__}: {err}"
+    for key in PEERS:
+        if key in skip:
+            errors[key] = "skipped (--skip)"
+            continue
+        try:
+            built.append((peer_builders()[key](case, False), fused_refs))
+        except Exception as err:
+            errors[key] = f"{type(err).__name__}: {err}"
+    for c, refs in built:
+        try:
+            for _ in range(SETUP_CALLS):
+                c.fw.finish(c.call(c.inputs[0]))
+            # The second input first: a graph that wrote nothing would still hold the first input's result.
+            worst = check(c, [c.inputs[1], c.inputs[0]], [refs[1], refs[0]], workload)
+            checks[c.key] = "bit for bit equal to its eager function" if c.exact else (
+                f"max |it - eager cupygraph| = {worst:.2e} ({workload.tolerance()})")
+            ready.append(c)
+        except Exception as err:
+            errors[c.key] = f"{type(err).__name__}: {err}"
+    fws.device_sync()
+    summary, timing_errors = measure(ready, schedule, fws.device_sync, pin=fws.pin)
+    errors.update(timing_errors)
+    notes = {c.key: c.note() for c in ready if c.note()}
+    del case
+    fws.release_memory()
+    return {"rows": summary, "errors": errors, "checks": checks, "notes": notes}
+
+
+def parse_args(argv: Any = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="3 rounds of 200-call blocks, sizes 1 and 64")
-    parser.add_argument("--sizes", default="")
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 200-call blocks, batches 1 and 64")
+    parser.add_argument("--sizes", default="", help="comma-separated batches (default 1,16,64,256)")
     parser.add_argument("--rounds", type=int, default=0)
+    parser.add_argument("--skip", default="", help=f"rows to leave out, of {','.join(LABELS)}")
     parser.add_argument("--out", default="")
     parser.add_argument("--device", type=int, default=0)
     args = parser.parse_args(argv)
+    unknown = {k for k in args.skip.split(",") if k} - set(LABELS)
+    if unknown:
+        parser.error(f"--skip: unknown rows {sorted(unknown)}; valid: {', '.join(LABELS)}")
+    return args
+
+
+def main(argv: Any = None) -> dict:
+    args = parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s] or ([1, 64] if args.quick else [1, 16, 64, 256])
     schedule = Schedule(block=MIN_BLOCK, rounds=args.rounds or (3 if args.quick else 7))
-    fws = Frameworks(load_torch=True, load_jax=False, index=args.device)
+    skip = {k for k in args.skip.split(",") if k}
+    fws = Frameworks(load_torch=not {"torch-graph", "torch-compile"} <= skip, load_jax="jax" not in skip,
+                     index=args.device)
     import cupygraph as cg
 
-    params = WORKLOADS["mlp"].params()
     command = "python3 tools/bench_gemm.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     result: dict[str, Any] = {"command": command, "environment": fws.environment(), "schedule": vars(schedule),
-                              "sizes": {}, "layers": MLP_LAYERS, "hidden": HIDDEN}
+                              "layers": MLP_LAYERS, "width": MLP_WIDTH, "sizes": {}}
     for size in sizes:
-        rows, checks = build(fws, size, params, seed=size)
-        summary, errors = measure(rows, schedule, fws.device_sync, pin=fws.pin)
-        result["sizes"][str(size)] = {"rows": summary, "errors": errors, "checks": checks}
-        fws.release_memory()
-    result["binding"] = cg.linalg.binding_info()
+        result["sizes"][str(size)] = run_size(fws, size, skip, schedule)
+    try:
+        result["binding"] = cg.linalg.binding_info()
+    except Exception as err:  # the figures stand without it; say why it is missing
+        result["binding"] = {"error": f"{type(err).__name__}: {err}"}
+    result["gemm_plans"] = cg.linalg.gemm_plans()
     print(report(result))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
     return result
 
 
+def _rows(result: dict) -> list[dict]:
+    """Every timed row as tools/bench_headline reads rows."""
+    out = []
+    for size, entry in result["sizes"].items():
+        for key, row in entry["rows"].items():
+            out.append(dict(row, workload="mlp", axis="batch", size=int(size), key=key, competitor=LABELS[key]))
+    return out
+
+
 def report(result: dict) -> str:
     env = result["environment"]
-    lines = [f"{env['card']} · driver {env['driver']} · CUDA {env['cuda_runtime']} · CuPy {env['cupy']} · "
-             f"torch {env['torch']} · {env['date']} · cuBLAS binding {result.get('binding', {}).get('binding', '?')}",
-             f"command: {result['command']}", "",
-             "| batch | competitor | latency µs (IQR) | GPU µs/call | latency / torch | GPU / torch |",
+    binding = result.get("binding", {})
+    lines = [f"{env.get('card')} · driver {env.get('driver')} · CUDA {env.get('cuda_runtime')} · CuPy "
+             f"{env.get('cupy')} · torch {env.get('torch')} · jax {env.get('jax')} · {env.get('date')} · cuBLAS "
+             f"binding {binding.get('binding', '?')}, cuBLASLt {binding.get('lt_version', '?')}",
+             f"command: {result['command']}",
+             f"workload: {result['layers']} layers of {result['width']} -> {result['width']}, float32, bias + ReLU",
+             "", f"| batch | competitor | latency µs (IQR) | GPU µs/call | latency / {REFERENCE} | GPU / {REFERENCE} |",
              "|---|---|---|---|---|---|"]
     verdicts = []
     for size, entry in result["sizes"].items():
-        rows = entry["rows"]
-        torch_row = rows.get("torch-graph")
+        rows, reference = entry["rows"], entry["rows"].get(REFERENCE)
         for key, label in LABELS.items():
             row = rows.get(key)
             if row is None:
-                lines.append(f"| {size} | {label} | error: {entry['errors'].get(key, 'missing')} | | | |")
+                why = entry["errors"].get(key) or entry["errors"].get("cupygraph", "?")
+                lines.append(f"| {size} | {label} | not run: {why} | | | |")
                 continue
-            lat = row["latency_us"] / torch_row["latency_us"] if torch_row else float("nan")
-            gpu = row["gpu_us"] / torch_row["gpu_us"] if torch_row else float("nan")
+            lat = row["latency_us"] / reference["latency_us"] if reference else float("nan")
+            gpu = row["gpu_us"] / reference["gpu_us"] if reference else float("nan")
             lines.append(f"| {size} | {label} | {row['latency_us']:.1f} ({row['latency_iqr_us']:.1f}) | "
                          f"{row['gpu_us']:.1f} | {lat:.2f}x | {gpu:.2f}x |")
-            if key == "jit-unchanged" and rows.get("jit-view"):
-                base = rows["jit-view"]
-                verdicts.append(f"batch {size}: unchanged `x @ W` / cupygraph.matmul: latency "
-                                f"{row['latency_us'] / base['latency_us']:.3f}x, "
-                                f"GPU time {row['gpu_us'] / base['gpu_us']:.3f}x")
-            if key == "jit-view" and torch_row:
-                met = lat <= LATENCY_TARGET and gpu <= 1 + GPU_TARGET
-                verdicts.append(f"batch {size}: latency {lat:.2f}x torch (target <= {LATENCY_TARGET:.1f}x), GPU time "
-                                f"{gpu:.2f}x (target within {GPU_TARGET:.0%}): {'MET' if met else 'MISSED'}")
-    return "\n".join([*lines, "", *verdicts])
+            if key == OURS and reference:
+                met = lat <= LATENCY_TARGET and gpu <= GPU_TARGET
+                verdicts.append(f"batch {size}: latency {lat:.3f}x {REFERENCE} (target <= {LATENCY_TARGET:.1f}x), "
+                                f"GPU time {gpu:.3f}x (target <= {GPU_TARGET:.1f}x): {'MET' if met else 'MISSED'}")
+        verdicts += [f"batch {size}: {key}: {note}" for key, note in entry.get("notes", {}).items()]
+    wins = peer_wins(_rows(result), peers=PEERS)
+    unfused = [p for p in result.get("gemm_plans", []) if not p["fused"]]
+    tail = [f"Where a peer wins: {w}" for w in wins] or ["No peer beats cupygraph jit (copy) in this run."]
+    if unfused:
+        tail.append(f"GEMMs cuBLASLt ran unfused: {unfused}")
+    return "\n".join([*lines, "", *verdicts, "", *tail])
 
 
 if __name__ == "__main__":

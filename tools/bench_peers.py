@@ -270,7 +270,8 @@ def build_torch_graph(case: Any, serving: bool) -> Competitor:
 
 
 def build_torch_graph_same_kernels(case: Any, serving: bool) -> Competitor:
-    """``torch.cuda.CUDAGraph`` capturing the very CuPy RawKernels the CuPy rows launch.
+    """``torch.cuda.CUDAGraph`` capturing the very CuPy RawKernels (for the mlp: the very
+    ``cupygraph.linalg.linear`` calls) the CuPy rows launch.
 
     CuPy launches on torch's capture stream through ``cupy.cuda.ExternalStream``; its buffers come
     from a private CuPy pool that lives as long as the graph (nothing else is handed memory the graph
@@ -292,12 +293,16 @@ def build_torch_graph_same_kernels(case: Any, serving: bool) -> Competitor:
         static_in[...] = case.cupy_inputs[0]
     cupy.cuda.Device(fw.index).synchronize()
     side = torch.cuda.Stream(device=fw.device)
-    with cupy.cuda.using_allocator(pool.malloc), _external_stream(cupy, side.cuda_stream, fw.index):
+    # One CuPy stream object for the warm-up and the capture: what cupygraph.linalg prepares for a stream
+    # in the warm-up (a cuBLAS workspace, the mlp's cuBLASLt plans) lives as long as that object.
+    side_stream = _external_stream(cupy, side.cuda_stream, fw.index)
+    with cupy.cuda.using_allocator(pool.malloc), side_stream:
         fn(static_in)  # compile, and leave this stream's pool bins holding every buffer the capture asks for
     side.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=side, capture_error_mode="relaxed"):
-        capture_stream = _external_stream(cupy, torch.cuda.current_stream(fw.device).cuda_stream, fw.index)
+        current = torch.cuda.current_stream(fw.device).cuda_stream
+        capture_stream = side_stream if current == side.cuda_stream else _external_stream(cupy, current, fw.index)
         with cupy.cuda.using_allocator(pool.malloc), capture_stream:
             static_out = fn(static_in)
     torch.cuda.synchronize(fw.device)

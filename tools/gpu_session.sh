@@ -36,7 +36,7 @@ quick=$([ "$what" = quick ] && echo --quick)
   timeout 120 python3 tools/bench.py $quick --workloads piecewise --out "$R/bench_piecewise.json"
   if [ "$what" = full ]; then
     timeout 300 python3 tools/bench.py --workloads chain,stencil,serving,mlp,capture --out "$R/bench.json"
-    timeout 150 python3 tools/bench_gemm.py --out "$R/bench_gemm.json"
+    timeout 400 python3 tools/bench_gemm.py --out "$R/bench_gemm.json"  # torch.compile and XLA compile per batch
     timeout 60 python3 tools/bench_control_flow.py --out "$R/control_flow.json"
   fi
   date -u

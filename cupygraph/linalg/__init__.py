@@ -17,11 +17,19 @@ arrays (the host backend) they run NumPy with the same checks, errors and result
 * alpha/beta given as numbers are frozen into a captured graph; given as one-element arrays
   (``scalar(value, like=a)``) they are read at every replay (cuBLAS's device pointer mode), so
   they can change between replays.
+* ``linear(x, weight, bias=None, *, activation=None, out=None)``: a dense layer,
+  ``activation(x @ weight + bias)`` with ``weight`` of shape (in_features, out_features), and
+  ``gemm(..., bias=, activation=)``: ``activation(alpha * op(a) @ op(b) + beta * c + bias)``, bias
+  one value per result column; activation ``"relu"`` or ``"gelu"`` (tanh approximation); float16,
+  float32, float64. One ``cublasLtMatmul`` with the epilogue fused, on the algorithm cuBLASLt's
+  heuristic picks for that shape, chosen once per shape (``gemm_plans()`` lists them).
 
 Precision: float32 products use full float32 (no TF32); float16 products sum in float32. Results
 are bit-for-bit the same eagerly and in a graph replay (same handle settings, same workspace size,
-same algorithm); against ``cupy.matmul`` they agree to rounding. The cuBLAS binding is chosen in
-``_binding`` (nvmath-python where installed, else ctypes on CuPy's own libcublas).
+same algorithm); against ``cupy.matmul`` they agree to rounding. The fused products run another
+library call (cuBLASLt, and another kernel than ``cublasGemmEx`` may pick), so against ``matmul``
+followed by the epilogue they agree to rounding only. The cuBLAS and cuBLASLt bindings are chosen
+in ``_binding`` (nvmath-python where installed, else ctypes on the libcublas CuPy loads).
 
 Factorisations on cuSOLVER (``_public_solvers``): ``solve``, ``inv``, ``cholesky``, ``qr``, ``eigh``,
 ``svd``, ``slogdet`` and ``det`` with NumPy's results; a numerical failure (singular, not positive definite, no
@@ -44,6 +52,7 @@ import numpy as np
 from ..backends.base import on_gpu as _on_gpu
 from ._binding import BINDINGS, CublasError, load_binding
 from ._contract import einsum, tensordot
+from ._linear import linear
 from ._public_solvers import LinAlgFailure, check, cholesky, det, eigh, inv, qr, slogdet, solve, spmm, svd
 from ._shapes import SUPPORTED, scale_dtype
 
@@ -60,8 +69,10 @@ __all__ = [
     "einsum",
     "gemm",
     "gemm_batched",
+    "gemm_plans",
     "gemm_strided_batched",
     "inv",
+    "linear",
     "load_binding",
     "matmul",
     "prepare",
@@ -93,21 +104,27 @@ def matmul(a: Any, b: Any, /, out: Optional[Any] = None) -> Any:
 
 
 def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, trans_a: bool = False,
-         trans_b: bool = False, out: Any = None) -> Any:
-    """``alpha * op(a) @ op(b) + beta * c`` (op transposes the last two axes when asked; no conjugation).
+         trans_b: bool = False, out: Any = None, bias: Any = None, activation: Optional[str] = None) -> Any:
+    """``activation(alpha * op(a) @ op(b) + beta * c + bias)`` (op transposes the last two axes when
+    asked; no conjugation; without bias and activation, ``alpha * op(a) @ op(b) + beta * c``).
 
     ``a`` and ``b`` are at least 2-D; their leading axes broadcast as in ``matmul`` and run as one
     strided-batched GEMM. ``c`` broadcasts to the result. The result goes to a new array, or to
     ``out`` (``out=c``: c is updated in place). alpha and beta as one-element arrays of the scale
     dtype (float32 for float16 operands; see ``scalar``) are read on the device at every run.
+    ``bias`` (1-D, one value per result column, the result's dtype) and ``activation`` (None,
+    ``"relu"`` or ``"gelu"``, tanh approximation) make it one cuBLASLt product with that epilogue
+    fused (float16, float32 and float64 only).
     """
     if _on_gpu(a, b, c, out):
         from . import _gemm_cupy
 
-        return _gemm_cupy.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out)
+        return _gemm_cupy.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out, bias=bias,
+                               activation=activation)
     from . import _gemm_host
 
-    return _gemm_host.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out)
+    return _gemm_host.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out, bias=bias,
+                           activation=activation)
 
 
 def gemm_strided_batched(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0,
@@ -153,15 +170,18 @@ def scalar(value: Any, *, like: Any) -> Any:
 
 
 def prepare(stream: Any = None) -> None:
-    """Make this thread's cuBLAS handle and the workspace of ``stream`` (default: the current one)
-    now, so that a capture started by hand on that stream allocates nothing. ``jit`` needs none of
-    this: its warm-up does it."""
+    """Make this thread's cuBLAS and cuBLASLt handles and the workspace of ``stream`` (default: the
+    current one) now, so that a capture started by hand on that stream allocates nothing. ``jit``
+    needs none of this: its warm-up does it. A fused product (``linear``, ``gemm`` with a bias or
+    activation) also needs its plan: run it once on arrays of the same shapes before capturing it by
+    hand."""
     import cupy
 
-    from ._cublas_handles import handle_for
+    from ._cublas_handles import handle_for, lt_handle_for
 
     stream = cupy.cuda.get_current_stream() if stream is None else stream
     handle_for(cupy.cuda.Device().id, stream)
+    lt_handle_for(cupy.cuda.Device().id, stream)
 
 
 def release_unused() -> dict[str, int]:
@@ -173,22 +193,35 @@ def release_unused() -> dict[str, int]:
 
 
 def resources() -> dict[str, int]:
-    """Live cuBLAS handles, workspaces and workspace bytes of this process (0 where none was made)."""
+    """Live cuBLAS and cuBLASLt handles, workspaces and workspace bytes of this process (0 where none
+    was made)."""
     import sys
 
     handles = sys.modules.get(f"{__name__}._cublas_handles")
     if handles is None:
-        return {"handles": 0, "workspaces": 0, "workspace_bytes": 0}
+        return {"handles": 0, "lt_handles": 0, "workspaces": 0, "workspace_bytes": 0}
     counts: dict[str, int] = handles.resources()
     return counts
 
 
+def gemm_plans() -> list[dict[str, Any]]:
+    """The fused products' shapes whose cuBLASLt algorithm was chosen in this process (cuBLAS's
+    column-major m, n, k: m is the result's columns), their epilogue, and whether each runs fused
+    (else ``reason`` says why it runs as a GEMM and a separate epilogue kernel)."""
+    import sys
+
+    plans = sys.modules.get(f"{__name__}._lt_plans")
+    return [] if plans is None else list(plans.gemm_plans())
+
+
 def binding_info() -> dict[str, Any]:
-    """Which cuBLAS binding this process uses, the library it loaded and cuBLAS's version."""
+    """Which cuBLAS and cuBLASLt bindings this process uses, the libraries they loaded and their versions."""
     import cupy
 
     from ._cublas_handles import handle_for
+    from ._lt_binding import lt_binding
 
     handle = handle_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream())
-    lib = handle.lib
-    return {"binding": lib.name, "library": lib.library_path, "version": lib.version(handle.ptr)}
+    lib, lt = handle.lib, lt_binding()
+    return {"binding": lib.name, "library": lib.library_path, "version": lib.version(handle.ptr),
+            "lt_binding": lt.name, "lt_library": lt.library_path, "lt_version": lt.version()}

@@ -23,7 +23,8 @@ Only these calls are bound: handle create/destroy, stream, workspace, pointer mo
 ``cublasGemmEx`` / ``cublasGemmStridedBatchedEx`` / ``cublasGemmBatchedEx``, which cover every
 supported dtype through (data type, compute type) pairs; and ``ROUTINES``, the typed routines CuPy
 itself calls that have no (data type, compute type) form, for the calls ``routes/cupy_libraries.py``
-routes with CuPy's own arguments (``routine``).
+routes with CuPy's own arguments (``routine``). cuBLASLt's entry points (the fused GEMMs of
+``linalg.linear``) are bound in ``_lt_binding``, the same way and chosen by the same variable.
 """
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ def library_in_maps(maps: str, stem: str = "libcublas.so") -> Optional[str]:
     return None
 
 
-def _mapped_library(stem: str) -> Optional[str]:
+def mapped_library(stem: str) -> Optional[str]:
+    """The loaded library file named ``stem``* in this process's memory map, or None."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
             return library_in_maps(maps.read(), stem)
@@ -154,7 +156,7 @@ class CtypesCublas:
             raise BackendUnavailableError(
                 f"the ctypes cuBLAS binding needs CuPy's libcublas: CuPy's cuBLAS module is not importable "
                 f"({type(err).__name__}: {err})") from err
-        path = _mapped_library("libcublas.so")
+        path = mapped_library("libcublas.so")
         candidates = [path] if path else ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]
         lib = None
         for candidate in candidates:
@@ -239,7 +241,7 @@ class NvmathCublas:
                 f"{type(err).__name__}: {err}") from err
         self._lib = cublas
         self._error: type[BaseException] = getattr(cublas, "cuBLASError", Exception)
-        self.library_path = _mapped_library("libcublas.so") or "libcublas (loaded by nvmath)"
+        self.library_path = mapped_library("libcublas.so") or "libcublas (loaded by nvmath)"
 
     def _call(self, name: str, *args: Any) -> Any:
         try:

@@ -1,4 +1,4 @@
-"""cuBLAS handles (one per thread and device) and workspaces (one per device and stream).
+"""cuBLAS and cuBLASLt handles (one per thread and device) and workspaces (one per thread and stream).
 
 Contract:
 
@@ -21,6 +21,10 @@ Contract:
 * Nothing is created during a capture: a capture that reaches a GEMM on a stream or thread with
   no handle or workspace yet raises ``CaptureError`` saying to warm up first (``jit`` does, with
   the default ``num_warmups=1``; ``prepare()`` does it by hand).
+* The fused GEMMs (``_gemm_lt``) run on a cuBLASLt handle, one per thread and device like cuBLAS's,
+  which also keeps that thread's cuBLASLt plans (``_lt_plans.PlanCache``), and on the same
+  per-thread, per-stream workspace, passed to each ``cublasLtMatmul``: the two libraries' GEMMs on
+  one stream of one thread run one after the other, so they share it safely.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from ..backends.holding import hold, holding_active
 from ..errors import CaptureError
 from ..reasons import FallbackReason
 from ._binding import Binding, binding
+from ._lt_binding import LtBinding, lt_binding
+from ._lt_plans import PlanCache
 from ._retire import destroy_retired, pending, retire
 
 WORKSPACE_HOPPER = 32 << 20  # cuBLAS's recommendation for sm_90 and newer
@@ -50,7 +56,7 @@ def workspace_bytes(device_id: int) -> int:
 
 def _not_prepared(what: str, stream: Any) -> CaptureError:
     return CaptureError(
-        f"{FallbackReason.LIBRARY_CALL.text}: cupygraph.linalg has no cuBLAS {what} for stream 0x{int(stream.ptr):x} "
+        f"{FallbackReason.LIBRARY_CALL.text}: cupygraph.linalg has no {what} for stream 0x{int(stream.ptr):x} "
         "in this thread yet, and making one during a capture would allocate memory; run the function once "
         "before capturing (jit's num_warmups >= 1) or call cupygraph.linalg.prepare() on that stream")
 
@@ -103,12 +109,30 @@ class Handle:
             self.pointer_mode = mode
 
 
+class LtHandle:
+    """One thread's cuBLASLt handle on one device, with that thread's plans (``_lt_plans``)."""
+
+    def __init__(self, lib: LtBinding, device_id: int):
+        self.lib, self.device_id = lib, device_id
+        self.ptr = lib.create()
+        self.plans = PlanCache(lib)
+        with _lock:
+            _lt_handles.add(self)
+        weakref.finalize(self, retire, functools.partial(_close_lt, lib, self.ptr, self.plans), device_id, "cublasLt")
+
+
+def _close_lt(lib: LtBinding, ptr: int, plans: PlanCache) -> None:
+    plans.close()
+    lib.destroy(ptr)
+
+
 _lock = threading.RLock()  # re-entrant: weak containers' callbacks may run under it
 _local = threading.local()
 _live: weakref.WeakValueDictionary[tuple[int, int, int], Workspace] = weakref.WeakValueDictionary()
 _eager: dict[tuple[int, int, int], Workspace] = {}
 _workspaces: weakref.WeakSet[Workspace] = weakref.WeakSet()
 _handles: weakref.WeakSet[Handle] = weakref.WeakSet()
+_lt_handles: weakref.WeakSet[LtHandle] = weakref.WeakSet()
 
 
 def _stream_key(device_id: int, stream: Any) -> tuple[int, int, int]:
@@ -130,7 +154,7 @@ def workspace_for(device_id: int, stream: Any) -> Workspace:
         workspace = _live.get(key)
         if workspace is None or not workspace.serves(stream):
             if stream_is_capturing(stream):
-                raise _not_prepared("workspace", stream)
+                raise _not_prepared("cuBLAS workspace", stream)
             _forget_ended_threads()
             workspace = Workspace(device_id, stream, workspace_bytes(device_id))
             _live[key] = workspace
@@ -149,7 +173,7 @@ def handle_for(device_id: int, stream: Any) -> Handle:
     handle = handles.get(device_id)
     if handle is None:
         if stream_is_capturing(stream):
-            raise _not_prepared("handle", stream)
+            raise _not_prepared("cuBLAS handle", stream)
         destroy_retired(stream)
         handle = handles[device_id] = Handle(binding(), device_id)
     elif pending():
@@ -158,6 +182,23 @@ def handle_for(device_id: int, stream: Any) -> Handle:
     if holding_active():
         hold(handle)
     return handle
+
+
+def lt_handle_for(device_id: int, stream: Any) -> tuple[LtHandle, Workspace]:
+    """This thread's cuBLASLt handle on ``device_id`` and the workspace of ``stream`` (cuBLAS's)."""
+    handles: dict[int, LtHandle] = _local.__dict__.setdefault("lt_handles", {})
+    handle = handles.get(device_id)
+    if handle is None:
+        if stream_is_capturing(stream):
+            raise _not_prepared("cuBLASLt handle", stream)
+        destroy_retired(stream)
+        handle = handles[device_id] = LtHandle(lt_binding(), device_id)
+    elif pending():
+        destroy_retired(stream)
+    workspace = workspace_for(device_id, stream)
+    if holding_active():
+        hold(handle)
+    return handle, workspace
 
 
 def release_unused() -> dict[str, int]:
@@ -176,8 +217,10 @@ def release_unused() -> dict[str, int]:
 
 
 def resources() -> dict[str, int]:
-    """Live cuBLAS handles (not yet destroyed), workspaces and workspace bytes, in this process."""
+    """Live cuBLAS and cuBLASLt handles (not yet destroyed), workspaces and workspace bytes, in this process."""
     with _lock:
         handles = len(_handles) + pending("cublas")
+        lt_handles = len(_lt_handles) + pending("cublasLt")
         workspaces = list(_workspaces)
-    return {"handles": handles, "workspaces": len(workspaces), "workspace_bytes": sum(w.nbytes for w in workspaces)}
+    return {"handles": handles, "lt_handles": lt_handles, "workspaces": len(workspaces),
+            "workspace_bytes": sum(w.nbytes for w in workspaces)}

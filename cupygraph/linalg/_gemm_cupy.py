@@ -1,7 +1,9 @@
 """Matrix products of CuPy arrays through cuBLAS, eagerly or under a CUDA graph capture.
 
 Every product is one ``cublasGemmEx`` (or ``cublasGemmStridedBatchedEx`` for a batch) on this
-thread's handle, bound to the current stream and that stream's workspace (``_cublas_handles``). Operands
+thread's handle, bound to the current stream and that stream's workspace (``_cublas_handles``); one
+with a bias or activation (``gemm(..., bias=, activation=)``, ``linalg.linear``) is one
+``cublasLtMatmul`` with that epilogue fused (``_gemm_lt``). Operands
 cuBLAS cannot read in place are copied first, and an output it cannot write in place is computed
 in a temporary and copied back; both are ordinary CuPy kernels, so they capture too. Host-pointer
 alpha/beta are frozen into a captured graph; arrays select device pointer mode and are read at
@@ -18,6 +20,8 @@ import numpy as np
 
 from ._binding import COMPUTE_TYPE, DATA_TYPE, GEMM_DEFAULT, OP_N, OP_T, POINTER_MODE_DEVICE, POINTER_MODE_HOST
 from ._cublas_handles import handle_for
+from ._epilogue import activation_name, check_bias, check_bias_type, check_epilogue_dtype
+from ._gemm_lt import Epilogue, apply_unfused, fused_product
 from ._shapes import (
     check_int32,
     check_scale_array,
@@ -101,8 +105,9 @@ def _unit_scalars(dtype: np.dtype) -> Scalars:
 
 
 def product(a: Any, b: Any, c: Any, batch: tuple[int, ...], m: int, k: int, n: int, scalars: Scalars,
-            what: str) -> None:
-    """``c = alpha * a @ b + beta * c`` on views at least 2-D whose batch axes broadcast to ``batch``."""
+            what: str, epilogue: Optional[Epilogue] = None) -> None:
+    """``c = alpha * a @ b + beta * c`` on views at least 2-D whose batch axes broadcast to ``batch``;
+    with an ``epilogue``, ``c = activation(that + bias)`` on cuBLASLt (``_gemm_lt``)."""
     count = math.prod(batch)
     if count == 0 or m == 0 or n == 0:
         return
@@ -111,15 +116,21 @@ def product(a: Any, b: Any, c: Any, batch: tuple[int, ...], m: int, k: int, n: i
             c.fill(0)
         elif not scalars.beta_one:
             cupy.multiply(c, scalars.beta_term, out=c, casting="unsafe")
+        if epilogue is not None:
+            apply_unfused(c, epilogue)
         return
     dtype = c.dtype
     # cuBLAS must not write what it still reads: an output overlapping an operand is a temporary.
     overlapping = _overlaps(c, a) or _overlaps(c, b)
     call, a, b, target = resolve(a, b, _temporary(c, batch, m, n, scalars) if overlapping else c, batch, m, k, n,
-                                 cupy, lambda: _temporary(c, batch, m, n, scalars))
+                                 cupy, lambda: _temporary(c, batch, m, n, scalars), features_first=epilogue is not None)
     check_int32(what, m=call.m, n=call.n, k=call.k, lda=call.lda, ldb=call.ldb, ldc=call.ldc, batch=count)
     first, second = (a, b) if call.first == "a" else (b, a)
     stream = cupy.cuda.get_current_stream()
+    if epilogue is not None and fused_product(call, first, second, target, scalars, epilogue, stream):
+        if target is not c:
+            c[...] = target
+        return
     handle = handle_for(int(c.device.id), stream)
     handle.set_pointer_mode(scalars.mode)
     alpha, beta = scalars.pointers
@@ -133,6 +144,8 @@ def product(a: Any, b: Any, c: Any, batch: tuple[int, ...], m: int, k: int, n: i
             handle.ptr, ta, tb, call.m, call.n, call.k, alpha, first.data.ptr, dt, call.lda, call.stride_a,
             second.data.ptr, dt, call.ldb, call.stride_b, beta, target.data.ptr, dt, call.ldc, call.stride_c,
             count, ct, GEMM_DEFAULT)
+    if epilogue is not None:  # cuBLASLt has no algorithm for it: the same layout, then the epilogue kernel
+        apply_unfused(target, epilogue)
     if target is not c:
         c[...] = target
 
@@ -181,14 +194,19 @@ def matmul(a: Any, b: Any, out: Optional[Any] = None) -> Any:
 
 
 def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, trans_a: bool = False,
-         trans_b: bool = False, out: Any = None) -> Any:
-    what = "cupygraph.linalg.gemm"
+         trans_b: bool = False, out: Any = None, bias: Any = None, activation: Any = None,
+         what: str = "cupygraph.linalg.gemm") -> Any:
     dtype = _operands(what, a, b)
+    act = activation_name(activation, what)
     for name, x in (("a", a), ("b", b)):
         if x.ndim < 2:
             raise ValueError(f"{what}: argument {name!r} must be at least 2-D (use cupygraph.matmul for vectors), "
                              f"got shape {x.shape}")
-    device = device_of(what, {"a": a, "b": b, "c": c, "out": out})
+    if bias is not None or act is not None:
+        check_epilogue_dtype(dtype, what)
+    if bias is not None:
+        check_bias_type(bias, cupy.ndarray, what)
+    device = device_of(what, {"a": a, "b": b, "c": c, "out": out, "bias": bias})
     with cupy.cuda.Device(device):
         a = a.astype(dtype, copy=False)
         b = b.astype(dtype, copy=False)
@@ -198,6 +216,13 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, tr
             b = b.swapaxes(-1, -2)
         batch, m, k, n = matmul_shapes(a.shape, b.shape, what)
         shape = (*batch, m, n)
+        epilogue = None
+        if bias is not None or act is not None:
+            if bias is not None:
+                check_bias(bias, cupy.ndarray, n, dtype, what)
+                if bias.strides[0] != bias.itemsize and n > 1:  # cuBLASLt reads a packed vector
+                    bias = cupy.ascontiguousarray(bias)
+            epilogue = Epilogue(bias, act)
         scalars = Scalars(alpha, beta, dtype, what)
         if out is None:
             out = cupy.empty(shape, dtype=dtype)
@@ -211,6 +236,6 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, tr
             out[...] = c  # broadcasts, like NumPy's alpha * a @ b + beta * c
         elif c is None and not scalars.beta_zero:
             out.fill(0)  # beta times a c that is not given is zero, whatever beta is at replay
-        product(a, b, out, batch, m, k, n, scalars, what)
+        product(a, b, out, batch, m, k, n, scalars, what, epilogue)
     return out
 

@@ -1,5 +1,5 @@
-"""The NumPy reference of ``cupygraph.linalg``'s products (matmul, gemm, gemm_batched): the same contracts,
-checks and errors as their cuBLAS path (``_gemm_cupy``).
+"""The NumPy reference of ``cupygraph.linalg``'s products (matmul, gemm with its bias/activation
+epilogue, gemm_batched): the same contracts, checks and errors as their cuBLAS path (``_gemm_cupy``).
 
 On the host backend a capture run sees its buffers as ``CaptureArray`` views that refuse ``@``
 (CuPy cannot capture it); these functions are the products that *do* capture on the GPU, so they
@@ -14,6 +14,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..backends.guards.host_capturable import handed_back, plain_array
+from ._epilogue import activation_name, apply_host, check_bias, check_epilogue_dtype
 from ._shapes import check_scale_array, host_scale, matmul_result, matmul_shapes, result_dtype, scale_dtype
 
 
@@ -49,33 +50,41 @@ def _scale(value: Any, dtype: np.dtype, name: str, what: str) -> tuple[np.ndarra
     return host_scale(value, dtype, name, what), False
 
 
-def _gemm_one(a: Any, b: Any, c: Any, alpha: Any, beta: Any, dtype: np.dtype, what: str) -> np.ndarray:
+def _gemm_one(a: Any, b: Any, c: Any, alpha: Any, beta: Any, dtype: np.dtype, what: str, bias: Any = None,
+              activation: Optional[str] = None) -> np.ndarray:
     compute = scale_dtype(dtype) if dtype == np.float16 else dtype  # cuBLAS sums float16 in float32
     alpha_v, _ = _scale(alpha, dtype, "alpha", what)
     beta_v, _ = _scale(beta, dtype, "beta", what)
     result = alpha_v * np.matmul(plain_array(a).astype(compute, copy=False), plain_array(b).astype(compute, copy=False))
     if c is not None and bool(beta_v != 0):  # BLAS: with beta 0, C is not read (NaN there stays out)
         result = result + beta_v * plain_array(c).astype(compute, copy=False)
+    if bias is not None or activation is not None:  # the epilogue, in the scale type (_epilogue)
+        result = apply_host(np.asarray(result), None if bias is None else plain_array(bias), activation)
     return np.asarray(result).astype(dtype, copy=False)
 
 
 def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, trans_a: bool = False,
-         trans_b: bool = False, out: Any = None) -> Any:
-    what = "cupygraph.linalg.gemm"
-    _check_arrays(what, a=a, b=b, c=c, out=out)
+         trans_b: bool = False, out: Any = None, bias: Any = None, activation: Any = None,
+         what: str = "cupygraph.linalg.gemm") -> Any:
+    _check_arrays(what, a=a, b=b, c=c, out=out, bias=bias)
     dtype = result_dtype(a.dtype, b.dtype, what)
+    act = activation_name(activation, what)
     for name, x in (("a", a), ("b", b)):
         if x.ndim < 2:
             raise ValueError(f"{what}: argument {name!r} must be at least 2-D (use cupygraph.matmul for vectors), "
                              f"got shape {x.shape}")
+    if bias is not None or act is not None:
+        check_epilogue_dtype(dtype, what)
     pa = plain_array(a).swapaxes(-1, -2) if trans_a else plain_array(a)
     pb = plain_array(b).swapaxes(-1, -2) if trans_b else plain_array(b)
     batch, m, _, n = matmul_shapes(pa.shape, pb.shape, what)
     shape = (*batch, m, n)
+    if bias is not None:
+        check_bias(bias, np.ndarray, n, dtype, what)
     if out is not None:
         _check_out(out, shape, dtype, what)
     addend = None if c is None else np.broadcast_to(plain_array(c), shape)
-    result = _gemm_one(pa, pb, addend, alpha, beta, dtype, what)
+    result = _gemm_one(pa, pb, addend, alpha, beta, dtype, what, bias, act)
     if out is None:
         return handed_back(np.ascontiguousarray(result))
     np.copyto(plain_array(out), result)

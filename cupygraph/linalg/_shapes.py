@@ -165,20 +165,28 @@ def _extent(rows: int, cols: int, g: Geometry) -> int:
 
 
 def gemm_call(m: int, k: int, n: int, count: int, a: Optional[Geometry], b: Optional[Geometry],
-              c: Optional[Geometry]) -> tuple[Optional[GemmCall], tuple[str, ...]]:
+              c: Optional[Geometry], features_first: bool = False) -> tuple[Optional[GemmCall], tuple[str, ...]]:
     """The call computing C = A @ B in place, or (None, operands to copy first): "a" and "b" are
-    read through contiguous copies, "c" is computed in a temporary and copied into the output."""
+    read through contiguous copies, "c" is computed in a temporary and copied into the output.
+
+    ``features_first``: always as C^T = B^T A^T, so that cuBLAS's rows are C's columns (a
+    cuBLASLt bias, added per row of cuBLAS's D, then lands on C's columns); a C whose columns
+    are not contiguous (F order) is then computed in a temporary."""
     la = matrix_layout(m, k, a.s_row, a.s_col) if a is not None and a.batch is not None else None
     lb = matrix_layout(k, n, b.s_row, b.s_col) if b is not None and b.batch is not None else None
     lc = None
     if c is not None and c.batch is not None and (count <= 1 or c.batch >= _extent(m, n, c)):
-        lc = matrix_layout(m, n, c.s_row, c.s_col)
+        if features_first:  # C^T column-major: C's column index is cuBLAS's row
+            lc = matrix_layout(n, m, c.s_col, c.s_row)
+            lc = lc if lc is not None and lc.order == "col" else None
+        else:
+            lc = matrix_layout(m, n, c.s_row, c.s_col)
     if a is None or b is None or c is None or la is None or lb is None or lc is None:
         return None, tuple(name for name, layout in (("a", la), ("b", lb), ("c", lc)) if layout is None)
     sa, sb, sc = (g.batch or 0 for g in (a, b, c))
     if count <= 1:
         sa = sb = sc = 0
-    if lc.order == "col":
+    if lc.order == "col" and not features_first:
         call = GemmCall("a", la.order == "row", lb.order == "row", m, n, k, la.ld, lb.ld, lc.ld, sa, sb, sc, count)
     else:  # C^T = B^T A^T, column-major
         call = GemmCall("b", lb.order == "col", la.order == "col", n, m, k, lb.ld, la.ld, lc.ld, sb, sa, sc, count)
@@ -212,13 +220,14 @@ _CALL_CACHE_SIZE = 4096  # distinct (shapes, strides) layouts whose call is kept
 
 
 def resolve(a: Any, b: Any, c: Any, batch: tuple[int, ...], m: int, k: int, n: int, xp: Any,
-            temporary: Any) -> tuple[GemmCall, Any, Any, Any]:
+            temporary: Any, features_first: bool = False) -> tuple[GemmCall, Any, Any, Any]:
     """The GEMM computing ``c = a @ b`` and the arrays it reads and writes: (call, a, b, target).
 
     Operands cuBLAS cannot read in place become contiguous copies (``xp.ascontiguousarray``); an
-    output it cannot write in place is replaced by ``temporary()``, which the caller copies back.
+    output it cannot write in place is replaced by ``temporary()`` (C-ordered), which the caller
+    copies back. ``features_first``: see ``gemm_call``.
     """
-    key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, c.itemsize, batch)
+    key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, c.itemsize, batch, features_first)
     cached = _CALLS.get(key)
     if cached is not None:  # an eager call of a layout seen before: its GEMM call is kept
         return cached, a, b, c
@@ -227,7 +236,7 @@ def resolve(a: Any, b: Any, c: Any, batch: tuple[int, ...], m: int, k: int, n: i
     for attempt in range(2):
         call, copies = gemm_call(m, k, n, count, geometry(a.shape, a.strides, a.itemsize, batch),
                                  geometry(b.shape, b.strides, b.itemsize, batch),
-                                 geometry(target.shape, target.strides, target.itemsize, batch))
+                                 geometry(target.shape, target.strides, target.itemsize, batch), features_first)
         if call is not None:
             if attempt == 0 and len(_CALLS) < _CALL_CACHE_SIZE:
                 _CALLS[key] = call

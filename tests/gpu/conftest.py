@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from extras import needs_nvmath
 
 
 @pytest.fixture(scope="module")
@@ -16,3 +17,13 @@ def sm90_device() -> Any:
     if int(dev.compute_capability) < 90:
         pytest.skip(f"programmatic dependent launch needs sm_90+, this GPU is sm_{dev.compute_capability}")
     return dev
+
+
+@pytest.fixture(params=["ctypes", "nvmath"])
+def binding(request: Any, monkeypatch: Any) -> str:
+    """The cuBLAS (and cuBLASLt) binding a test's new thread takes its handles from
+    (``CUPYGRAPH_CUBLAS_BINDING``): each test runs under each installed one."""
+    if request.param == "nvmath":
+        needs_nvmath("the nvmath cuBLAS binding")
+    monkeypatch.setenv("CUPYGRAPH_CUBLAS_BINDING", request.param)
+    return str(request.param)

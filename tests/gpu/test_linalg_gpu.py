@@ -80,14 +80,6 @@ def run_in_thread(fn, *args):
     return result.get("value")
 
 
-@pytest.fixture(params=["ctypes", "nvmath"])
-def binding(request, monkeypatch):
-    if request.param == "nvmath":
-        needs_nvmath("the nvmath cuBLAS binding")
-    monkeypatch.setenv("CUPYGRAPH_CUBLAS_BINDING", request.param)
-    return request.param
-
-
 def random_case(rng):
     """(function, constant arguments, batched input's trailing shape, dtype, reference) of one random product."""
     dtype = DTYPES[rng.integers(len(DTYPES))]

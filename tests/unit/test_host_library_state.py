@@ -1,5 +1,5 @@
 """The host reference binds what the GPU binds (zero-copy): nothing, where the GPU's recording holds library
-state (a cuBLAS/cuSOLVER handle and workspace, a generator's state, a cuFFT plan, a baked upload's snapshot;
+state (a cuBLAS/cuBLASLt/cuSOLVER handle and workspace, a generator's state, a cuFFT plan, a baked upload's snapshot;
 ``backends/zerocopy/node_pointers.py``: ``CopyReason.LIBRARY_STATE``), so the statistics agree."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def elementwise(x, w):
 HOLDS_STATE = {
     "routed product": lambda x, w: x @ w,
     "cupygraph.matmul": lambda x, w: cg.matmul(x, w),
+    "cupygraph.linalg.linear (cuBLASLt)": lambda x, w: cg.linalg.linear(x, w, w[0], activation="relu"),
     "cupygraph.random": lambda x, w: x + cg.random.default_rng(0).standard_normal(x.shape),
     "legacy random, routed": lambda x, w: x + np.random.standard_normal(x.shape),
     "FFT": lambda x, w: np.fft.rfft(x, axis=1).real,

@@ -386,10 +386,11 @@ def test_import_cupygraph_loads_no_binding_and_reports_no_resources():
     import subprocess
 
     probe = ("import sys, cupygraph as cg; "
-             "loaded = [m for m in ('nvmath', 'nvmath.bindings.cublas', 'cupygraph.linalg._cublas_handles') "
-             "if m in sys.modules]; print(loaded, cg.linalg.resources())")
+             "loaded = [m for m in ('nvmath', 'nvmath.bindings.cublas', 'nvmath.bindings.cublasLt', "
+             "'cupygraph.linalg._cublas_handles', 'cupygraph.linalg._lt_binding') "
+             "if m in sys.modules]; print(loaded, cg.linalg.resources(), cg.linalg.gemm_plans())")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "[] {'handles': 0, 'workspaces': 0, 'workspace_bytes': 0}", out
+    assert out == "[] {'handles': 0, 'lt_handles': 0, 'workspaces': 0, 'workspace_bytes': 0} []", out
 
 
 def test_the_supported_dtypes_are_the_cublas_gemm_types():

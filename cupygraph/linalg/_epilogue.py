@@ -1,0 +1,70 @@
+"""What a fused GEMM epilogue does, and the checks of its arguments: one definition for the GPU
+(cuBLASLt's epilogue, or its unfused stand-in) and the NumPy reference.
+
+``activation(alpha * op(a) @ op(b) + beta * c + bias)``, evaluated in the scale type (float32 for
+float16 operands) and rounded once to the result's dtype. ``bias`` is a vector with one value per
+column of the result (one per output feature of ``linear``), shared by every matrix of a batch.
+
+* ``"relu"``: ``v if v > 0 else 0``; a NaN becomes 0 (the comparison is false), as the unfused
+  kernel computes it; cuBLASLt's ReLU epilogue has been reported to do the same.
+* ``"gelu"``: the tanh approximation cuBLASLt's GELU epilogue computes (PyTorch's
+  ``gelu(approximate="tanh")``): ``0.5 * v * (1 + tanh(sqrt(2/pi) * (v + 0.044715 * v**3)))``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+ACTIVATIONS = ("relu", "gelu")
+EPILOGUE_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+"""The result dtypes with a bias or activation epilogue (cuBLASLt has none for complex products)."""
+GELU_SCALE = 0.7978845608028654  # sqrt(2 / pi)
+GELU_CUBIC = 0.044715
+
+
+def activation_name(activation: Any, what: str) -> Optional[str]:
+    """``activation`` as one of ``ACTIVATIONS`` (case and surrounding blanks ignored), or None."""
+    if activation is None:
+        return None
+    name = activation.strip().lower() if isinstance(activation, str) else None
+    if name not in ACTIVATIONS:
+        raise ValueError(f"{what}: activation={activation!r} is not an activation; valid: None, "
+                         f"{', '.join(repr(a) for a in ACTIVATIONS)}")
+    return name
+
+
+def check_epilogue_dtype(dtype: np.dtype, what: str) -> None:
+    if dtype not in EPILOGUE_DTYPES:
+        raise TypeError(f"{what}: a bias or activation needs a {', '.join(str(t) for t in EPILOGUE_DTYPES)} "
+                        f"product, but the operands make {dtype}; cast them with .astype first")
+
+
+def check_bias_type(bias: Any, array_type: type, what: str) -> None:
+    if not isinstance(bias, array_type):
+        raise TypeError(f"{what}: bias must be a {array_type.__module__.split('.')[0]} array like the operands, got "
+                        f"{type(bias).__name__}")
+
+
+def check_bias(bias: Any, array_type: type, columns: int, dtype: np.dtype, what: str) -> None:
+    """``bias`` is a 1-D ``array_type`` of ``columns`` values of the result's ``dtype``."""
+    check_bias_type(bias, array_type, what)
+    if bias.shape != (columns,):
+        raise ValueError(f"{what}: bias has shape {tuple(bias.shape)} but the result has {columns} columns: it "
+                         f"must be 1-D with one value per column, shape ({columns},)")
+    if bias.dtype != dtype:
+        raise TypeError(f"{what}: bias is {bias.dtype} but the product is {dtype}; cast it with "
+                        f"bias.astype({dtype.name!r})")
+
+
+def apply_host(value: np.ndarray, bias: Optional[np.ndarray], activation: Optional[str]) -> np.ndarray:
+    """The epilogue on ``value`` (already in the scale type), in place where it can be."""
+    if bias is not None:
+        value = value + bias.astype(value.dtype, copy=False)
+    if activation == "relu":
+        value = np.where(value > 0, value, value.dtype.type(0))
+    elif activation == "gelu":
+        inner = value.dtype.type(GELU_SCALE) * (value + value.dtype.type(GELU_CUBIC) * value * value * value)
+        value = value.dtype.type(0.5) * value * (value.dtype.type(1) + np.tanh(inner))
+    return value

@@ -1,0 +1,276 @@
+"""cuBLASLt plans: one GEMM shape's descriptors, and the algorithm chosen for it once.
+
+* **The algorithm** comes from cuBLASLt's heuristic (``cublasLtMatmulAlgoGetHeuristic``), asked once
+  per ``LtKey`` (shape, layouts, batch strides, dtype, epilogue, pointer mode, the alignment of
+  every address and the workspace size) and kept for the process (``gemm_plans()`` lists them). Every
+  thread, eager call and capture of a key then runs the same kernel, so a replay equals an eager
+  call bit for bit; one row, skinny, square and batched shapes each get the kernel the heuristic
+  picks for that shape. Never asked per replay: a graph holds the kernel it recorded.
+* **The descriptors** (operation, A/B/C layouts) are per thread (``PlanCache``, kept by the
+  thread's cuBLASLt handle): the bias address is an attribute of the operation descriptor, set
+  before each call whose bias moved.
+* **Nothing is made while a stream captures**: a key the thread has no plan for then raises
+  ``CaptureError`` (run the function once first; ``jit``'s warm-up does).
+* **No algorithm**: where the heuristic has none (an epilogue cuBLASLt lacks for that dtype), the
+  plan keeps the reason and the caller runs the product unfused (a GEMM, then the epilogue kernel).
+
+Binding-neutral and CuPy-free: the binding (``_lt_binding``) and all addresses come in as arguments.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections import OrderedDict
+from typing import Any, NamedTuple, Optional
+
+from ..errors import CaptureError
+from ..logs import logger
+from ..reasons import FallbackReason
+from ._binding import COMPUTE_TYPE, DATA_TYPE, OP_N, OP_T, CublasError
+from ._lt_binding import (
+    DESC_BIAS_POINTER,
+    DESC_EPILOGUE,
+    DESC_POINTER_MODE,
+    DESC_TRANSA,
+    DESC_TRANSB,
+    EPILOGUE_BIAS,
+    EPILOGUE_DEFAULT,
+    EPILOGUE_GELU,
+    EPILOGUE_GELU_BIAS,
+    EPILOGUE_RELU,
+    EPILOGUE_RELU_BIAS,
+    LAYOUT_BATCH_COUNT,
+    LAYOUT_STRIDED_BATCH_OFFSET,
+    PREF_MAX_WORKSPACE_BYTES,
+    PREF_MIN_ALIGNMENT,
+    STATUS_INVALID_VALUE,
+    STATUS_NOT_SUPPORTED,
+    Algo,
+    LtBinding,
+)
+
+EPILOGUES = {(False, None): EPILOGUE_DEFAULT, (False, "relu"): EPILOGUE_RELU, (False, "gelu"): EPILOGUE_GELU,
+             (True, None): EPILOGUE_BIAS, (True, "relu"): EPILOGUE_RELU_BIAS, (True, "gelu"): EPILOGUE_GELU_BIAS}
+"""cublasLtEpilogue_t for (has a bias, activation)."""
+EPILOGUE_NAMES = {EPILOGUE_DEFAULT: "none", EPILOGUE_RELU: "relu", EPILOGUE_GELU: "gelu", EPILOGUE_BIAS: "bias",
+                  EPILOGUE_RELU_BIAS: "bias+relu", EPILOGUE_GELU_BIAS: "bias+gelu"}
+SCALE_TYPE = {"e": DATA_TYPE["f"], "f": DATA_TYPE["f"], "d": DATA_TYPE["d"]}  # float16 scales in float32
+MAX_ALIGNMENT = 256  # cuBLASLt's default assumption; an address is never asked for more
+MAX_PLANS = 1024  # per thread: descriptors of the least recently used key are destroyed beyond it
+MAX_CHOICES = 4096  # keys whose algorithm is kept; later ones are asked per call (the heuristic is deterministic)
+
+
+class LtKey(NamedTuple):
+    """Everything a cuBLASLt algorithm choice depends on (cuBLAS's column-major terms)."""
+
+    device: int
+    dtype: str  # the operands' dtype char: "e", "f" or "d"
+    trans_a: bool
+    trans_b: bool
+    m: int
+    n: int
+    k: int
+    lda: int
+    ldb: int
+    ldc: int
+    batch: int  # matrices in the batch
+    stride_a: int
+    stride_b: int
+    stride_c: int
+    epilogue: int
+    pointer_mode: int
+    alignments: tuple[int, int, int, int]  # of A, B, C (= D) and the bias, in bytes
+    workspace_bytes: int
+
+
+def alignment(address: int) -> int:
+    """The largest power of two (up to 256) dividing ``address``."""
+    return min(MAX_ALIGNMENT, address & -address) if address else MAX_ALIGNMENT
+
+
+class Choice(NamedTuple):
+    algo: Optional[Algo]  # None: no algorithm, run unfused
+    reason: str  # why unfused ("" when fused)
+
+
+_choices: dict[LtKey, Choice] = {}
+_choices_lock = threading.Lock()
+
+
+def _set(setter: Any, target: int, spec: tuple[int, Any], value: int) -> None:
+    attr, ctype = spec
+    setter(target, attr, ctype(value))
+
+
+class Plan:
+    """One key's descriptors in one thread and the algorithm chosen for the key."""
+
+    def __init__(self, lib: LtBinding, key: LtKey):
+        self.key = key
+        self.bias_ptr = 0
+        self._lib = lib
+        self.desc = self.a = self.b = self.c = 0
+        self.algo: Optional[Algo] = None
+        self.reason = ""
+        try:
+            self._describe(lib, key)
+        except BaseException:
+            self.close()
+            raise
+
+    def _describe(self, lib: LtBinding, key: LtKey) -> None:
+        self.desc = lib.desc_create(COMPUTE_TYPE[key.dtype], SCALE_TYPE[key.dtype])
+        _set(lib.desc_set, self.desc, DESC_TRANSA, OP_T if key.trans_a else OP_N)
+        _set(lib.desc_set, self.desc, DESC_TRANSB, OP_T if key.trans_b else OP_N)
+        _set(lib.desc_set, self.desc, DESC_POINTER_MODE, key.pointer_mode)
+        _set(lib.desc_set, self.desc, DESC_EPILOGUE, key.epilogue)
+        # A layout describes the matrix as stored (before op): op(A) is m x k, op(B) k x n, C m x n.
+        data = DATA_TYPE[key.dtype]
+        self.a = lib.layout_create(data, *((key.k, key.m) if key.trans_a else (key.m, key.k)), key.lda)
+        self.b = lib.layout_create(data, *((key.n, key.k) if key.trans_b else (key.k, key.n)), key.ldb)
+        self.c = lib.layout_create(data, key.m, key.n, key.ldc)
+        if key.batch > 1:
+            for layout, stride in ((self.a, key.stride_a), (self.b, key.stride_b), (self.c, key.stride_c)):
+                _set(lib.layout_set, layout, LAYOUT_BATCH_COUNT, key.batch)
+                _set(lib.layout_set, layout, LAYOUT_STRIDED_BATCH_OFFSET, stride)
+
+    def set_bias(self, bias_ptr: int) -> None:
+        if bias_ptr != self.bias_ptr:
+            _set(self._lib.desc_set, self.desc, DESC_BIAS_POINTER, bias_ptr)
+            self.bias_ptr = bias_ptr
+
+    def close(self) -> None:
+        lib = self._lib
+        for destroy, made in ((lib.layout_destroy, self.c), (lib.layout_destroy, self.b),
+                              (lib.layout_destroy, self.a), (lib.desc_destroy, self.desc)):
+            if made:
+                destroy(made)
+        self.desc = self.a = self.b = self.c = 0
+
+
+def _ask_heuristic(lib: LtBinding, handle: int, plan: Plan) -> Choice:
+    key = plan.key
+    pref = lib.pref_create()
+    try:
+        _set(lib.pref_set, pref, PREF_MAX_WORKSPACE_BYTES, key.workspace_bytes)
+        align_a, align_b, align_c, align_bias = key.alignments
+        # D is C here; a bias read with D's vector width must be as aligned as D is assumed to be.
+        has_bias = bool(key.epilogue & EPILOGUE_BIAS)
+        for name, value in (("a", align_a), ("b", align_b), ("c", align_c),
+                            ("d", min(align_c, align_bias) if has_bias else align_c)):
+            _set(lib.pref_set, pref, PREF_MIN_ALIGNMENT[name], value)
+        try:
+            algo = lib.heuristic(handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref)
+        except CublasError as err:
+            if err.status not in (STATUS_INVALID_VALUE, STATUS_NOT_SUPPORTED):
+                raise
+            return Choice(None, str(err))
+    finally:
+        lib.pref_destroy(pref)
+    return Choice(algo, "" if algo is not None else "cuBLASLt's heuristic proposed no algorithm")
+
+
+def choose(lib: LtBinding, handle: int, plan: Plan) -> Choice:
+    """The key's algorithm: asked of the heuristic the first time, then the same for the process."""
+    with _choices_lock:
+        found = _choices.get(plan.key)
+    if found is not None:
+        return found
+    choice = _ask_heuristic(lib, handle, plan)
+    if choice.algo is None:
+        logger.info("cupygraph.linalg: no cuBLASLt algorithm for %s (%s): that GEMM and its epilogue run unfused",
+                    describe(plan.key), choice.reason)
+    with _choices_lock:
+        if len(_choices) < MAX_CHOICES or plan.key in _choices:
+            choice = _choices.setdefault(plan.key, choice)  # a thread that chose first wins: one kernel per key
+    return choice
+
+
+class PlanCache:
+    """One thread's plans (its cuBLASLt handle keeps it); closed with the handle."""
+
+    def __init__(self, lib: LtBinding):
+        self._lib = lib
+        self._plans: OrderedDict[LtKey, Plan] = OrderedDict()
+
+    def plan(self, key: LtKey, handle: int, bias_ptr: int, capturing: bool) -> Plan:
+        found = self._plans.get(key)
+        if found is not None:
+            self._plans.move_to_end(key)
+            return found
+        if capturing:
+            raise CaptureError(
+                f"{FallbackReason.LIBRARY_CALL.text}: cupygraph.linalg has no cuBLASLt plan for {describe(key)} in "
+                "this thread yet, and choosing one during a capture is not done; run the function once on arrays "
+                "of the same shapes before capturing (jit's num_warmups >= 1 does)")
+        plan = Plan(self._lib, key)
+        try:
+            if key.epilogue & EPILOGUE_BIAS:
+                plan.set_bias(bias_ptr)  # the heuristic may read it
+            choice = choose(self._lib, handle, plan)
+        except BaseException:
+            plan.close()
+            raise
+        plan.algo, plan.reason = choice.algo, choice.reason
+        self._plans[key] = plan
+        if len(self._plans) > MAX_PLANS:
+            self._plans.popitem(last=False)[1].close()
+        return plan
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def close(self) -> None:
+        while self._plans:
+            self._plans.popitem()[1].close()
+
+
+class Operands(NamedTuple):
+    """The addresses one fused product reads and writes (``bias`` 0 where there is none)."""
+
+    a: int
+    b: int
+    c: int
+    bias: int
+    alpha: int
+    beta: int
+
+
+def execute(lib: LtBinding, handle: int, plans: PlanCache, device: int, call: Any, dtype: str, epilogue: int,
+            pointer_mode: int, operands: Operands, workspace: int, workspace_bytes: int, stream: int,
+            capturing: bool) -> bool:
+    """``c = epilogue(alpha * op(a) @ op(b) + beta * c)`` for ``call`` (a ``_shapes.GemmCall``, cuBLAS's
+    A = ``operands.a``) on its key's plan; False where the key has no algorithm (run it unfused)."""
+    key = LtKey(device, dtype, call.trans_a, call.trans_b, call.m, call.n, call.k, call.lda, call.ldb, call.ldc,
+                call.batch, call.stride_a, call.stride_b, call.stride_c, epilogue, pointer_mode,
+                (alignment(operands.a), alignment(operands.b), alignment(operands.c),
+                 alignment(operands.bias) if operands.bias else MAX_ALIGNMENT), workspace_bytes)
+    plan = plans.plan(key, handle, operands.bias, capturing)
+    if plan.algo is None:
+        return False
+    if epilogue & EPILOGUE_BIAS:
+        plan.set_bias(operands.bias)
+    c = operands.c
+    lib.matmul(handle, plan.desc, operands.alpha, operands.a, plan.a, operands.b, plan.b, operands.beta, c, plan.c, c,
+               plan.c, ctypes.addressof(plan.algo), workspace, workspace_bytes, stream)
+    return True
+
+
+def describe(key: LtKey) -> str:
+    batch = f"{key.batch} x " if key.batch > 1 else ""
+    return (f"a {batch}{key.m}x{key.n}x{key.k} {_DTYPE_NAMES[key.dtype]} GEMM (column-major m x n x k) with epilogue "
+            f"{EPILOGUE_NAMES.get(key.epilogue, key.epilogue)}")
+
+
+_DTYPE_NAMES = {"e": "float16", "f": "float32", "d": "float64"}
+
+
+def gemm_plans() -> list[dict[str, Any]]:
+    """Every key whose cuBLASLt algorithm was chosen in this process, and whether it runs fused."""
+    with _choices_lock:
+        items = list(_choices.items())
+    return [{"device": key.device, "dtype": _DTYPE_NAMES[key.dtype], "m": key.m, "n": key.n, "k": key.k,
+             "batch": key.batch, "trans_a": key.trans_a, "trans_b": key.trans_b,
+             "epilogue": EPILOGUE_NAMES.get(key.epilogue, str(key.epilogue)), "fused": choice.algo is not None,
+             "reason": choice.reason} for key, choice in items]
