@@ -344,3 +344,12 @@ def test_a_stale_name_on_the_architecture_page_is_named(tmp_path: Path) -> None:
         "docs/ARCHITECTURE.md names `cache/capture.py`, which no file or folder is",
         "docs/ARCHITECTURE.md names `plans/`, which no file or folder is",
     ]
+
+
+def test_every_test_module_has_its_own_name():
+    """Pytest imports test files by basename (the test folders are not packages): two files of one
+    name collect on a CPU, where the GPU one skips at import, and fail on a GPU machine."""
+    seen: dict[str, Path] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        assert path.name not in seen, f"{path.relative_to(ROOT)} and {seen[path.name].relative_to(ROOT)} share a name"
+        seen[path.name] = path
