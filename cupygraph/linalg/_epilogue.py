@@ -5,8 +5,8 @@
 float16 operands) and rounded once to the result's dtype. ``bias`` is a vector with one value per
 column of the result (one per output feature of ``linear``), shared by every matrix of a batch.
 
-* ``"relu"``: ``v if v > 0 else 0``; a NaN becomes 0 (the comparison is false), as the unfused
-  kernel computes it; cuBLASLt's ReLU epilogue has been reported to do the same.
+* ``"relu"``: ``v if v > 0 else 0``, and a NaN stays NaN: what cuBLASLt's ReLU epilogue gives
+  (measured on an H200, CUDA 13.2, 2026-11-27: ``tests/gpu/test_linalg_lt_gpu.py``), as ``torch.relu``.
 * ``"gelu"``: the tanh approximation cuBLASLt's GELU epilogue computes (PyTorch's
   ``gelu(approximate="tanh")``): ``0.5 * v * (1 + tanh(sqrt(2/pi) * (v + 0.044715 * v**3)))``.
 """
@@ -63,7 +63,7 @@ def apply_host(value: np.ndarray, bias: Optional[np.ndarray], activation: Option
     if bias is not None:
         value = value + bias.astype(value.dtype, copy=False)
     if activation == "relu":
-        value = np.where(value > 0, value, value.dtype.type(0))
+        value = np.where((value > 0) | np.isnan(value), value, value.dtype.type(0))
     elif activation == "gelu":
         inner = value.dtype.type(GELU_SCALE) * (value + value.dtype.type(GELU_CUBIC) * value * value * value)
         value = value.dtype.type(0.5) * value * (value.dtype.type(1) + np.tanh(inner))

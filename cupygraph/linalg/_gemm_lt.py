@@ -56,7 +56,7 @@ _BODY = f"""
 typedef cupygraph_epilogue_acc<T>::type A;
 A v = (A)y + (A)bias;
 if (act == 1) {{
-    v = v > (A)0 ? v : (A)0;
+    v = (v > (A)0 || v != v) ? v : (A)0;  /* NaN stays NaN, as cuBLASLt's ReLU epilogue gives it */
 }} else if (act == 2) {{
     v = (A)0.5 * v * ((A)1 + tanh((A){GELU_SCALE!r} * (v + (A){GELU_CUBIC!r} * v * v * v)));
 }}

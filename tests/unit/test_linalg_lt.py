@@ -97,10 +97,10 @@ def test_linear_takes_leading_axes_and_vectors():
     close(cg.linalg.linear(x3[0], w.T.copy().T, b), reference(x3[0], w, b, None), np.float32)
 
 
-def test_relu_of_nan_is_zero_as_the_unfused_kernel_computes_it():
-    x = np.array([[np.nan, 1.0]], np.float32)
+def test_relu_keeps_a_nan_as_cublaslts_epilogue_does():
+    x = np.array([[np.nan, 1.0], [2.0, -3.0]], np.float32)
     got = cg.linalg.linear(x, np.eye(2, dtype=np.float32), np.zeros(2, np.float32), activation="relu")
-    np.testing.assert_array_equal(got, [[0.0, 0.0]])  # the NaN row's products are NaN; ReLU makes them 0
+    np.testing.assert_array_equal(got, [[np.nan, np.nan], [2.0, 0.0]])  # (the NaN row's products are NaN)
 
 
 @pytest.mark.parametrize(("call", "error", "words"), [
