@@ -8,7 +8,7 @@ eager CuPy, ``jit`` copying, ``jit`` with ``input_binding="auto"``, all with own
 the row says so); the chain and stencil workloads at a capture size (a bare graph launched with
 no copies at all against ``jit`` auto: latency per call and GPU time back to back); the
 PIECEWISE workload's host overhead (``jit`` against the bare piecewise floor); issue 30's host-time
-target rows (``bench_targets.py``): one kernel called on 8 input buffers in turn and in random order, in
+target rows (``tools/bench_targets.py``): one kernel called on 8 input buffers in turn and in random order, in
 output copy and view mode, with a constant, with two outputs and with a 4 MiB output, each against a
 bare ``graph.launch()`` of its own size timed in the same rotation, and the check list of the target.
 """

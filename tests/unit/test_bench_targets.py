@@ -96,6 +96,17 @@ def test_the_chain_targets_read_the_right_rows_and_metric():
     assert "- MISSED: the chain of PDL-opted kernels" in text and "- MET: its GPU time" in text
 
 
+def test_a_chain_target_the_run_could_not_measure_says_why():
+    rows = [row("chain-rawmodule", "cupy", 600.0, 590.0), row("chain-rawmodule", "jit-copy", 95.0, 80.0),
+            dict(row("chain-rawmodule", "jax", 0.0, 0.0), error="RuntimeError: jax unavailable: no module")]
+    by_text = {t.text: t for t in targets(rows) if t.issue == "#30"}
+    _, gpu, jax = by_text.values()
+    assert not jax.met and jax.measured == "not measured: jax.jit failed: RuntimeError: jax unavailable: no module"
+    assert "no jit-view row" in gpu.measured and "no jit-plain row" in gpu.measured
+    text = measured_targets(rows)
+    assert "jax unavailable" in text and "PIECEWISE" not in text  # a workload this run did not run: not listed
+
+
 def test_the_rawmodule_chain_is_a_workload_of_bench_py_with_the_chains_math():
     assert "chain-rawmodule" in bench.WORKLOAD_NAMES
     raw, chain = WORKLOADS["chain-rawmodule"], WORKLOADS["chain"]
