@@ -5,7 +5,9 @@
 # row's ratio to its bare floor within a run (one kernel: "bare graph.launch()"; chain and stencil:
 # "bare graph, no copies"; PIECEWISE: the bare pieces): comparing those across versions in one session
 # removes the host's drift. Rows: one-kernel host time with one, two and four input addresses; chain
-# and stencil latency, GPU time and host time; the PIECEWISE host time.
+# and stencil latency, GPU time and host time; the PIECEWISE host time; issue 30's target rows (eight
+# input buffers in turn and at random, copy and view mode, a constant, two outputs, a 4 MiB output;
+# tools/bench_targets.py). The floors are tools/bench_targets.FLOORS.
 #
 # Prepare here (the device copy has no git history):
 #   rm -rf .ab_old && mkdir .ab_old && git archive 357e924 cupygraph setup.py | tar -x -C .ab_old
@@ -30,7 +32,7 @@ for round in $(seq 1 "${1:-3}"); do
 done
 python3 - "$OUT" <<'PY'
 import glob, json, statistics, sys
-FLOORS = ("bare graph.launch()", "bare graph, no copies", "bare pieces, no copies (launch, matmul out=, launch)")
+from tools.bench_targets import FLOORS
 rows = {}
 for path in sorted(glob.glob(f"{sys.argv[1]}/ab_*.json")):
     version = path.rsplit("/", 1)[1].split("_")[1]

@@ -6,8 +6,10 @@ graph at the exact size (the floor: one input memcpy and one launch, no output c
 with an owned output copy; cupygraph ``jit`` with copied and with view outputs; on the chain, a
 fused variant inside cupygraph (one ElementwiseKernel); ``torch.cuda.CUDAGraph`` capturing the very
 same CuPy RawKernels (graph management alone); PyTorch eager; ``torch.cuda.CUDAGraph`` on torch
-ops; ``torch.compile(mode="reduce-overhead")``; ``jax.jit``. Workloads: chain, stencil (fixed B and
-a serving run with varied B), mlp, piecewise, capture (see tools/bench_workloads.py).
+ops; ``torch.compile(mode="reduce-overhead")``; ``jax.jit``. Workloads: chain, chain-rawmodule (the
+same chain, its kernels from plain ``cupy.RawModule``, each waiting: issue 30's PDL chain), stencil
+(fixed B and a serving run with varied B), mlp, piecewise, capture (see tools/bench_workloads.py).
+At the end it prints the issues' targets the run measured (tools/bench_headline.py).
 
 Every competitor is checked against eager CuPy first; one that fails to build, compile or match
 is reported as an error row and the run goes on. Timing: tools/bench_method.py (each competitor
@@ -35,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tools import bench_report
 from tools.bench_cupy import CUPY_KEYS, build_cupy
+from tools.bench_headline import measured_targets
 from tools.bench_method import MIN_BLOCK, MIN_ROUNDS, Schedule, measure
 from tools.bench_peers import COMPETITORS, TORCH_KEYS, Competitor, Frameworks, NotApplicable, peer_builders
 from tools.bench_workloads import (
@@ -50,7 +53,7 @@ from tools.bench_workloads import (
 
 __all__ = ["Case", "main", "run_case"]
 
-WORKLOAD_NAMES = ("chain", "stencil", "serving", "mlp", "piecewise", "capture", "zero-copy")
+WORKLOAD_NAMES = ("chain", "chain-rawmodule", "stencil", "serving", "mlp", "piecewise", "capture", "zero-copy")
 SERVING_COMPETITORS = ("cupy", "jit-copy", "jit-view", "torch", "torch-compile")
 SETUP_CALLS = 3  # calls counted into setup_s (torch.compile needs >= 3 to record its graph)
 FULL_ROUNDS = 7
@@ -404,6 +407,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if args.out:
             _write_json(args.out, payload)
     payload["complete"] = True
+    print(measured_targets(payload["results"], payload.get("capture")), flush=True)
     print(f"total {public_settings['total_s']:.1f} s; pinned device {args.device} restored "
           f"{frameworks.restores} time(s)")
     if args.out:

@@ -141,7 +141,11 @@ def build_cupy(case: Any, key: str, serving: bool, sizes_config: dict) -> Compet
     def note() -> str:
         stats = graphed.stats()
         reasons = getattr(stats, "fallbacks_by_reason", {})
-        return f"eager fallbacks: {stats.fallbacks} {dict(reasons)}" if stats.fallbacks else ""
+        parts = [f"eager fallbacks: {stats.fallbacks} {dict(reasons)}"] if stats.fallbacks else []
+        converted, kept = getattr(stats, "pdl_edges_converted", 0), getattr(stats, "pdl_edges_kept_by_reason", {})
+        if converted or kept:  # whether programmatic dependent launch reached this graph's kernels, and why not
+            parts.append(f"PDL edges converted: {converted}, kept plain: {dict(kept) or 'none'}")
+        return "; ".join(parts)
 
     call = (lambda x: graphed(x, *params)) if params else graphed
     return Competitor(key, call, case.cupy_inputs, fw, exact=exact, graph_bytes=graphed.backend.pool_bytes,

@@ -169,7 +169,8 @@ def _pairs(rows: list[dict], workloads: Iterable[str], key: str, other: str, met
 
 def _ratio_target(issue: str, text: str, pairs: list[tuple[dict, dict]], ok: Callable[[float], bool],
                   invert: bool = False, metric: str = "latency_us") -> Target:
-    """``pairs`` of (ours, reference); the ratio of ``metric`` is ours/reference (or reference/ours with invert)."""
+    """``pairs`` of (ours, reference); the ratio of their ``metric`` is ours/reference (or reference/ours
+    with invert)."""
     if not pairs:
         return Target(issue, text, "not measured in this run", False)
     parts, met = [], True
@@ -181,8 +182,47 @@ def _ratio_target(issue: str, text: str, pairs: list[tuple[dict, dict]], ok: Cal
     return Target(issue, text, ", ".join(parts), met)
 
 
+RAW_CHAIN = ("chain-rawmodule",)
+"""Issue 30's PDL chain: the chain's kernels from plain ``cupy.RawModule``, each waiting."""
+
+
+def _unmeasured(rows: list[dict], workloads: tuple[str, ...], keys: tuple[str, ...]) -> str:
+    """Why a target over ``workloads`` between the rows ``keys`` has no figure: not run, or the rows'
+    errors (a framework missing, a competitor that failed its check)."""
+    ran = [r for r in rows if r["workload"] in workloads]
+    if not ran:
+        return "not measured in this run"
+    why = [f"{r['competitor']} failed: {r['error'][:160]}" for r in ran if r["key"] in keys and r.get("error")]
+    why += [f"no {key} row (left out or not applicable)" for key in keys if not any(r["key"] == key for r in ran)]
+    return "not measured: " + "; ".join(dict.fromkeys(why)) if why else "not measured in this run"
+
+
+def _issue30_targets(rows: list[dict]) -> list[Target]:
+    """Issue 30's chain targets, at the issue's size (1,024 floats): jit (default config) against eager CuPy,
+    its GPU time against ``pdl="off"`` (the view rows: the same output mode on both sides), and the
+    latency of the chain of PDL-opted kernels (cupygraph's own, and plain RawModule ones) against jax.jit.
+    A target the run could not measure says why (a missing framework, a failed row)."""
+    issue_size: Callable[[Any], bool] = lambda size: size == 1024
+    both = ("chain", *RAW_CHAIN)
+    made = [
+        (_ratio_target("#30", "jit ≥ 6× faster than eager CuPy on the chain of plain cupy.RawModule kernels that "
+                       "wait (n=1024); eager ÷ jit (copy)", _pairs(rows, RAW_CHAIN, OURS, "cupy", size_ok=issue_size),
+                       lambda x: x >= 6.0, invert=True), RAW_CHAIN, (OURS, "cupy")),
+        (_ratio_target("#30", "its GPU time ≤ 0.7× of pdl=\"off\" (n=1024); jit (view) ÷ jit (view), pdl off",
+                       _pairs(rows, RAW_CHAIN, "jit-view", "jit-plain", metric="gpu_us", size_ok=issue_size),
+                       lambda x: x <= 0.7, metric="gpu_us"), RAW_CHAIN, ("jit-view", "jit-plain")),
+        (_ratio_target("#30", "the chain of PDL-opted kernels: jit latency ≤ jax.jit's (n=1024); jit (copy) ÷ jax",
+                       _pairs(rows, both, OURS, "jax", size_ok=issue_size), lambda x: x <= 1.0), both, (OURS, "jax")),
+    ]
+    for target, workloads, keys in made:
+        if target.measured == "not measured in this run":
+            target.measured = _unmeasured(rows, workloads, keys)
+    return [target for target, _, _ in made]
+
+
 def targets(rows: list[dict], capture: Optional[dict] = None, control_flow: Optional[dict] = None) -> list[Target]:
-    """Every target the issues set, evaluated strictly on this run's medians (latency, and GPU time where named)."""
+    """Every target the issues set, evaluated strictly on this run's medians (latency, unless the target
+    says GPU time)."""
     out = [
         _ratio_target("#3, #5", f"cupygraph ({mode}) latency ≤ 1.15× the bare CuPy graph (chain, stencil, mlp)",
                       _pairs(rows, ("chain", "stencil", "mlp"), key, "bare"), lambda x: x <= 1.15)
@@ -205,9 +245,18 @@ def targets(rows: list[dict], capture: Optional[dict] = None, control_flow: Opti
                              _pairs(rows, ("piecewise",), OURS, "cupy"), lambda x: x >= 3.0, invert=True))
     out.append(_ratio_target("#4", "PIECEWISE (copy) within 1.2× of two bare graphs + one eager matmul",
                              _pairs(rows, ("piecewise",), OURS, "bare"), lambda x: x <= 1.2))
+    out += _issue30_targets(rows)
     out += _capture_targets(capture)
     out += _control_flow_targets(control_flow)
     return out
+
+
+def measured_targets(rows: list[dict], capture: Optional[dict] = None) -> str:
+    """The targets this run measured, one line each, met or missed with the figures, and those it meant
+    to measure but could not, with the reason (the results page lists every target)."""
+    measured = [t for t in targets(rows, capture) if t.measured != "not measured in this run"]
+    return "\n".join(["## Targets measured in this run (or meant to be, and why not)", *(
+        f"- {t.status.upper()}: {t.text} (issue {t.issue}): {t.measured}" for t in measured)]) if measured else ""
 
 
 def _capture_targets(cap: Optional[dict]) -> list[Target]:

@@ -279,7 +279,8 @@ def page(payload: dict, control_flow: Optional[dict] = None, label: str = "", pl
                 "so they do less GPU work per call; the rows 'torch.cuda.CUDAGraph, same RawKernels' and "
                 "'cupygraph jit, fused' separate graph management from kernel count.", ""]
     out += ["## Targets", "", f"*Runs {bench_ids}" + (f"; the #6 rows: run {cf_run['id']}" if cf_run else "") + ".*",
-            "", "| issue | target | measured (latency medians, this run) | status |", "| --- | --- | --- | --- |"]
+            "", "| issue | target | measured (medians of this run: latency unless it says GPU time) | status |",
+            "| --- | --- | --- | --- |"]
     for t in targets(rows, payload.get("capture"), control_flow):
         out.append(f"| {t.issue} | {t.text} | {t.measured} | {t.status} |")
     out.append("")

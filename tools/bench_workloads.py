@@ -14,6 +14,7 @@ tuple. Nothing here imports CuPy, PyTorch or JAX at module level.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 import numpy as np
@@ -35,13 +36,29 @@ def chain_constants(length: int) -> list[tuple[np.float32, np.float32]]:
 
 
 def chain_fn(length: int = CHAIN_LENGTH) -> Callable[[Any], Any]:
-    """``length`` tiny elementwise RawKernel launches (alternating affine and squash)."""
-    import cupy
-
+    """``length`` tiny elementwise RawKernel launches (alternating affine and squash), cupygraph's kernels."""
     from cupygraph.kernels import get_kernel
 
-    affine = get_kernel("elementwise.cu", "affine")
-    squash = get_kernel("elementwise.cu", "squash")
+    return _chain_of(get_kernel("elementwise.cu", "affine"), get_kernel("elementwise.cu", "squash"), length)
+
+
+def raw_chain_source() -> str:
+    """``tools/chain_rawmodule.cu``: the chain's kernels as a user writes them for plain ``cupy.RawModule``,
+    each opening with ``griddepcontrol.launch_dependents`` and ``griddepcontrol.wait`` (issue 30)."""
+    return (Path(__file__).parent / "chain_rawmodule.cu").read_text(encoding="utf-8")
+
+
+def raw_chain_fn(length: int = CHAIN_LENGTH) -> Callable[[Any], Any]:
+    """The same chain, its kernels from ``cupy.RawModule(code=raw_chain_source())``."""
+    import cupy
+
+    module = cupy.RawModule(code=raw_chain_source())
+    return _chain_of(module.get_function("affine"), module.get_function("squash"), length)
+
+
+def _chain_of(affine: Any, squash: Any, length: int) -> Callable[[Any], Any]:
+    import cupy
+
     constants = chain_constants(length)
 
     def chain(x: Any) -> Any:
@@ -167,6 +184,21 @@ class Chain(Workload):
     def jax_fn(self, jax: Any) -> Callable[[Any, tuple], Any]:
         chain = _jax_chain(jax, CHAIN_LENGTH)
         return lambda x, params: chain(x)
+
+
+class ChainRawModule(Chain):
+    """Issue 30's PDL chain: the chain's kernels built with plain ``cupy.RawModule``, each waiting."""
+
+    name = "chain-rawmodule"
+    fusion_note = ("the chain's 100 kernels built with plain cupy.RawModule, each opening with griddepcontrol."
+                   "launch_dependents and griddepcontrol.wait (inline PTX): programmatic dependent launch without "
+                   "cupygraph's kernel builders. " + Chain.fusion_note)
+
+    def sizes(self, quick: bool) -> list[int]:
+        return [1024] if quick else [1024, 65536]
+
+    def cupy_fn(self) -> Callable[..., Any]:
+        return raw_chain_fn(CHAIN_LENGTH)
 
 
 class Stencil(Workload):
@@ -341,7 +373,7 @@ class Piecewise(Workload):
         return lambda x, params: tail(jax.numpy.matmul(head(x), params[0], precision=highest))
 
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (Chain(), Stencil(), Mlp(), Piecewise())}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (Chain(), ChainRawModule(), Stencil(), Mlp(), Piecewise())}
 
 
 def serving_sizes(count: int = 64, seed: int = 1) -> list[int]:

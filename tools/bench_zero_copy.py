@@ -7,7 +7,10 @@ Rows: a one-kernel function at batch 1 (bare ``graph.launch()``, bare launch + i
 eager CuPy, ``jit`` copying, ``jit`` with ``input_binding="auto"``, all with owned outputs where
 the row says so); the chain and stencil workloads at a capture size (a bare graph launched with
 no copies at all against ``jit`` auto: latency per call and GPU time back to back); the
-PIECEWISE workload's host overhead (``jit`` against the bare piecewise floor).
+PIECEWISE workload's host overhead (``jit`` against the bare piecewise floor); issue 30's host-time
+target rows (``tools/bench_targets.py``): one kernel called on 8 input buffers in turn and in random order, in
+output copy and view mode, with a constant, with two outputs and with a 4 MiB output, each against a
+bare ``graph.launch()`` of its own size timed in the same rotation, and the check list of the target.
 """
 
 from __future__ import annotations
@@ -23,61 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools.bench_method import rotation, spread
-
-
-def host_block(call, reps: int) -> float:
-    """Host time per call of one block of ``reps`` consecutive calls (no synchronisation inside)."""
-    import cupy
-
-    start = time.perf_counter()
-    for _ in range(reps):
-        call()
-    took = (time.perf_counter() - start) / reps * 1e6
-    cupy.cuda.Device().synchronize()
-    return took
-
-
-def latency_block(call, reps: int) -> float:
-    """Host time per call including the device finishing the work (call + sync), one block."""
-    import cupy
-
-    sync = cupy.cuda.Device().synchronize
-    sync()
-    start = time.perf_counter()
-    for _ in range(reps):
-        call()
-        sync()
-    return (time.perf_counter() - start) / reps * 1e6
-
-
-def gpu_block(call, reps: int) -> float:
-    """GPU time per call back to back: events around one block of ``reps`` consecutive calls."""
-    import cupy
-
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    start.record()
-    for _ in range(reps):
-        call()
-    end.record()
-    end.synchronize()
-    return cupy.cuda.get_elapsed_time(start, end) * 1e3 / reps
-
-
-def rotated(block, calls: dict, reps: int, rounds: int = 7) -> dict:
-    """Median per competitor of ``block(call, reps)``: each competitor alone in its blocks, the order
-    of the competitors rotated from round to round (never interleaved call by call)."""
-    import cupy
-
-    for call in calls.values():  # warm every competitor up first
-        for _ in range(min(reps, 200)):
-            call()
-    cupy.cuda.Device().synchronize()
-    figures: dict = {name: [] for name in calls}
-    for r in range(rounds):
-        for name in rotation(list(calls), r):
-            figures[name].append(block(calls[name], reps))
-    return {name: spread(values)["median"] for name, values in figures.items()}
+from tools import bench_targets
+from tools.bench_blocks import gpu_block, host_block, in_order, latency_block, rotated
 
 
 def one_kernel(reps: int) -> dict:
@@ -127,13 +77,7 @@ def keeper(graphed, *args):
 
 def rotating(graphed, inputs):
     """Calls that take their input from ``inputs`` in turn (a prefetch queue or a data loader's ring)."""
-    state = [0]
-
-    def call():
-        state[0] = (state[0] + 1) % len(inputs)
-        graphed(inputs[state[0]])
-
-    return call
+    return in_order(graphed, inputs, list(range(len(inputs))))
 
 
 def bare_no_copies(fn, x):
@@ -239,7 +183,7 @@ def summary(payload: dict) -> list[str]:
                 lines.append(f"{result['workload']}: {kind[:-3]} {label}: {value:.2f} us")
         if "error" in result:
             lines.append(f"{result['workload']}: {result['error']}")
-    return lines
+    return lines + bench_targets.check_list(payload)
 
 
 def measure(quick: bool) -> dict:
@@ -264,6 +208,9 @@ def measure(quick: bool) -> dict:
             results.append(piecewise_rows(reps))
         except Exception as err:  # cuBLAS missing or the like: report and go on
             results.append({"workload": "piecewise", "error": f"{type(err).__name__}: {err}"})
+        results += bench_targets.target_results(reps)
+    for result in results:
+        bench_targets.above_floor(result)
     return {"device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "results": results,
             "copy_reasons": sorted(set(reasons))}
@@ -279,6 +226,7 @@ def main(argv=None) -> int:
     print(text)
     if options.out:
         options.out.write_text(text)
+    print("\n".join(bench_targets.check_list(payload)))
     return 0
 
 

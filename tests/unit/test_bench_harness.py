@@ -397,7 +397,8 @@ def test_quick_run_writes_rows_errors_tables_json_and_a_page(fake_gpu, tmp_path)
     data = json.loads(out.read_text())
     assert data["complete"] is True and data["settings"]["block"] == 4 and data["settings"]["rounds"] == 2
     rows = data["results"]
-    assert {r["workload"] for r in rows} == {"chain", "stencil", "stencil-serving", "mlp", "piecewise"}
+    assert {r["workload"] for r in rows} == {"chain", "chain-rawmodule", "stencil", "stencil-serving", "mlp",
+                                             "piecewise"}
     by_key: dict[str, list] = {}
     for r in rows:
         by_key.setdefault(r["key"], []).append(r)
