@@ -59,7 +59,7 @@ class Case:
     options: dict = dataclasses.field(default_factory=dict)
     stable: bool = True
     """Every address a call presents comes from the buffer sets, an output ring or a static buffer (a
-    fresh output of over 1 MiB comes from CuPy's pool, wherever the pool puts it)."""
+    fresh output of over 64 MiB comes from CuPy's pool, wherever the pool puts it)."""
 
 
 CASES = {

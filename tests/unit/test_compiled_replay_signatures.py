@@ -1,5 +1,5 @@
 """The compiled replay's record beyond one array in, one ringed array out: constants, static values,
-unbatched arrays, arguments the function writes into, several outputs, fresh outputs (over 1 MiB) and
+unbatched arrays, arguments the function writes into, several outputs, fresh outputs (over 64 MiB) and
 outputs returned as they are (``output_mode="view"``). Plain Python objects stand for CuPy arrays, as in
 ``test_compiled_replay.py``; ``tests/gpu/test_fast_replay.py`` drives the same on real arrays."""
 

@@ -14,7 +14,7 @@ JAX ``fastpath_data`` model):
   that type and value (the shortcut's key);
 * the arrays the function writes into, and each array's bytes: a call where one of those overlaps
   another argument is handed back (the Python path runs it eagerly, ``AliasedWrite``);
-* per leaf of the result: an array of its ring (outputs up to 1 MiB), a fresh array (larger ones), or
+* per leaf of the result: an array of its ring (outputs up to 64 MiB), a fresh array (larger ones), or
   the object returned as it is (``output_mode="view"``), and how the leaves make the result;
 * each bank's one executable with the address each slot holds (arguments, bound outputs, then
   constants, whose addresses the record fixes), and a launch to fall back on;
