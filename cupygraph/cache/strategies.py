@@ -4,7 +4,7 @@
 * ``run_and_write_back``: the same, then the rows the function wrote copied back to the caller;
 * ``run_bound`` / ``run_bound_plain``: zero-copy, the graph re-pointed at the caller's arrays
   (``backends/zerocopy/binding.py``); the plain one for the common case (one bound output, nothing written
-  back), which the compiled replay serves too;
+  back). The compiled replay serves the steady calls of both (``backends/fastpath/record.py``);
 * ``checks.writes.run_checking_writes``: the first replay of an entry captured without warm-ups, which
   finds out whether the function writes into its arguments and then chooses again.
 
