@@ -35,6 +35,19 @@ def activation_name(activation: Any, what: str) -> Optional[str]:
     return name
 
 
+def checked_gemm(a: Any, b: Any, dtype: np.dtype, bias: Any, activation: Any, what: str) -> Optional[str]:
+    """The checks every ``gemm`` (GPU and host) makes before its shapes: both operands at least 2-D, and
+    a result ``dtype`` with an epilogue where a bias or an activation is asked; the activation's name."""
+    act = activation_name(activation, what)
+    for name, x in (("a", a), ("b", b)):
+        if x.ndim < 2:
+            raise ValueError(f"{what}: argument {name!r} must be at least 2-D (use cupygraph.matmul for vectors), "
+                             f"got shape {x.shape}")
+    if bias is not None or act is not None:
+        check_epilogue_dtype(dtype, what)
+    return act
+
+
 def check_epilogue_dtype(dtype: np.dtype, what: str) -> None:
     if dtype not in EPILOGUE_DTYPES:
         raise TypeError(f"{what}: a bias or activation needs a {', '.join(str(t) for t in EPILOGUE_DTYPES)} "

@@ -20,7 +20,7 @@ import numpy as np
 
 from ._binding import COMPUTE_TYPE, DATA_TYPE, GEMM_DEFAULT, OP_N, OP_T, POINTER_MODE_DEVICE, POINTER_MODE_HOST
 from ._cublas_handles import handle_for
-from ._epilogue import activation_name, check_bias, check_bias_type, check_epilogue_dtype
+from ._epilogue import check_bias, check_bias_type, checked_gemm
 from ._gemm_lt import Epilogue, apply_unfused, fused_product
 from ._shapes import (
     check_int32,
@@ -197,13 +197,7 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, tr
          trans_b: bool = False, out: Any = None, bias: Any = None, activation: Any = None,
          what: str = "cupygraph.linalg.gemm") -> Any:
     dtype = _operands(what, a, b)
-    act = activation_name(activation, what)
-    for name, x in (("a", a), ("b", b)):
-        if x.ndim < 2:
-            raise ValueError(f"{what}: argument {name!r} must be at least 2-D (use cupygraph.matmul for vectors), "
-                             f"got shape {x.shape}")
-    if bias is not None or act is not None:
-        check_epilogue_dtype(dtype, what)
+    act = checked_gemm(a, b, dtype, bias, activation, what)
     if bias is not None:
         check_bias_type(bias, cupy.ndarray, what)
     device = device_of(what, {"a": a, "b": b, "c": c, "out": out, "bias": bias})

@@ -14,7 +14,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..backends.guards.host_capturable import handed_back, plain_array
-from ._epilogue import activation_name, apply_host, check_bias, check_epilogue_dtype
+from ._epilogue import apply_host, check_bias, checked_gemm
 from ._shapes import check_scale_array, host_scale, matmul_result, matmul_shapes, result_dtype, scale_dtype
 
 
@@ -68,13 +68,7 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, tr
          what: str = "cupygraph.linalg.gemm") -> Any:
     _check_arrays(what, a=a, b=b, c=c, out=out, bias=bias)
     dtype = result_dtype(a.dtype, b.dtype, what)
-    act = activation_name(activation, what)
-    for name, x in (("a", a), ("b", b)):
-        if x.ndim < 2:
-            raise ValueError(f"{what}: argument {name!r} must be at least 2-D (use cupygraph.matmul for vectors), "
-                             f"got shape {x.shape}")
-    if bias is not None or act is not None:
-        check_epilogue_dtype(dtype, what)
+    act = checked_gemm(a, b, dtype, bias, activation, what)
     pa = plain_array(a).swapaxes(-1, -2) if trans_a else plain_array(a)
     pb = plain_array(b).swapaxes(-1, -2) if trans_b else plain_array(b)
     batch, m, _, n = matmul_shapes(pa.shape, pb.shape, what)

@@ -49,6 +49,7 @@ from ._lt_binding import (
     Algo,
     LtBinding,
 )
+from ._shapes import GemmCall
 
 EPILOGUES = {(False, None): EPILOGUE_DEFAULT, (False, "relu"): EPILOGUE_RELU, (False, "gelu"): EPILOGUE_GELU,
              (True, None): EPILOGUE_BIAS, (True, "relu"): EPILOGUE_RELU_BIAS, (True, "gelu"): EPILOGUE_GELU_BIAS}
@@ -66,18 +67,7 @@ class LtKey(NamedTuple):
 
     device: int
     dtype: str  # the operands' dtype char: "e", "f" or "d"
-    trans_a: bool
-    trans_b: bool
-    m: int
-    n: int
-    k: int
-    lda: int
-    ldb: int
-    ldc: int
-    batch: int  # matrices in the batch
-    stride_a: int
-    stride_b: int
-    stride_c: int
+    call: GemmCall  # transposes, m, n, k, leading dimensions, batch and batch strides (and which operand is A)
     epilogue: int
     pointer_mode: int
     alignments: tuple[int, int, int, int]  # of A, B, C (= D) and the bias, in bytes
@@ -121,18 +111,18 @@ class Plan:
 
     def _describe(self, lib: LtBinding, key: LtKey) -> None:
         self.desc = lib.desc_create(COMPUTE_TYPE[key.dtype], SCALE_TYPE[key.dtype])
-        _set(lib.desc_set, self.desc, DESC_TRANSA, OP_T if key.trans_a else OP_N)
-        _set(lib.desc_set, self.desc, DESC_TRANSB, OP_T if key.trans_b else OP_N)
+        _set(lib.desc_set, self.desc, DESC_TRANSA, OP_T if key.call.trans_a else OP_N)
+        _set(lib.desc_set, self.desc, DESC_TRANSB, OP_T if key.call.trans_b else OP_N)
         _set(lib.desc_set, self.desc, DESC_POINTER_MODE, key.pointer_mode)
         _set(lib.desc_set, self.desc, DESC_EPILOGUE, key.epilogue)
         # A layout describes the matrix as stored (before op): op(A) is m x k, op(B) k x n, C m x n.
-        data = DATA_TYPE[key.dtype]
-        self.a = lib.layout_create(data, *((key.k, key.m) if key.trans_a else (key.m, key.k)), key.lda)
-        self.b = lib.layout_create(data, *((key.n, key.k) if key.trans_b else (key.k, key.n)), key.ldb)
-        self.c = lib.layout_create(data, key.m, key.n, key.ldc)
-        if key.batch > 1:
-            for layout, stride in ((self.a, key.stride_a), (self.b, key.stride_b), (self.c, key.stride_c)):
-                _set(lib.layout_set, layout, LAYOUT_BATCH_COUNT, key.batch)
+        data, call = DATA_TYPE[key.dtype], key.call
+        self.a = lib.layout_create(data, *((call.k, call.m) if call.trans_a else (call.m, call.k)), call.lda)
+        self.b = lib.layout_create(data, *((call.n, call.k) if call.trans_b else (call.k, call.n)), call.ldb)
+        self.c = lib.layout_create(data, call.m, call.n, call.ldc)
+        if call.batch > 1:
+            for layout, stride in ((self.a, call.stride_a), (self.b, call.stride_b), (self.c, call.stride_c)):
+                _set(lib.layout_set, layout, LAYOUT_BATCH_COUNT, call.batch)
                 _set(lib.layout_set, layout, LAYOUT_STRIDED_BATCH_OFFSET, stride)
 
     def set_bias(self, bias_ptr: int) -> None:
@@ -237,13 +227,12 @@ class Operands(NamedTuple):
     beta: int
 
 
-def execute(lib: LtBinding, handle: int, plans: PlanCache, device: int, call: Any, dtype: str, epilogue: int,
+def execute(lib: LtBinding, handle: int, plans: PlanCache, device: int, call: GemmCall, dtype: str, epilogue: int,
             pointer_mode: int, operands: Operands, workspace: int, workspace_bytes: int, stream: int,
             capturing: bool) -> bool:
-    """``c = epilogue(alpha * op(a) @ op(b) + beta * c)`` for ``call`` (a ``_shapes.GemmCall``, cuBLAS's
+    """``c = epilogue(alpha * op(a) @ op(b) + beta * c)`` for ``call`` (cuBLAS's
     A = ``operands.a``) on its key's plan; False where the key has no algorithm (run it unfused)."""
-    key = LtKey(device, dtype, call.trans_a, call.trans_b, call.m, call.n, call.k, call.lda, call.ldb, call.ldc,
-                call.batch, call.stride_a, call.stride_b, call.stride_c, epilogue, pointer_mode,
+    key = LtKey(device, dtype, call, epilogue, pointer_mode,
                 (alignment(operands.a), alignment(operands.b), alignment(operands.c),
                  alignment(operands.bias) if operands.bias else MAX_ALIGNMENT), workspace_bytes)
     plan = plans.plan(key, handle, operands.bias, capturing)
@@ -258,9 +247,10 @@ def execute(lib: LtBinding, handle: int, plans: PlanCache, device: int, call: An
 
 
 def describe(key: LtKey) -> str:
-    batch = f"{key.batch} x " if key.batch > 1 else ""
-    return (f"a {batch}{key.m}x{key.n}x{key.k} {_DTYPE_NAMES[key.dtype]} GEMM (column-major m x n x k) with epilogue "
-            f"{EPILOGUE_NAMES.get(key.epilogue, key.epilogue)}")
+    call = key.call
+    batch = f"{call.batch} x " if call.batch > 1 else ""
+    return (f"a {batch}{call.m}x{call.n}x{call.k} {_DTYPE_NAMES[key.dtype]} GEMM (column-major m x n x k) with "
+            f"epilogue {EPILOGUE_NAMES.get(key.epilogue, key.epilogue)}")
 
 
 _DTYPE_NAMES = {"e": "float16", "f": "float32", "d": "float64"}
@@ -270,7 +260,7 @@ def gemm_plans() -> list[dict[str, Any]]:
     """Every key whose cuBLASLt algorithm was chosen in this process, and whether it runs fused."""
     with _choices_lock:
         items = list(_choices.items())
-    return [{"device": key.device, "dtype": _DTYPE_NAMES[key.dtype], "m": key.m, "n": key.n, "k": key.k,
-             "batch": key.batch, "trans_a": key.trans_a, "trans_b": key.trans_b,
+    return [{"device": key.device, "dtype": _DTYPE_NAMES[key.dtype], "m": key.call.m, "n": key.call.n, "k": key.call.k,
+             "batch": key.call.batch, "trans_a": key.call.trans_a, "trans_b": key.call.trans_b,
              "epilogue": EPILOGUE_NAMES.get(key.epilogue, str(key.epilogue)), "fused": choice.algo is not None,
              "reason": choice.reason} for key, choice in items]
