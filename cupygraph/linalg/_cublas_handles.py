@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any, Optional
 
 from ..backends.capturing import stream_is_capturing
@@ -165,40 +166,34 @@ def workspace_for(device_id: int, stream: Any) -> Workspace:
     return workspace
 
 
-def handle_for(device_id: int, stream: Any) -> Handle:
-    """This thread's handle on ``device_id``, bound to ``stream`` and its workspace."""
-    handles: Optional[dict[int, Handle]] = getattr(_local, "handles", None)
-    if handles is None:
-        handles = _local.handles = {}
+def _thread_handle(kind: str, device_id: int, stream: Any, make: Callable[[], Any]) -> Any:
+    """This thread's handle of ``kind`` ("cuBLAS" or "cuBLASLt") on ``device_id``, made by ``make`` on first
+    use (never while ``stream`` captures), held by the graph being recorded."""
+    handles: dict[int, Any] = _local.__dict__.setdefault(kind, {})
     handle = handles.get(device_id)
     if handle is None:
         if stream_is_capturing(stream):
-            raise _not_prepared("cuBLAS handle", stream)
+            raise _not_prepared(f"{kind} handle", stream)
         destroy_retired(stream)
-        handle = handles[device_id] = Handle(binding(), device_id)
+        handle = handles[device_id] = make()
     elif pending():
         destroy_retired(stream)
-    handle.bind(int(stream.ptr), workspace_for(device_id, stream))
     if holding_active():
         hold(handle)
     return handle
 
 
+def handle_for(device_id: int, stream: Any) -> Handle:
+    """This thread's handle on ``device_id``, bound to ``stream`` and its workspace."""
+    handle: Handle = _thread_handle("cuBLAS", device_id, stream, lambda: Handle(binding(), device_id))
+    handle.bind(int(stream.ptr), workspace_for(device_id, stream))
+    return handle
+
+
 def lt_handle_for(device_id: int, stream: Any) -> tuple[LtHandle, Workspace]:
     """This thread's cuBLASLt handle on ``device_id`` and the workspace of ``stream`` (cuBLAS's)."""
-    handles: dict[int, LtHandle] = _local.__dict__.setdefault("lt_handles", {})
-    handle = handles.get(device_id)
-    if handle is None:
-        if stream_is_capturing(stream):
-            raise _not_prepared("cuBLASLt handle", stream)
-        destroy_retired(stream)
-        handle = handles[device_id] = LtHandle(lt_binding(), device_id)
-    elif pending():
-        destroy_retired(stream)
-    workspace = workspace_for(device_id, stream)
-    if holding_active():
-        hold(handle)
-    return handle, workspace
+    handle: LtHandle = _thread_handle("cuBLASLt", device_id, stream, lambda: LtHandle(lt_binding(), device_id))
+    return handle, workspace_for(device_id, stream)
 
 
 def release_unused() -> dict[str, int]:
