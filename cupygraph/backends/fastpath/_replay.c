@@ -3,8 +3,9 @@
  *
  * A jitted function's class derives from FastFunction: a call is offered first to the Record its
  * shortcuts published (one shortcut's steady call: up to MAX_ARGUMENTS array arguments of their captured
- * layout, bound to the caller's arrays, one fresh output from its ring, at addresses an executable
- * already holds), which serves it exactly as the Python path would, or hands it back (None) before
+ * layout bound to the caller's arrays, constants and static values as the shortcut's key has them, each
+ * output from its ring, fresh or as it is, at addresses an executable already holds), which serves it
+ * exactly as the Python path would, or hands it back (None) before
  * changing anything; then to the Python path (``miss``). Python builds each Record once and never
  * changes it; what both paths update lives in this module's own ReplayCounts and FamilyState. */
 #include "_replay.h"

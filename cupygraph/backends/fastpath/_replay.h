@@ -1,12 +1,13 @@
 /* Shared by the compiled replay's sources (cupygraph/backends/fastpath/_replay.c, _replay_record.c,
- * _replay_helpers.c): its object types and helpers.
+ * _replay_record_type.c, _replay_helpers.c): its object types and helpers.
  *
  * The contract with Python (cupygraph/backends/fastpath/record.py builds what C reads): a Record is built
  * once per shortcut and never changes; it refers to two mutable objects of this module, the entry's
  * ReplayCounts (written by both paths, read by the statistics) and the family's FamilyState (whose
  * generation Python bumps whenever anything a Record describes may have changed). C reads no other
  * Python object's attributes than CuPy arrays' public ones (shape, dtype, strides, data.ptr,
- * data.device_id, data.mem) and a stream's ptr. */
+ * data.device_id, data.mem) and a stream's ptr; it calls the record's own callables (allocate, a
+ * structure that is not a tuple or list, a bank's launch, the lock) and compares static values with ==. */
 #ifndef CUPYGRAPH_REPLAY_H
 #define CUPYGRAPH_REPLAY_H
 #define PY_SSIZE_T_CLEAN
