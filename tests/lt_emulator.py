@@ -1,13 +1,14 @@
 """An emulated cuBLASLt on host memory, for testing cupygraph's cuBLASLt route without a GPU.
 
 ``FakeLt`` implements the binding interface of ``cupygraph/linalg/_lt_binding.py`` (``LtBinding``):
-its descriptors keep the attributes set on them, its heuristic proposes one algorithm that remembers
-the alignments it was asked for, and ``matmul`` computes what ``cublasLtMatmul`` computes on the very
-memory the call names, column-major as cuBLASLt reads it: ``D = epilogue(alpha op(A) op(B) + beta C)``
-per matrix of a strided batch, the bias added per row of D. It checks what cuBLASLt would refuse
-(leading dimensions, shapes, batch counts, attribute sizes, addresses less aligned than the algorithm
-assumed). ``c_library`` exposes it as a C library of ctypes callbacks with cublasLt.h's signatures,
-for the ctypes binding; ``lt_product`` runs one fused product the way ``_gemm_cupy.product`` does.
+its descriptors keep the attributes set on them, its heuristic proposes ``proposals`` algorithms (one
+by default) that remember the alignments they were asked for, and ``matmul`` computes what
+``cublasLtMatmul`` computes on the very memory the call names, column-major as cuBLASLt reads it:
+``D = epilogue(alpha op(A) op(B) + beta C)`` per matrix of a strided batch, the bias added per row
+of D. It checks what cuBLASLt would refuse (leading dimensions, shapes, batch counts, attribute
+sizes, addresses less aligned than the algorithm assumed). ``c_library`` exposes it as a C library
+of ctypes callbacks with cublasLt.h's signatures, for the ctypes binding; ``lt_product`` runs one
+fused product the way ``_gemm_cupy.product`` does; ``CostTimer`` times proposals without a clock.
 """
 
 from __future__ import annotations
@@ -59,12 +60,15 @@ class FakeLt:
     library_path = "(emulated cuBLASLt)"
 
     def __init__(self, unsupported: frozenset[int] | set[int] = frozenset(), heuristic_status: int = 0,
-                 matmul_status: int = 0):
+                 matmul_status: int = 0, proposals: int = 1, failing: frozenset[int] | set[int] = frozenset()):
         self.objects: dict[int, dict[str, Any]] = {}
         self.algos: dict[int, dict[int, int]] = {}
         self.calls: list[dict[str, Any]] = []
         self.unsupported, self.heuristic_status, self.matmul_status = set(unsupported), heuristic_status, matmul_status
         self.heuristic_calls = self.matmuls = 0
+        # ``failing``: positions in the heuristic's order whose matmul returns NOT_SUPPORTED
+        self.proposals, self.failing = proposals, set(failing)
+        self.rank: dict[int, int] = {}  # algorithm id -> its position in the heuristic's answer
         self._ids = itertools.count(0x1000, 0x10)
 
     def _new(self, kind: str, **fields: Any) -> int:
@@ -126,7 +130,8 @@ class FakeLt:
     def pref_set(self, pref: int, attr: int, value: Any) -> None:
         self._put(pref, "pref", PREF_TYPES, attr, value)
 
-    def heuristic(self, handle: int, desc: int, a: int, b: int, c: int, d: int, pref: int) -> Optional[Any]:
+    def heuristic(self, handle: int, desc: int, a: int, b: int, c: int, d: int, pref: int,
+                  requested: int) -> list[Any]:
         self.heuristic_calls += 1
         self._get(handle, "handle")
         for layout in (a, b, c, d):
@@ -135,11 +140,15 @@ class FakeLt:
             raise CublasError("cublasLtMatmulAlgoGetHeuristic", self.heuristic_status)
         op = self._get(desc, "desc")
         if op["attrs"].get(7, 1) in self.unsupported:
-            return None
-        algo = _lt_binding.Algo()
-        algo.data[0] = ident = next(self._ids)
-        self.algos[ident] = dict(self._get(pref, "pref")["attrs"])
-        return algo
+            return []
+        algos = []
+        for position in range(min(requested, self.proposals)):
+            algo = _lt_binding.Algo()
+            algo.data[0] = ident = next(self._ids)
+            self.algos[ident] = dict(self._get(pref, "pref")["attrs"])
+            self.rank[ident] = position
+            algos.append(algo)
+        return algos
 
     def matmul(self, handle: int, desc: int, alpha: int, a: int, a_layout: int, b: int, b_layout: int, beta: int,
                c: int, c_layout: int, d: int, d_layout: int, algo: int, workspace: int, workspace_bytes: int,
@@ -150,7 +159,10 @@ class FakeLt:
         attrs = self._get(desc, "desc")["attrs"]
         op = self._get(desc, "desc")
         la, lb, lc, ld = (self._get(x, "layout") for x in (a_layout, b_layout, c_layout, d_layout))
-        chosen = self.algos[_lt_binding.Algo.from_address(algo).data[0]]
+        ident = _lt_binding.Algo.from_address(algo).data[0]
+        chosen = self.algos[ident]
+        if self.rank[ident] in self.failing:
+            raise CublasError("(emulated) cublasLtMatmul", 15)
         for name, address, pref in (("A", a, 5), ("B", b, 6), ("C", c, 7), ("D", d, 8)):
             if _alignment(address) < chosen.get(pref, 256):
                 raise CublasError(f"(emulated) {name} is {_alignment(address)}-byte aligned, the algorithm assumed "
@@ -221,12 +233,13 @@ def c_library(fake: FakeLt) -> Any:
 
     def heuristic(handle: int, desc: int, a: int, b: int, c: int, d: int, pref: int, requested: int, results: int,
                   count: int) -> None:
-        algo = fake.heuristic(handle, desc, a, b, c, d, pref) if requested >= 1 else None
-        ctypes.c_int.from_address(count).value = 0 if algo is None else 1
-        if algo is not None:
+        algos = fake.heuristic(handle, desc, a, b, c, d, pref, requested)
+        ctypes.c_int.from_address(count).value = len(algos)
+        for i, algo in enumerate(algos):
             result = _lt_binding.HeuristicResult()
             result.algo = algo
-            ctypes.memmove(results, ctypes.addressof(result), ctypes.sizeof(result))
+            size = ctypes.sizeof(result)
+            ctypes.memmove(results + i * size, ctypes.addressof(result), size)
 
     impl = {
         "cublasLtCreate": made(fake.create), "cublasLtDestroy": status(fake.destroy),
@@ -252,7 +265,7 @@ _WORKSPACE = np.zeros(1 << 16, np.uint8)
 
 def lt_product(lib: Any, plans: Any, handle: int, a: np.ndarray, b: np.ndarray, out: np.ndarray,
                bias: Optional[np.ndarray], activation: Optional[str], alpha: float = 1.0, beta: float = 0.0,
-               capturing: bool = False) -> tuple[bool, Any]:
+               capturing: bool = False, timer: Any = None) -> tuple[bool, Any]:
     """``out = activation(alpha a @ b + beta out + bias)`` through cupygraph's cuBLASLt planning on ``lib``,
     laid out as ``_gemm_cupy.product`` lays a fused product out; (whether it ran fused, the GemmCall)."""
     batch, m, k, n = matmul_shapes(a.shape, b.shape, "lt_product")
@@ -270,7 +283,8 @@ def lt_product(lib: Any, plans: Any, handle: int, a: np.ndarray, b: np.ndarray, 
     operands = _lt_plans.Operands(first.ctypes.data, second.ctypes.data, target.ctypes.data,
                                   0 if bias is None else bias.ctypes.data, alpha_v.ctypes.data, beta_v.ctypes.data)
     fused = _lt_plans.execute(lib, handle, plans, 0, call, out.dtype.char, _lt_plans.EPILOGUES[(bias is not None,
-                              activation)], 0, operands, _WORKSPACE.ctypes.data, _WORKSPACE.nbytes, 0, capturing)
+                              activation)], 0, operands, _WORKSPACE.ctypes.data, _WORKSPACE.nbytes, 0, capturing,
+                              timer)
     if fused and target is not out:
         out[...] = target
     return fused, call
@@ -289,3 +303,26 @@ def reference(a: np.ndarray, b: np.ndarray, bias: Optional[np.ndarray], activati
     if activation == "gelu":
         return 0.5 * r * (1 + np.tanh(np.sqrt(2 / np.pi) * (r + 0.044715 * r**3)))
     return r
+
+
+class CostTimer:
+    """``_lt_tuning.Timer`` for a ``FakeLt``: each run costs what ``costs`` gives its algorithm's position
+    in the heuristic's answer (deterministic, no clock); scratch is host memory kept by the timer."""
+
+    def __init__(self, fake: FakeLt, costs: dict[int, float]):
+        self.fake, self.costs = fake, costs
+        self.scratches: list[np.ndarray] = []
+        self.timed: list[int] = []  # positions, in the order they were timed
+
+    def scratch(self, nbytes: int) -> int:
+        padded = np.full(max(1, nbytes) + 256, 0x11, np.uint8)
+        start = -padded.ctypes.data % 256  # 256-byte aligned, as device memory from CuPy's pool is
+        self.scratches.append(padded[start:start + max(1, nbytes)])
+        return int(self.scratches[-1].ctypes.data)
+
+    def seconds(self, run: Any, repeats: int) -> float:
+        for _ in range(repeats):
+            run()
+        position = self.fake.rank[self.fake.calls[-1]["algo"]]
+        self.timed.append(position)
+        return self.costs[position]

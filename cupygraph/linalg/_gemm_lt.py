@@ -4,7 +4,8 @@
 columns, ``_shapes.gemm_call(features_first=True)``): cuBLASLt adds its bias per row of D, so the
 bias lands on the result's columns, one value per output feature, for one row or many. Then
 ``fused_product`` runs it on this thread's cuBLASLt handle with the stream's workspace
-(``_cublas_handles``) and the plan of its key (``_lt_plans``: algorithm chosen once per key, nothing
+(``_cublas_handles``) and the plan of its key (``_lt_plans``: algorithm chosen once per key, the
+fastest of the heuristic's proposals timed on the stream with CUDA events by ``EventTimer``; nothing
 made during a capture). A key cuBLASLt has no algorithm for runs unfused: the same layout through
 ``cublasGemmEx``, then ``apply_unfused``, one elementwise kernel with the same arithmetic
 (``_epilogue``). Both capture like any CuPy kernel.
@@ -26,6 +27,28 @@ from ._shapes import GemmCall
 _ACTIVATION_CODE = {None: 0, "relu": 1, "gelu": 2}
 
 
+class EventTimer:
+    """``_lt_tuning.Timer`` on one CuPy stream: CUDA events around back-to-back runs, scratch from the pool."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+        self._held: list[Any] = []
+
+    def scratch(self, nbytes: int) -> int:
+        memory = cupy.cuda.alloc(max(1, nbytes))
+        self._held.append(memory)  # until the timings are read, which synchronises the stream
+        return int(memory.ptr)
+
+    def seconds(self, run: Any, repeats: int) -> float:
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(self._stream)
+        for _ in range(repeats):
+            run()
+        end.record(self._stream)
+        end.synchronize()
+        return float(cupy.cuda.get_elapsed_time(start, end)) * 1e-3 / repeats
+
+
 class Epilogue:
     """What follows the product: a bias (a CuPy vector, one value per result column) and an activation."""
 
@@ -45,7 +68,7 @@ def fused_product(call: GemmCall, first: Any, second: Any, target: Any, scalars:
                         0 if epilogue.bias is None else int(epilogue.bias.data.ptr), alpha, beta)
     return execute(handle.lib, handle.ptr, handle.plans, device_id, call, target.dtype.char, epilogue.code,
                    scalars.mode, operands, workspace.ptr, workspace.nbytes, int(stream.ptr),
-                   stream_is_capturing(stream))
+                   stream_is_capturing(stream), EventTimer(stream))
 
 
 _PREAMBLE = """

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib
-from typing import Any, Optional, Protocol
+from typing import Any, Protocol
 
 from ..errors import BackendUnavailableError
 from ._binding import BINDINGS, NVMATH_INSTALL, CublasError, mapped_library, requested_binding
@@ -73,17 +73,16 @@ class LtBinding(Protocol):
     def pref_create(self) -> int: ...
     def pref_destroy(self, pref: int) -> None: ...
     def pref_set(self, pref: int, attr: int, value: Any) -> None: ...
-    def heuristic(self, handle: int, desc: int, a: int, b: int, c: int, d: int, pref: int) -> Optional[Algo]:
-        """The first algorithm cuBLASLt's heuristic proposes, or None when it has none."""
+    def heuristic(self, handle: int, desc: int, a: int, b: int, c: int, d: int, pref: int,
+                  requested: int) -> list[Algo]:
+        """Up to ``requested`` algorithms cuBLASLt's heuristic proposes, best guess first (none: empty)."""
     def matmul(self, handle: int, desc: int, alpha: int, a: int, a_layout: int, b: int, b_layout: int, beta: int,
                c: int, c_layout: int, d: int, d_layout: int, algo: int, workspace: int, workspace_bytes: int,
                stream: int) -> None: ...
 
 
-def _first(result: HeuristicResult, count: ctypes.c_int) -> Optional[Algo]:
-    if count.value < 1 or result.state != 0:
-        return None
-    return Algo.from_buffer_copy(result.algo)
+def _proposed(results: Any, count: ctypes.c_int) -> list[Algo]:
+    return [Algo.from_buffer_copy(result.algo) for result in results[:max(0, count.value)] if result.state == 0]
 
 
 # -- ctypes: the libcublasLt libcublas loaded ------------------------------------------------------
@@ -173,11 +172,12 @@ class CtypesCublasLt:
     def pref_set(self, pref: int, attr: int, value: Any) -> None:
         self._call("cublasLtMatmulPreferenceSetAttribute", pref, attr, ctypes.addressof(value), ctypes.sizeof(value))
 
-    def heuristic(self, handle: int, desc: int, a: int, b: int, c: int, d: int, pref: int) -> Optional[Algo]:
-        result, count = HeuristicResult(), ctypes.c_int(0)
-        self._call("cublasLtMatmulAlgoGetHeuristic", handle, desc, a, b, c, d, pref, 1, ctypes.addressof(result),
-                   ctypes.addressof(count))
-        return _first(result, count)
+    def heuristic(self, handle: int, desc: int, a: int, b: int, c: int, d: int, pref: int,
+                  requested: int) -> list[Algo]:
+        results, count = (HeuristicResult * requested)(), ctypes.c_int(0)
+        self._call("cublasLtMatmulAlgoGetHeuristic", handle, desc, a, b, c, d, pref, requested,
+                   ctypes.addressof(results), ctypes.addressof(count))
+        return _proposed(results, count)
 
     def matmul(self, *args: int) -> None:
         status = self._matmul(*args)
@@ -263,11 +263,12 @@ class NvmathCublasLt:
     def pref_set(self, pref: int, attr: int, value: Any) -> None:
         self._call("matmul_preference_set_attribute", pref, attr, ctypes.addressof(value), ctypes.sizeof(value))
 
-    def heuristic(self, handle: int, desc: int, a: int, b: int, c: int, d: int, pref: int) -> Optional[Algo]:
-        result, count = HeuristicResult(), ctypes.c_int(0)
-        self._call("matmul_algo_get_heuristic", handle, desc, a, b, c, d, pref, 1, ctypes.addressof(result),
+    def heuristic(self, handle: int, desc: int, a: int, b: int, c: int, d: int, pref: int,
+                  requested: int) -> list[Algo]:
+        results, count = (HeuristicResult * requested)(), ctypes.c_int(0)
+        self._call("matmul_algo_get_heuristic", handle, desc, a, b, c, d, pref, requested, ctypes.addressof(results),
                    ctypes.addressof(count))
-        return _first(result, count)
+        return _proposed(results, count)
 
     def matmul(self, *args: int) -> None:
         self._call("matmul", *args)

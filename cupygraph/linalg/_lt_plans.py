@@ -1,11 +1,13 @@
 """cuBLASLt plans: one GEMM shape's descriptors, and the algorithm chosen for it once.
 
-* **The algorithm** comes from cuBLASLt's heuristic (``cublasLtMatmulAlgoGetHeuristic``), asked once
-  per ``LtKey`` (shape, layouts, batch strides, dtype, epilogue, pointer mode, the alignment of
-  every address and the workspace size) and kept for the process (``gemm_plans()`` lists them). Every
-  thread, eager call and capture of a key then runs the same kernel, so a replay equals an eager
-  call bit for bit; one row, skinny, square and batched shapes each get the kernel the heuristic
-  picks for that shape. Never asked per replay: a graph holds the kernel it recorded.
+* **The algorithm** is chosen once per ``LtKey`` (shape, layouts, batch strides, dtype, epilogue,
+  pointer mode, the alignment of every address and the workspace size) and kept for the process
+  (``gemm_plans()`` lists them): cuBLASLt's heuristic (``cublasLtMatmulAlgoGetHeuristic``) proposes
+  up to eight, and the fastest of them on the key's first product is kept (``_lt_tuning``; with
+  ``CUPYGRAPH_GEMM_TUNING=heuristic``, the heuristic's first, untimed). Every thread, eager call and
+  capture of a key then runs the same kernel, so a replay equals an eager call bit for bit; one row,
+  skinny, square and batched shapes each get the kernel that ran fastest for that shape. Never
+  chosen per replay: a graph holds the kernel it recorded.
 * **The descriptors** (operation, A/B/C layouts) are per thread (``PlanCache``, kept by the
   thread's cuBLASLt handle): the bias address is an attribute of the operation descriptor, set
   before each call whose bias moved.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, NamedTuple, Optional
 
 from ..errors import CaptureError
@@ -49,6 +52,7 @@ from ._lt_binding import (
     Algo,
     LtBinding,
 )
+from ._lt_tuning import Timer, fastest, requested_proposals
 from ._shapes import GemmCall
 
 EPILOGUES = {(False, None): EPILOGUE_DEFAULT, (False, "relu"): EPILOGUE_RELU, (False, "gelu"): EPILOGUE_GELU,
@@ -82,6 +86,9 @@ def alignment(address: int) -> int:
 class Choice(NamedTuple):
     algo: Optional[Algo]  # None: no algorithm, run unfused
     reason: str  # why unfused ("" when fused)
+    proposals: int = 0  # how many the heuristic proposed
+    chosen: int = 0  # which of them is kept, in the heuristic's order
+    seconds: tuple[float, ...] = ()  # each proposal's time per call where they were timed
 
 
 _choices: dict[LtKey, Choice] = {}
@@ -139,7 +146,17 @@ class Plan:
         self.desc = self.a = self.b = self.c = 0
 
 
-def _ask_heuristic(lib: LtBinding, handle: int, plan: Plan) -> Choice:
+class Trial(NamedTuple):
+    """What timing a key's proposals needs: the first product's operands, its stream and a timer."""
+
+    timer: Timer
+    operands: Operands
+    workspace: int
+    workspace_bytes: int
+    stream: int
+
+
+def _ask_heuristic(lib: LtBinding, handle: int, plan: Plan) -> list[Algo]:
     key = plan.key
     pref = lib.pref_create()
     try:
@@ -150,24 +167,54 @@ def _ask_heuristic(lib: LtBinding, handle: int, plan: Plan) -> Choice:
         for name, value in (("a", align_a), ("b", align_b), ("c", align_c),
                             ("d", min(align_c, align_bias) if has_bias else align_c)):
             _set(lib.pref_set, pref, PREF_MIN_ALIGNMENT[name], value)
-        try:
-            algo = lib.heuristic(handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref)
-        except CublasError as err:
-            if err.status not in (STATUS_INVALID_VALUE, STATUS_NOT_SUPPORTED):
-                raise
-            return Choice(None, str(err))
+        return lib.heuristic(handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, requested_proposals())
     finally:
         lib.pref_destroy(pref)
-    return Choice(algo, "" if algo is not None else "cuBLASLt's heuristic proposed no algorithm")
 
 
-def choose(lib: LtBinding, handle: int, plan: Plan) -> Choice:
-    """The key's algorithm: asked of the heuristic the first time, then the same for the process."""
+def _result_extent(key: LtKey) -> int:
+    """Bytes from D's first element to past its last (C = D), for a scratch result of the same layout."""
+    call = key.call
+    elements = (call.batch - 1) * call.stride_c + (call.n - 1) * call.ldc + call.m
+    return elements * DATA_ITEMSIZE[key.dtype]
+
+
+def _timed(lib: LtBinding, handle: int, plan: Plan, proposals: list[Algo], trial: Trial) -> Choice:
+    """The fastest proposal on the trial's operands, each writing a scratch result (C and D) so the
+    caller's result and its ``beta * C`` input stay untouched."""
+    ops, scratch = trial.operands, trial.timer.scratch(_result_extent(plan.key))
+
+    def run(algo: Algo) -> Callable[[], None]:
+        return lambda: lib.matmul(handle, plan.desc, ops.alpha, ops.a, plan.a, ops.b, plan.b, ops.beta, scratch,
+                                  plan.c, scratch, plan.c, ctypes.addressof(algo), trial.workspace,
+                                  trial.workspace_bytes, trial.stream)
+
+    timed = fastest(proposals, run, trial.timer, (CublasError,))
+    return Choice(proposals[timed.chosen], "", len(proposals), timed.chosen, timed.seconds)
+
+
+def _choice(lib: LtBinding, handle: int, plan: Plan, trial: Optional[Trial]) -> Choice:
+    try:
+        proposals = _ask_heuristic(lib, handle, plan)
+    except CublasError as err:
+        if err.status not in (STATUS_INVALID_VALUE, STATUS_NOT_SUPPORTED):
+            raise
+        return Choice(None, str(err))
+    if not proposals:
+        return Choice(None, "cuBLASLt's heuristic proposed no algorithm")
+    if len(proposals) == 1 or trial is None:
+        return Choice(proposals[0], "", len(proposals))
+    return _timed(lib, handle, plan, proposals, trial)
+
+
+def choose(lib: LtBinding, handle: int, plan: Plan, trial: Optional[Trial] = None) -> Choice:
+    """The key's algorithm: chosen the first time (timed where ``trial`` allows), then the same for the
+    process."""
     with _choices_lock:
         found = _choices.get(plan.key)
     if found is not None:
         return found
-    choice = _ask_heuristic(lib, handle, plan)
+    choice = _choice(lib, handle, plan, trial)
     if choice.algo is None:
         logger.info("cupygraph.linalg: no cuBLASLt algorithm for %s (%s): that GEMM and its epilogue run unfused",
                     describe(plan.key), choice.reason)
@@ -184,7 +231,7 @@ class PlanCache:
         self._lib = lib
         self._plans: OrderedDict[LtKey, Plan] = OrderedDict()
 
-    def plan(self, key: LtKey, handle: int, bias_ptr: int, capturing: bool) -> Plan:
+    def plan(self, key: LtKey, handle: int, bias_ptr: int, capturing: bool, trial: Optional[Trial] = None) -> Plan:
         found = self._plans.get(key)
         if found is not None:
             self._plans.move_to_end(key)
@@ -198,7 +245,7 @@ class PlanCache:
         try:
             if key.epilogue & EPILOGUE_BIAS:
                 plan.set_bias(bias_ptr)  # the heuristic may read it
-            choice = choose(self._lib, handle, plan)
+            choice = choose(self._lib, handle, plan, trial)
         except BaseException:
             plan.close()
             raise
@@ -229,13 +276,15 @@ class Operands(NamedTuple):
 
 def execute(lib: LtBinding, handle: int, plans: PlanCache, device: int, call: GemmCall, dtype: str, epilogue: int,
             pointer_mode: int, operands: Operands, workspace: int, workspace_bytes: int, stream: int,
-            capturing: bool) -> bool:
+            capturing: bool, timer: Optional[Timer] = None) -> bool:
     """``c = epilogue(alpha * op(a) @ op(b) + beta * c)`` for ``call`` (cuBLAS's
-    A = ``operands.a``) on its key's plan; False where the key has no algorithm (run it unfused)."""
+    A = ``operands.a``) on its key's plan; False where the key has no algorithm (run it unfused).
+    ``timer``: where given, a key's first product times the heuristic's proposals on ``stream``."""
     key = LtKey(device, dtype, call, epilogue, pointer_mode,
                 (alignment(operands.a), alignment(operands.b), alignment(operands.c),
                  alignment(operands.bias) if operands.bias else MAX_ALIGNMENT), workspace_bytes)
-    plan = plans.plan(key, handle, operands.bias, capturing)
+    trial = None if timer is None else Trial(timer, operands, workspace, workspace_bytes, stream)
+    plan = plans.plan(key, handle, operands.bias, capturing, trial)
     if plan.algo is None:
         return False
     if epilogue & EPILOGUE_BIAS:
@@ -254,6 +303,7 @@ def describe(key: LtKey) -> str:
 
 
 _DTYPE_NAMES = {"e": "float16", "f": "float32", "d": "float64"}
+DATA_ITEMSIZE = {"e": 2, "f": 4, "d": 8}
 
 
 def gemm_plans() -> list[dict[str, Any]]:
@@ -263,4 +313,5 @@ def gemm_plans() -> list[dict[str, Any]]:
     return [{"device": key.device, "dtype": _DTYPE_NAMES[key.dtype], "m": key.call.m, "n": key.call.n, "k": key.call.k,
              "batch": key.call.batch, "trans_a": key.call.trans_a, "trans_b": key.call.trans_b,
              "epilogue": EPILOGUE_NAMES.get(key.epilogue, str(key.epilogue)), "fused": choice.algo is not None,
-             "reason": choice.reason} for key, choice in items]
+             "reason": choice.reason, "proposals": choice.proposals, "chosen": choice.chosen,
+             "microseconds": [round(s * 1e6, 3) for s in choice.seconds]} for key, choice in items]

@@ -6,8 +6,9 @@
   come from that binding).
 * Each epilogue against a CuPy reference in float64, within the dtype's tolerance: one row,
   skinny, square and batched shapes, transposed, sliced, broadcast and misaligned operands.
-* The issue's layer (1024 wide, float32, bias + ReLU) runs fused at every batch; the algorithm of a
-  shape is chosen once (at the warm-up), never again by eager calls or replays.
+* The issue's layer (1024 wide, float32, bias + ReLU) runs fused at every batch, on the fastest of the
+  heuristic's proposals; the algorithm of a shape is chosen once (at the warm-up), never again by
+  eager calls or replays.
 * A capture by hand allocates nothing once the product ran eagerly; a capture that meets a
   product with no handle or plan yet is refused with ``CaptureError``.
 """
@@ -138,6 +139,12 @@ def test_the_issue_layer_runs_fused_at_every_batch_and_replays_bit_for_bit():
              and p["dtype"] == "float32"]
     assert {p["n"] for p in plans} >= set(BATCHES), plans
     assert all(p["fused"] for p in plans), [p for p in plans if not p["fused"]]
+    # Timed (CUPYGRAPH_GEMM_TUNING defaults to timed): where the heuristic proposed several kernels, each
+    # has a measured time and the one kept is the fastest of them.
+    for p in plans:
+        if p["proposals"] > 1:
+            times = p["microseconds"]
+            assert len(times) == p["proposals"] and times[p["chosen"]] == min(times), p
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
