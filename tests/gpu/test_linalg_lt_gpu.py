@@ -206,7 +206,7 @@ def test_the_algorithm_is_chosen_once_per_shape_at_the_warm_up(monkeypatch):
     for rows in (8, 5, 8, 3):
         graphed(rand(rng, (rows, 96), np.float32), w, b)
         fn(rand(rng, (8, 96), np.float32), w, b)  # eager calls of the captured shape: chosen already
-    assert len([k for k in asked if k.n == 8]) == first
+    assert len([k for k in asked if k.call.n == 8]) == first
     assert graphed.stats().replays >= 2 and graphed.stats().fallbacks == 0
 
 
