@@ -322,7 +322,7 @@ class CostTimer:
 
     def seconds(self, run: Any, repeats: int) -> float:
         for _ in range(repeats):
-            run()
+            run(0)
         position = self.fake.rank[self.fake.calls[-1]["algo"]]
         self.timed.append(position)
         return self.costs[position]

@@ -5,8 +5,8 @@ columns, ``_shapes.gemm_call(features_first=True)``): cuBLASLt adds its bias per
 bias lands on the result's columns, one value per output feature, for one row or many. Then
 ``fused_product`` runs it on this thread's cuBLASLt handle with the stream's workspace
 (``_cublas_handles``) and the plan of its key (``_lt_plans``: algorithm chosen once per key, the
-fastest of the heuristic's proposals timed on the stream with CUDA events by ``EventTimer``; nothing
-made during a capture). A key cuBLASLt has no algorithm for runs unfused: the same layout through
+fastest of the heuristic's proposals, timed in small graphs by ``GraphTimer``; nothing made during a
+capture). A key cuBLASLt has no algorithm for runs unfused: the same layout through
 ``cublasGemmEx``, then ``apply_unfused``, one elementwise kernel with the same arithmetic
 (``_epilogue``). Both capture like any CuPy kernel.
 """
@@ -27,24 +27,38 @@ from ._shapes import GemmCall
 _ACTIVATION_CODE = {None: 0, "relu": 1, "gelu": 2}
 
 
-class EventTimer:
-    """``_lt_tuning.Timer`` on one CuPy stream: CUDA events around back-to-back runs, scratch from the pool."""
+class GraphTimer:
+    """``_lt_tuning.Timer`` for one CuPy stream: back-to-back runs captured into a graph on a side stream
+    (relaxed mode: other threads' calls are not restricted by it), the launch timed with CUDA events.
+    Scratch comes from CuPy's pool and is held until the timer is dropped (after its last timing
+    synchronised)."""
 
     def __init__(self, stream: Any):
         self._stream = stream
+        self._side: Optional[Any] = None
         self._held: list[Any] = []
 
     def scratch(self, nbytes: int) -> int:
         memory = cupy.cuda.alloc(max(1, nbytes))
-        self._held.append(memory)  # until the timings are read, which synchronises the stream
+        self._held.append(memory)
         return int(memory.ptr)
 
     def seconds(self, run: Any, repeats: int) -> float:
+        if self._side is None:
+            self._side = cupy.cuda.Stream(non_blocking=True)
+        side = self._side
+        side.wait_event(self._stream.record())  # after the product's own stream's earlier work
+        side.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)
+        try:
+            for _ in range(repeats):
+                run(int(side.ptr))
+        finally:
+            graph = side.end_capture()
+        graph.launch(side)  # uploads the graph: the timed launch measures the kernels alone
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(self._stream)
-        for _ in range(repeats):
-            run()
-        end.record(self._stream)
+        start.record(side)
+        graph.launch(side)
+        end.record(side)
         end.synchronize()
         return float(cupy.cuda.get_elapsed_time(start, end)) * 1e-3 / repeats
 
@@ -68,7 +82,7 @@ def fused_product(call: GemmCall, first: Any, second: Any, target: Any, scalars:
                         0 if epilogue.bias is None else int(epilogue.bias.data.ptr), alpha, beta)
     return execute(handle.lib, handle.ptr, handle.plans, device_id, call, target.dtype.char, epilogue.code,
                    scalars.mode, operands, workspace.ptr, workspace.nbytes, int(stream.ptr),
-                   stream_is_capturing(stream), EventTimer(stream))
+                   stream_is_capturing(stream), GraphTimer(stream))
 
 
 _PREAMBLE = """

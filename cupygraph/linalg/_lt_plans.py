@@ -184,12 +184,17 @@ def _timed(lib: LtBinding, handle: int, plan: Plan, proposals: list[Algo], trial
     caller's result and its ``beta * C`` input stay untouched."""
     ops, scratch = trial.operands, trial.timer.scratch(_result_extent(plan.key))
 
-    def run(algo: Algo) -> Callable[[], None]:
-        return lambda: lib.matmul(handle, plan.desc, ops.alpha, ops.a, plan.a, ops.b, plan.b, ops.beta, scratch,
-                                  plan.c, scratch, plan.c, ctypes.addressof(algo), trial.workspace,
-                                  trial.workspace_bytes, trial.stream)
+    def run(algo: Algo) -> Callable[[int], None]:
+        return lambda stream: lib.matmul(handle, plan.desc, ops.alpha, ops.a, plan.a, ops.b, plan.b, ops.beta,
+                                         scratch, plan.c, scratch, plan.c, ctypes.addressof(algo), trial.workspace,
+                                         trial.workspace_bytes, stream)
 
-    timed = fastest(proposals, run, trial.timer, (CublasError,))
+    try:
+        timed = fastest(proposals, run, trial.timer, (CublasError,), trial.stream)
+    except Exception as err:  # timing is an optimisation: the heuristic's first answer still runs correctly
+        logger.warning("cupygraph.linalg: timing cuBLASLt's proposals for %s failed (%s: %s); keeping the "
+                       "heuristic's first", describe(plan.key), type(err).__name__, err)
+        return Choice(proposals[0], "", len(proposals))
     return Choice(proposals[timed.chosen], "", len(proposals), timed.chosen, timed.seconds)
 
 

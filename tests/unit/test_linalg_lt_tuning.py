@@ -132,3 +132,20 @@ def test_the_ctypes_binding_reads_every_proposal():
     np.testing.assert_allclose(out, reference(x, w, b, "relu"), rtol=2e-5, atol=2e-5)
     plans.close()
     binding.destroy(handle)
+
+
+def test_a_timer_that_fails_keeps_the_heuristics_first_and_says_so(caplog):
+    fake = FakeLt(proposals=3)
+    plans, handle = _lt_plans.PlanCache(fake), fake.create()
+    x, w, b, out = operands()
+
+    class Broken(CostTimer):
+        def seconds(self, run, repeats):
+            raise RuntimeError("stream capture unsupported here")
+
+    with caplog.at_level("WARNING", logger="cupygraph"):
+        assert lt_product(fake, plans, handle, x, w, out, b, "relu", timer=Broken(fake, {}))[0]
+    assert "timing cuBLASLt's proposals for a 5x4x6 float32 GEMM" in caplog.text
+    assert "RuntimeError: stream capture unsupported here" in caplog.text
+    assert ran_positions(fake)[-1] == 0
+    np.testing.assert_allclose(out, reference(x, w, b, "relu"), rtol=2e-5, atol=2e-5)
