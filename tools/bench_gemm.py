@@ -6,7 +6,7 @@ the same weights and inputs for every framework, TF32 off everywhere. Rows:
 
 * ``jit-copy``: cupygraph ``jit``, FULL, default config (copied outputs); each layer one
   ``cupygraph.linalg.linear(x, w, b, activation="relu")``, a cuBLASLt GEMM with the bias + ReLU
-  epilogue fused, on the algorithm cuBLASLt's heuristic picks for that batch (chosen once).
+  epilogue fused, on the fastest of cuBLASLt's proposals for that batch (timed once per shape).
 * ``jit-view``: the same with ``output_mode="view"``.
 * ``bare``: the same layers hand-captured into one CuPy graph (one input copy, one launch): the floor.
 * ``jit-matmul``: ``jit`` of ``cupygraph.matmul`` (cublasGemmEx) + a bias + ReLU ElementwiseKernel

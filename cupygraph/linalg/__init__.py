@@ -21,8 +21,9 @@ arrays (the host backend) they run NumPy with the same checks, errors and result
   ``activation(x @ weight + bias)`` with ``weight`` of shape (in_features, out_features), and
   ``gemm(..., bias=, activation=)``: ``activation(alpha * op(a) @ op(b) + beta * c + bias)``, bias
   one value per result column; activation ``"relu"`` or ``"gelu"`` (tanh approximation); float16,
-  float32, float64. One ``cublasLtMatmul`` with the epilogue fused, on the algorithm cuBLASLt's
-  heuristic picks for that shape, chosen once per shape (``gemm_plans()`` lists them).
+  float32, float64. One ``cublasLtMatmul`` with the epilogue fused, on the fastest of the algorithms
+  cuBLASLt's heuristic proposes for that shape (``_lt_tuning``), chosen once per shape
+  (``gemm_plans()`` lists them with their times).
 
 Precision: float32 products use full float32 (no TF32); float16 products sum in float32. Results
 are bit-for-bit the same eagerly and in a graph replay (same handle settings, same workspace size,
