@@ -15,6 +15,7 @@ from ..errors import CaptureError
 from ..reasons import FallbackReason
 from .fastpath.compiled import FamilyState
 from .guards.foreign import Watch, check_watches
+from .relay import NO_RELAY, FamilyRelays, RelayRequest
 from .timing import HostSample, Sample
 
 
@@ -134,7 +135,7 @@ class Backend(abc.ABC):
     def capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
         num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False, pdl: str = "auto",
-        bind: bool = True,
+        bind: bool = True, relay: RelayRequest = NO_RELAY,
     ) -> Recording:
         """Warm up, then record ``fn(*args, **kwargs)``; raise ``CaptureError`` naming what failed.
 
@@ -142,8 +143,14 @@ class Backend(abc.ABC):
         eagerly between them on replay. ``pdl`` is the config's ``pdl`` (programmatic edges
         between kernels that wait; only a backend that records graph edges uses it). ``bind``: whether
         replays may bind arguments zero-copy (``input_binding="auto"``): otherwise nothing is read
-        for it after capture.
+        for it after capture. ``relay``: the static buffers and outputs the capture may put behind copy
+        kernels where that lets calls bind them (``backends/relay.py``).
         """
+
+    @functools.cached_property
+    def relays(self) -> FamilyRelays:
+        """Whether this family's captures relay their static buffers and outputs (``backends/relay.py``)."""
+        return FamilyRelays()
 
     @functools.cached_property
     def family(self) -> Any:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..backends.base import Backend, Recording
 from ..backends.guards.uploads import upload_policy
+from ..backends.relay import NO_RELAY, RelayRequest
 from ..backends.zerocopy.binding import argument_label
 from ..config.defaults import routes_library_calls
 from ..config.model import CUDAGraphConfig, CUDAGraphMode
@@ -100,6 +101,9 @@ def record(
                     piecewise=key.mode is CUDAGraphMode.PIECEWISE,
                     pdl=config.pdl,
                     bind=config.input_binding == "auto",
+                    # no relays where it writes into an argument (its writes must reach the caller)
+                    relay=NO_RELAY if request.written else RelayRequest(
+                        tuple(staging.positions), config.output_mode == "copy"),
                 )
             seconds = time.perf_counter() - start
             staging.recording.routed_calls = tuple(dict.fromkeys(routed))  # each routed call once, in order

@@ -1,6 +1,8 @@
-"""The host reference binds what the GPU binds (zero-copy): nothing, where the GPU's recording holds library
-state (a cuBLAS/cuBLASLt/cuSOLVER handle and workspace, a generator's state, a cuFFT plan, a baked upload's snapshot;
-``backends/zerocopy/node_pointers.py``: ``CopyReason.LIBRARY_STATE``), so the statistics agree."""
+"""The host reference binds what the GPU binds (zero-copy), so the statistics agree. Where the GPU's recording
+holds library state (a cuBLAS/cuBLASLt/cuSOLVER handle and workspace, a generator's state, a cuFFT plan, a baked
+upload's snapshot; ``backends/zerocopy/node_pointers.py``: ``CopyReason.LIBRARY_STATE``) it binds nothing of what
+the library saw, and relays its arguments and outputs instead (``backends/relay.py``): copy kernels the library
+never saw, which bind. Not for a function that writes into an argument, nor without warm-ups."""
 
 from __future__ import annotations
 
@@ -36,14 +38,17 @@ HOLDS_STATE = {
 }
 
 
-def binds(fn):
-    graphed = cg.jit(fn, constant_argnums=1, config=HOST)
+def binds(fn, config=HOST, deterministic=True):
+    graphed = cg.jit(fn, constant_argnums=1, config=config)
     rng = np.random.default_rng(0)
     for _ in range(4):
-        graphed(rng.standard_normal((4, 3)), W)
+        x = rng.standard_normal((4, 3))
+        got = graphed(x, W)
+        if deterministic:  # (a draw's values are the next draws of its generator, not the eager call's)
+            np.testing.assert_array_equal(got, fn(x.copy(), W))  # the relayed replay is the eager call
     stats = graphed.stats()
     assert stats.fallbacks == 0 and stats.hits == 3, stats.to_dict()
-    return stats.rebinds_by_argument
+    return {label: n for label, n in stats.rebinds_by_argument.items() if n}
 
 
 def test_a_function_holding_no_library_state_is_bound():
@@ -51,5 +56,37 @@ def test_a_function_holding_no_library_state_is_bound():
 
 
 @pytest.mark.parametrize("name", sorted(HOLDS_STATE))
-def test_a_function_whose_gpu_recording_holds_library_state_binds_nothing(name):
-    assert binds(HOLDS_STATE[name]) == {}, name
+def test_library_state_binds_through_relays(name):
+    assert binds(HOLDS_STATE[name], deterministic="random" not in name) == {"argument 0": 3, "output 0": 3}, name
+
+
+def test_view_mode_relays_the_arguments_alone():
+    assert binds(HOLDS_STATE["FFT"], {**HOST, "output_mode": "view"}) == {"argument 0": 3}
+
+
+def test_without_warm_ups_nothing_is_relayed():
+    assert binds(HOLDS_STATE["FFT"], {**HOST, "num_warmups": 0}) == {}
+
+
+def test_a_function_writing_into_its_argument_is_not_relayed():
+    def scaled_in_place(x, w):
+        x *= 2.0  # the caller's array changes, as it does eagerly
+        return np.fft.rfft(x, axis=1).real
+
+    graphed = cg.jit(scaled_in_place, constant_argnums=1, config=HOST)
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        x = rng.standard_normal((4, 3))
+        want_x = x.copy()
+        want = scaled_in_place(want_x, W)
+        got = graphed(x, W)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(x, want_x)
+    assert {k: n for k, n in graphed.stats().rebinds_by_argument.items() if n} == {}
+
+
+def test_arrays_above_the_relay_limit_are_not_relayed(monkeypatch):
+    from cupygraph.backends import relay
+
+    monkeypatch.setattr(relay, "RELAY_MAX_BYTES", 4 * 3 * 8 - 1)  # just below the (4, 3) float64 argument
+    assert binds(HOLDS_STATE["FFT"]) == {"output 0": 3}  # the (4, 2) output fits, the argument does not

@@ -27,6 +27,7 @@ from ..guards.foreign import find_arrays
 from ..holding import collecting_held
 from ..pdl.discovery import is_kernel_object
 from ..pdl.rewrite import apply_pdl
+from ..relay import NO_RELAY, RelayRequest, WritesArguments
 from ..zerocopy.binder import CupyBinder
 from ..zerocopy.node_pointers import find_node_pointers_safely, make_extent_recorder
 from .failures import describe_capture_failure
@@ -35,6 +36,7 @@ from .fingerprint import fingerprint as device_fingerprint
 from .pieces import MEMCPY_D2D, PiecewiseRecorder
 from .pool import DeviceBlocks, fill_free_blocks
 from .recording import CupyRecording
+from .relayed import check_warmup, copy_reasons, relayed, relayed_addresses
 from .timing import EventSample
 
 _runtime = cupy.cuda.runtime
@@ -169,9 +171,34 @@ class CupyBackend(Backend):
     def capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
         num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False, pdl: str = "auto",
-        bind: bool = True,
+        bind: bool = True, relay: RelayRequest = NO_RELAY,
+    ) -> CupyRecording:
+        request = relay if bind and not piecewise and num_warmups > 0 else NO_RELAY
+        options: dict[str, Any] = dict(num_warmups=num_warmups, capture_mode=capture_mode, gc_freeze=gc_freeze,
+                                       piecewise=piecewise, pdl=pdl, bind=bind)
+        if self.relays.first(request):
+            try:
+                return self._capture(fn, args, kwargs, relay=request, **options)
+            except WritesArguments:
+                self.relays.give_up()
+        recording = self._capture(fn, args, kwargs, relay=NO_RELAY, **options)
+        if not self.relays.retry(request, copy_reasons(recording.bindings, args, request)):
+            return recording
+        try:  # the same capture again with relays, so that calls can bind what it copied
+            again = self._capture(fn, args, kwargs, relay=request, **options)
+        except WritesArguments:
+            self.relays.give_up()
+            return recording
+        recording.release()
+        return again
+
+    def _capture(
+        self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
+        num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool, pdl: str, bind: bool,
+        relay: RelayRequest,
     ) -> CupyRecording:
         mode = _CAPTURE_MODES[capture_mode]
+        call = relayed(fn, relay)
         caller = cupy.cuda.get_current_stream()
         stream = self._capture_stream
         with _capture_lock(self.device_id), cupy.cuda.Device(self.device_id):
@@ -191,11 +218,12 @@ class CupyBackend(Backend):
                     sample = None
                     for _ in range(num_warmups):
                         sample = EventSample()  # the last run's: the first may compile kernels, make plans
-                        fn(*args, **kwargs)
+                        call(*args, **kwargs)
                         sample.stop()
+                        check_warmup(call)  # a function that writes into an argument gets no relays
                     extents: list[tuple[int, int]] = []
                     with cupy.cuda.using_allocator(make_extent_recorder(self.pool.malloc, extents)):
-                        steps, outputs = self._record(fn, args, kwargs, stream, mode, gc_freeze, piecewise)
+                        steps, outputs = self._record(call, args, kwargs, stream, mode, gc_freeze, piecewise)
                 # After the guards above had their say (a refusal the function swallowed raises as they
                 # close): PDL's executables are owned by no one until the recording is made below.
                 # The graphs are read once; PDL, zero-copy and the audit all use this reading.
@@ -204,8 +232,10 @@ class CupyBackend(Backend):
                     steps, snapshots.tops, snapshots.bodies, pdl, self.device_id, getattr(fn, "__name__", "graph"),
                     # the RawKernels/RawModules the function reaches: where PDL looks first for a kernel's source
                     lambda: [found.array for found in find_arrays(fn, is_kernel_object, args=args)])
-                bindings = find_node_pointers_safely(steps, snapshots.tops, args, flatten(outputs, self.is_array)[0],
-                                                     extents, held, self.device_id) if bind else None
+                leaves = flatten(outputs, self.is_array)[0]
+                bindings = find_node_pointers_safely(
+                    steps, snapshots.tops, args, leaves, extents, held, self.device_id,
+                    relayed_addresses(args, leaves, relay)) if bind else None
                 if self._last_stream is None or self._last_stream.ptr != caller.ptr:
                     self.family.bump()  # a record expects calls on the last stream: that changed
                 self._last_stream = caller

@@ -25,6 +25,7 @@ from ..guards.foreign import find_arrays, watch_unowned
 from ..guards.host_escapes import legacy_random_refused, numpy_escapes_refused
 from ..guards.host_guard import CaptureArray, guarded, refusing
 from ..guards.host_uploads import intercepted_uploads, replaying
+from ..relay import NO_RELAY, RelayRequest
 from ..routing import Reopen, recorded_routing
 from ..timing import HostSample
 from .binder import HostBinder, host_facts
@@ -89,7 +90,9 @@ class HostRecording(Recording):
         self._snapshots: list[Any] = []
         self.library_state = False
         """Whether the GPU's recording of the same run would hold library state (set by the capture):
-        the GPU then binds nothing (``CopyReason.LIBRARY_STATE``), and neither does this recording."""
+        the GPU then binds nothing (``CopyReason.LIBRARY_STATE``) but what it relays, nor does this one."""
+        self.relayed = NO_RELAY
+        """The arguments and outputs the GPU would relay (``backends/relay.py``): bound here too."""
 
     def bake(self, snapshots: list[Any], baked: Sequence[Any]) -> None:
         """Host uploads baked in at capture: every replay gets these snapshots again (issue 20)."""
@@ -108,7 +111,7 @@ class HostRecording(Recording):
                counts: Any, name: str, constants: Sequence[tuple[int, Any]] = (), executables: int = 1) -> HostBinder:
         # A scalar output is no array the caller could be handed: never bound.
         leaves_bound = [None if i in self.scalar_outputs else leaf for i, leaf in enumerate(self._leaves)]
-        facts = host_facts(self._args, leaves_bound, self._piecewise, self.library_state)
+        facts = host_facts(self._args, leaves_bound, self._piecewise, self.library_state, self.relayed)
         return HostBinder(self._args, facts, static, labels, leaves, bind_outputs, counts, name, constants)
 
     def launch(self) -> None:
@@ -184,7 +187,7 @@ class HostBackend(Backend):
     def capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
         num_warmups: int, capture_mode: str, gc_freeze: bool, piecewise: bool = False, pdl: str = "auto",
-        bind: bool = True,
+        bind: bool = True, relay: RelayRequest = NO_RELAY,
     ) -> HostRecording:
         # ``pdl`` and ``bind`` are accepted and unused: a host recording re-executes the function and
         # has no graph edges to make programmatic (the edge decision itself is tested on
@@ -194,6 +197,9 @@ class HostBackend(Backend):
             sample = warmed = None
             # Legacy np.random: routed where the GPU routes it, else refused before it draws (the GPU could
             # not give a warm-up's draws back).
+            request = relay if bind and not piecewise and num_warmups > 0 and self.relays.decided is not False \
+                else NO_RELAY
+            before = [args[p].copy() for p in request.positions if _is_numpy(args[p])]
             with legacy_random_refused(fn):
                 for _ in range(num_warmups):
                     sample = HostSample()  # the last run's: the first may pay for one-time setup
@@ -218,8 +224,21 @@ class HostBackend(Backend):
         # The GPU's recording holds library state (handles, generators, plans, baked uploads' snapshots):
         # it binds nothing then (zerocopy/node_pointers.py, LIBRARY_STATE), and neither does this one.
         recording.library_state = run.library_state or bool(uploads.ledger.baked)
+        # Relays where the GPU puts them (``backends/relay.py``): its copies there are what a library saw,
+        # so the arguments and outputs bind; never for a function whose warm-ups wrote into an argument.
+        if request and any(_bytes(b).tobytes() != _bytes(args[p]).tobytes()
+                           for b, p in zip(before, (p for p in request.positions if _is_numpy(args[p])))):
+            self.relays.give_up()
+        elif self.relays.first(request) or self.relays.retry(
+                request, ["library_state"] if recording.library_state else []):
+            recording.relayed = request
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
         # One warning per array and family (set here: subclasses need not call an __init__).
         warned = self.__dict__.setdefault("_foreign_warned", set())
         recording.watches = watch_unowned(fn, args, kwargs, _is_numpy, np.may_share_memory, warned, reached)
         return recording
+
+
+def _bytes(array: np.ndarray) -> np.ndarray:
+    """Every byte of ``array`` (0-d too), in order: a NaN that stayed a NaN is no change."""
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)

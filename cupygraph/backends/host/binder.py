@@ -18,6 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ...logs import logger
+from ..relay import NO_RELAY, RelayRequest, relayable
 from ..zerocopy.binding import (
     BufferFacts,
     CopyReason,
@@ -33,15 +34,18 @@ def _address(array: np.ndarray) -> int:
     return int(array.__array_interface__["data"][0])
 
 
-def host_facts(args: Sequence[Any], leaves: Sequence[Any], piecewise: bool, library_state: bool = False
-               ) -> tuple[dict[int, BufferFacts], list[Optional[BufferFacts]]]:
+def host_facts(args: Sequence[Any], leaves: Sequence[Any], piecewise: bool, library_state: bool = False,
+               relayed: RelayRequest = NO_RELAY) -> tuple[dict[int, BufferFacts], list[Optional[BufferFacts]]]:
     """Facts per argument array (by ``id``) and per output leaf, as the GPU's analysis would find them
-    (``library_state``: the GPU's recording holds some, and binds nothing)."""
+    (``library_state``: the GPU's recording holds some, and binds nothing but what it relays, ``relayed``)."""
     arrays = [a for a in args if isinstance(a, np.ndarray)]
     outs = [leaf if isinstance(leaf, np.ndarray) else None for leaf in leaves]
     if library_state:
-        return ({id(a): BufferFacts(CopyReason.LIBRARY_STATE) for a in arrays},
-                [None if leaf is None else BufferFacts(CopyReason.LIBRARY_STATE) for leaf in outs])
+        library = BufferFacts(CopyReason.LIBRARY_STATE)
+        relayed_ids = {id(args[p]) for p in relayed.positions if relayable(getattr(args[p], "nbytes", 0))}
+        return ({id(a): BufferFacts(None) if id(a) in relayed_ids else library for a in arrays},
+                [None if leaf is None else BufferFacts(None) if relayed.outputs and relayable(leaf.nbytes) else library
+                 for leaf in outs])
     inputs: dict[int, BufferFacts] = {}
     for array in arrays:
         if piecewise:

@@ -171,8 +171,11 @@ def _facts(region: _Region, scan: _Scan, starts: set[int]) -> BufferFacts:
 class CupyBindings:
     """What ``find_node_pointers`` found for one recording: facts per static buffer (by address) and per output."""
 
-    def __init__(self, inputs: dict[int, BufferFacts], outputs: list[Optional[BufferFacts]], device_id: int):
+    def __init__(self, inputs: dict[int, BufferFacts], outputs: list[Optional[BufferFacts]], device_id: int,
+                 output_bytes: Sequence[int] = ()):
         self.inputs, self.outputs, self.device_id = inputs, outputs, device_id
+        self.output_bytes = list(output_bytes) or [0] * len(outputs)
+        """Each output leaf's bytes (0 for a leaf that is no array)."""
 
 
 def _eager_arrays(steps: Sequence[Any]) -> Optional[list[_Region]]:
@@ -195,21 +198,24 @@ def _overlaps(region: _Region, others: Sequence[_Region]) -> bool:
 
 def find_node_pointers(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot], args: Sequence[Any],
                        leaves: Sequence[Any], extents: Sequence[tuple[int, int]], held: Sequence[Any],
-                       device_id: int) -> Optional[CupyBindings]:
+                       device_id: int, relayed: frozenset[int] = frozenset()) -> Optional[CupyBindings]:
     """The rebinding facts of a finished capture (its steps final, before they are uploaded).
 
     ``snapshots``: the capture's snapshot of each graph step, by graph handle.
     ``args``: the arrays the function was called with (static buffers and constants); ``leaves``:
     its output leaves, before they are detached from their pool blocks; ``extents``: (address,
     bytes) of every allocation made while recording. In PIECEWISE every piece is read; a buffer an
-    eager step between them touches is copied.
+    eager step between them touches is copied. ``relayed``: addresses of static buffers and outputs only
+    the relay copy kernels touch (``backends/relay.py``): the library state a graph holds never saw
+    them, so their words decide alone.
     """
     # Static buffers (in the family's pool) and constants (read by address, in the caller's memory).
     arrays = [a for a in args if isinstance(a, cupy.ndarray) and a.nbytes]
     outs: list[Optional[Any]] = [leaf if isinstance(leaf, cupy.ndarray) else None for leaf in leaves]
     scan = _Scan()
     eager = _eager_arrays(steps)
-    if held:
+    library = BufferFacts(CopyReason.LIBRARY_STATE) if held else None
+    if library is not None and not relayed:
         scan.problem = CopyReason.LIBRARY_STATE
     elif eager is None:
         scan.problem = CopyReason.UNSUPPORTED_NODE
@@ -231,6 +237,8 @@ def find_node_pointers(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot]
             inputs[buffer.lo] = BufferFacts(CopyReason.OUTPUT_ALIAS)
         elif _overlaps(buffer, eager):
             inputs[buffer.lo] = BufferFacts(CopyReason.PIECEWISE)
+        elif library is not None and buffer.lo not in relayed:
+            inputs[buffer.lo] = library
         else:
             inputs[buffer.lo] = _facts(buffer, scan, starts)
     outputs: list[Optional[BufferFacts]] = []
@@ -249,19 +257,21 @@ def find_node_pointers(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot]
         elif any(p < region.ahi and region.alo < p + n and not (region.lo <= p and p + n <= region.hi)
                  for p, n in extents):
             outputs.append(BufferFacts(CopyReason.STRADDLES))
+        elif library is not None and region.lo not in relayed:
+            outputs.append(library)
         else:
             outputs.append(_facts(region, scan, starts))
-    return CupyBindings(inputs, outputs, device_id)
+    return CupyBindings(inputs, outputs, device_id, [0 if leaf is None else int(leaf.nbytes) for leaf in outs])
 
 
 def find_node_pointers_safely(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot], args: Sequence[Any],
                               leaves: Sequence[Any], extents: Sequence[tuple[int, int]], held: Sequence[Any],
-                              device_id: int) -> Optional[CupyBindings]:
+                              device_id: int, relayed: frozenset[int] = frozenset()) -> Optional[CupyBindings]:
     """``find_node_pointers``, or None (every argument copied) when it fails: it must never cost the capture."""
     if not steps:
         return None
     try:
-        return find_node_pointers(steps, snapshots, args, leaves, extents, held, device_id)
+        return find_node_pointers(steps, snapshots, args, leaves, extents, held, device_id, relayed)
     except Exception as err:
         logger.debug("cupygraph: no zero-copy binding for this graph: %s: %s", type(err).__name__, err)
         return None
