@@ -162,6 +162,13 @@ class Signature:
         """This signature with the constant arguments left out (what stays when weights move)."""
         return dataclasses.replace(self, args=tuple(p for p in self.args if not isinstance(p, ConstArg)))
 
+    def describe(self) -> str:
+        """Every part in words, in order (``"batched array float32[n, 64]; static int 3"``)."""
+        parts = [part.describe() for part in self.args]
+        parts += [self.kwargs.describe()] if self.kwargs is not None else []
+        parts += [self.namespace.describe()] if self.namespace is not None else []
+        return "; ".join(parts) or "no arguments"
+
 
 NO_SIGNATURE = Signature()
 

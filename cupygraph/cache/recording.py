@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import textwrap
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,6 +34,7 @@ from .checks.writes import changed
 from .entry import CUDAGraphEntry
 from .key import GraphKey
 from .padding import InputArena, pad_rows
+from .stats import GraphCost
 
 
 @dataclasses.dataclass(slots=True)  # not frozen: a front door makes one per miss, and frozen costs 4x
@@ -79,6 +81,7 @@ def record(
     """
     backend.order_after_last_use()
     warmups = config.num_warmups if request.warmups is None else request.warmups
+    pool_before, made_before = backend.pool_bytes(), arena.made_bytes
     staging = _Staging(backend, arena, key.descriptor.num_tokens, config.pad_value, config.pad_mode)
     try:
         with _memory_refusal_fails_capture(key.descriptor):
@@ -125,6 +128,12 @@ def record(
             check_first_replay=warmups == 0,
         )
         staging.recording = None  # the entry owns it now
+        recording = entry.recording
+        entry.cost = GraphCost(
+            key.mode.name, key.descriptor.num_tokens, key.descriptor.seq_len,
+            textwrap.shorten(key.signature.describe(), 200, placeholder=" ..."),
+            backend.pool_bytes() - pool_before if backend.has_pool else arena.made_bytes - made_before,
+            recording.executable_bytes, recording.executable_source, seconds)
         return entry
     except CaptureError as err:
         # Nobody reads the frames of a capture that fell back: let go of the static buffers and
