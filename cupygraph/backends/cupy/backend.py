@@ -29,9 +29,9 @@ from ..pdl.discovery import is_kernel_object
 from ..pdl.rewrite import apply_pdl
 from ..zerocopy.binder import CupyBinder
 from ..zerocopy.node_pointers import find_node_pointers_safely, make_extent_recorder
+from .executable_memory import ExecutableMemory
 from .failures import describe_capture_failure
 from .fft import isolated_plan_cache
-from .executable_memory import ExecutableMemory
 from .fingerprint import fingerprint as device_fingerprint
 from .pieces import MEMCPY_D2D, PiecewiseRecorder
 from .pool import DeviceBlocks, fill_free_blocks
