@@ -133,7 +133,8 @@ def record(
             key.mode.name, key.descriptor.num_tokens, key.descriptor.seq_len,
             textwrap.shorten(key.signature.describe(), 200, placeholder=" ..."),
             backend.pool_bytes() - pool_before if backend.has_pool else arena.made_bytes - made_before,
-            recording.executable_bytes, recording.executable_source, seconds)
+            getattr(recording, "executable_bytes", None), getattr(recording, "executable_source", "not measured"),
+            seconds)
         return entry
     except CaptureError as err:
         # Nobody reads the frames of a capture that fell back: let go of the static buffers and
