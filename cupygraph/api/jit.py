@@ -312,10 +312,10 @@ class GraphedFunction(FastFunction):
         The arrays in ``example_args`` (or, when none are given, the last call's) give the
         signature; their batched arguments are resized to each size in ``sizes`` (default: every
         capture size), filled with ``pad_value`` (under ``pad_mode="edge"``: the examples' rows, the last
-        one repeated). A size below 1 or above the largest capture size is an error naming it. Order:
-        by the calls of this function's traffic (``stats().batch_sizes``) each size's graph serves, the
-        larger first among equals (largest first before any traffic). ``budget_s``: no capture starts once
-        that many seconds have passed (0: none); the sizes left are captured on their first call.
+        one repeated). A size below 1 or above the largest capture size is an error naming it. Largest
+        first (the smaller graphs reuse its pool blocks); under ``budget_s`` the most used first (by the
+        calls of ``stats().batch_sizes`` each size's graph serves), and no capture starts once that many
+        seconds have passed (0: none): the sizes left are captured on their first call.
         """
         return self.capture_ahead(_UNBOUND, example_args, sizes, progress, budget_s)
 
@@ -332,7 +332,8 @@ class GraphedFunction(FastFunction):
             template_args = (instance, *template_args[1:])
         chosen = most_used_first(self.config.cudagraph_capture_sizes if sizes is None
                                  else self._rules.warmup_sizes(sizes, self.config.largest_capture_size),
-                                 self.stats().batch_sizes, self.config.get_padded_batch_size)
+                                 None if budget is None else self.stats().batch_sizes,
+                                 self.config.get_padded_batch_size)
         check_pad_value(template_args, self.batch_argnums, self.config.pad_value, self.__name__)
         calls = calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp, self.config.pad_value,
                                self.config.pad_mode)

@@ -1,5 +1,8 @@
-"""What ``GraphedFunction.warmup`` captures: the example call, the sizes in their order (the most used
-first), a call per size, and when to stop (``budget_s``).
+"""What ``GraphedFunction.warmup`` captures: the example call, the sizes in their order, a call per size,
+and when to stop (``budget_s``).
+
+Without a budget every size is captured, largest first: the smaller graphs then reuse its pool blocks.
+Under a budget the most used sizes go first (by the function's traffic; largest first among equals).
 
 A warm-up under a time budget starts a capture only while less than ``budget_s`` seconds have passed
 since it began (on ``clock``, monotonic), so it may end past the budget by one capture; ``budget_s=0``
@@ -87,13 +90,14 @@ def checked_budget(name: str, budget_s: Any) -> Optional[float]:
     return seconds
 
 
-def most_used_first(sizes: Iterable[int], traffic: SizeHistogram,
+def most_used_first(sizes: Iterable[int], traffic: Optional[SizeHistogram],
                     padded: Callable[[int], Optional[int]]) -> list[int]:
     """``sizes`` (a warm-up's batch sizes), the most used first: by the calls of ``traffic`` that the graph
     each one captures would serve (real sizes that pad to the same capture size), the larger first among
-    equals. Without traffic that is largest first, which lets the smaller graphs reuse its pool blocks."""
+    equals. Without traffic (or None) that is largest first, which lets the smaller graphs reuse its pool
+    blocks."""
     served: Counter[int] = Counter()
-    for rows, calls in traffic.items():
+    for rows, calls in traffic.items() if traffic is not None else ():
         to = padded(rows)
         if to is not None:
             served[to] += calls

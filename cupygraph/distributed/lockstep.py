@@ -177,9 +177,8 @@ class LockstepFunction:
 
     def warmup(self, *example_args: Any, sizes: Optional[Sequence[int]] = None, progress: bool = False,
                budget_s: Optional[float] = None) -> int:
-        """``GraphedFunction.warmup`` on every rank together (the same ``sizes`` everywhere, in the same order:
-        the ranks' traffic is the agreed rows). ``budget_s`` is refused: each rank's clock would stop it at
-        another size, and a capture is collective."""
+        """``GraphedFunction.warmup`` on every rank together (the same ``sizes`` everywhere, largest first).
+        ``budget_s`` is refused: each rank's clock would stop it at another size, and a capture is collective."""
         if budget_s is not None:
             raise DistributedError(f"{self.__name__}.warmup(budget_s={budget_s!r}): a time budget is refused under "
                                    "cupygraph.distributed (each rank's clock would stop at another size, and every "

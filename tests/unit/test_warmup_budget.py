@@ -1,6 +1,7 @@
-"""``warmup(budget_s=)`` on the host backend (issue 32): the most used sizes first (by the function's traffic,
-else largest first), no capture started once the budget is spent, the rest captured on their first call
-and replayed after, the progress bar showing what is left, and the budget checked.
+"""``warmup(budget_s=)`` on the host backend (issue 32): under a budget the most used sizes first (by the
+function's traffic, else largest first; without a budget, largest first), no capture started once the budget
+is spent, the rest captured on their first call and replayed after, the progress bar showing what is left,
+and the budget checked.
 
 The budget is read on ``cupygraph.api.warmup.clock``; these tests replace it with a clock that ticks once
 per reading, so what a budget captures never depends on how fast this machine is.
@@ -65,24 +66,29 @@ def ticking(monkeypatch):
     return now
 
 
-def test_sizes_are_captured_most_used_first():
+def test_under_a_budget_sizes_are_captured_most_used_first():
     fn, runs, captured_order = recorder()
     # 3 rows pad to 4 (5 calls), 10 and 12 to 16 (3 + 1 calls), 20 to 32 (2 calls); nothing pads to 8.
     f = with_traffic(fn, {3: 5, 10: 3, 12: 1, 20: 2})
     runs.clear()
-    assert f.warmup(rand(1), progress=False) == 4
+    assert f.warmup(rand(1), progress=False, budget_s=math.inf) == 4
     assert captured_order() == [4, 16, 32, 8]
 
 
-def test_without_traffic_the_largest_size_goes_first_and_ties_go_larger_first():
+def test_without_a_budget_or_traffic_the_largest_size_goes_first_and_ties_go_larger_first():
     fn, runs, captured_order = recorder()
-    f = cg.jit(fn, config=host())
-    assert f.warmup(rand(1), progress=False) == 4
+    f = with_traffic(fn, {3: 5, 10: 3})
+    runs.clear()
+    assert f.warmup(rand(1), progress=False) == 4  # every size is captured: largest first, for the pool
     assert captured_order() == [32, 16, 8, 4]
     fn, runs, captured_order = recorder()
-    g = with_traffic(fn, {3: 2, 15: 2})  # 4 and 16 serve as many calls: 16 first
+    g = cg.jit(fn, config=host())
+    assert g.warmup(rand(1), progress=False, budget_s=100) == 4  # no traffic yet
+    assert captured_order() == [32, 16, 8, 4]
+    fn, runs, captured_order = recorder()
+    h = with_traffic(fn, {3: 2, 15: 2})  # 4 and 16 serve as many calls: 16 first
     runs.clear()
-    g.warmup(rand(1), sizes=[4, 8, 16], progress=False)
+    h.warmup(rand(1), sizes=[4, 8, 16], progress=False, budget_s=100)
     assert captured_order() == [16, 4, 8]
 
 
