@@ -70,6 +70,7 @@ def test_pool_bytes_are_what_the_family_pool_took_for_the_key():
     assert static == ROWS * COLS * 4 and within_one_percent(cost.pool_bytes, 3 * static)
     assert cost.executable_bytes is not None and "cudaMemGetInfo" in cost.executable_source
     assert cost.capture_s > 0
+    assert f"{cost.pool_bytes:,}" in f.describe() and "cudaMemGetInfo" in f.describe()
     y = x[:5].copy()
     want = two_steps(y)
     got = f(y), f(y)

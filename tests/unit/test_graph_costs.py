@@ -82,6 +82,12 @@ def test_describe_shows_each_graphs_measured_cost():
     assert "executable: none: the host backend makes no executable" in lines[-1]
 
 
+def test_the_inspect_command_shows_the_measured_costs(capsys):
+    assert main(["inspect", "--backend", "host", "--calls", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "pool taken" in out and "executable: none: the host backend makes no executable" in out
+
+
 def test_costs_outlive_eviction_a_recapture_replaces_them_and_they_stay_bounded(monkeypatch):
     f = cg.jit(affine, config=dict(HOST, max_cached_graphs=1))
     w = rand(5)
