@@ -2,7 +2,7 @@
 device hold, within 1 %; a warm-up under a time budget on the stencil workload (the demo's heat pipeline)
 captures the most used sizes first, and the sizes it left replay after their first call.
 
-Memory is compared on buffers of hundreds of MiB: the driver hands out memory in pages of up to 2 MiB, and
+Memory is compared on buffers of 512 MiB: the driver hands out memory in pages of up to 2 MiB, and
 the family's pool starts each block of 4 KiB or more on a 4 KiB boundary (``DeviceBlocks.ALIGNMENT``), so
 small buffers would be all rounding. Replays are compared with eager bit for bit (the kernels are
 deterministic).
@@ -22,7 +22,7 @@ from cupygraph.cache.memory import base_array
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 
-ROWS, COLS = 64, 1 << 20  # 256 MiB of float32 per (ROWS, COLS) array
+ROWS, COLS = 64, 1 << 21  # 512 MiB of float32 per (ROWS, COLS) array
 
 
 def two_steps(x):
