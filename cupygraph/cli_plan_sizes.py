@@ -30,9 +30,11 @@ def plan_sizes_usage_problem(args: argparse.Namespace) -> Optional[str]:
     return None
 
 
-def _traffic_of(args: argparse.Namespace) -> Any:
-    """The histogram of batch sizes: a JSON file's, or the jitted functions' of a script run."""
+def _traffic_of(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The histogram of batch sizes and what the graphs cost: a JSON file's (a histogram, or statistics
+    with ``batch_sizes`` and ``graph_costs``), or the jitted functions' of a script run."""
     from .cache import SizeHistogram
+    from .diagnostics.memory_model import memory_model
     from .diagnostics.plan_sizes import histogram_of
 
     if args.histogram is not None:
@@ -42,14 +44,17 @@ def _traffic_of(args: argparse.Namespace) -> Any:
         except json.JSONDecodeError as err:
             raise CupyGraphError(f"{args.histogram}:{err.lineno}: not JSON: {err.msg}; the histogram is a JSON "
                                  "mapping of batch size to calls") from None
-        try:  # the API's check of traffic, naming the file
-            return histogram_of(data, where=str(args.histogram))
+        try:  # the API's checks of traffic and costs, naming the file
+            traffic = histogram_of(data, where=str(args.histogram))
+            return traffic, memory_model([data] if isinstance(data, dict) else [], args.bytes_per_graph,
+                                         str(args.histogram))
         except (TypeError, ValueError) as err:
             raise CupyGraphError(str(err)) from None
     total = SizeHistogram()
-    for graphed in run_script(args.script, args.script_args):
+    functions = run_script(args.script, args.script_args)
+    for graphed in functions:
         total = total + graphed.stats().batch_sizes
-    return total
+    return total, memory_model(functions, args.bytes_per_graph, str(args.script))
 
 
 def _cmd_plan_sizes(args: argparse.Namespace) -> int:
@@ -64,10 +69,11 @@ def _cmd_plan_sizes(args: argparse.Namespace) -> int:
         source = args.config if args.config is not None else "the default config"
         raise CupyGraphError(f"{source} captures nothing (mode NONE): there are no sizes to plan; give --config a "
                              "config with a graph mode")
+    traffic, measured = _traffic_of(args)
     try:
-        plan = plan_capture_sizes(_traffic_of(args), current=current, max_graphs=args.max_graphs,
+        plan = plan_capture_sizes(traffic, current=current, max_graphs=args.max_graphs,
                                   memory_limit=args.memory_limit, bytes_per_graph=args.bytes_per_graph,
-                                  largest=args.largest)
+                                  largest=args.largest, measured=measured)
     except (TypeError, ValueError) as err:
         raise CupyGraphError(str(err)) from err
     print(plan.report())
@@ -97,15 +103,18 @@ def add_plan_sizes_command(commands: Any, positive_int: Callable[[str], int]) ->
         "under a limit on graphs or memory; print the expected waste of the current and proposed lists.",
     )
     plan.add_argument("--histogram", metavar="FILE", default=None,
-                      help="JSON: {size: calls} or {\"batch_sizes\": {size: calls}} (stats().batch_sizes.to_dict())")
+                      help="JSON: {size: calls} or {\"batch_sizes\": {size: calls}} (stats().batch_sizes.to_dict()), "
+                      "with \"graph_costs\": stats().to_dict()['graph_costs'] for --memory-limit")
     plan.add_argument("--script", metavar="FILE", default=None,
                       help="run this script and plan from its jitted functions' traffic (its arguments after '--')")
     plan.add_argument("--config", metavar="FILE", default=None, help="the config in use (default: the defaults)")
     plan.add_argument("--max-graphs", type=positive_int, default=None, metavar="N", help="at most N capture sizes")
-    plan.add_argument("--memory-limit", type=_byte_size, default=None, metavar="BYTES",
-                      help="at most this memory for the graphs (needs --bytes-per-graph)")
+    plan.add_argument("--memory-limit", "--memory-budget", dest="memory_limit", type=_byte_size, default=None,
+                      metavar="BYTES", help="at most this memory for the graphs: each size costs what its capture "
+                      "took (measured in the --script run, or the --histogram file's graph_costs), fitted for "
+                      "sizes not captured; else --bytes-per-graph per graph")
     plan.add_argument("--bytes-per-graph", type=_byte_size, default=None, metavar="BYTES",
-                      help="what one graph holds (describe() shows it per graph)")
+                      help="what one graph holds, where nothing was measured (describe() shows it per graph)")
     plan.add_argument("--largest", type=positive_int, default=None, metavar="N",
                       help="largest capture size (default: the config's)")
     plan.add_argument("-o", "--output", metavar="FILE", default=None,

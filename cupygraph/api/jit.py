@@ -41,7 +41,7 @@ from .methods import BoundFunction, plain_function
 from .options import ConfigLike, JitOptions, resolve_config, takes_options_of
 from .recaptures import Recaptures
 from .shortcuts import Shortcut, Shortcuts, publisher
-from .warmup import Template, calls_per_size, capture_each, example_call, remember_call
+from .warmup import Template, calls_per_size, capture_each, checked_budget, example_call, most_used_first, remember_call
 
 _UNBOUND = object()  # ``capture_ahead``'s instance of a function that is not a bound method
 
@@ -305,36 +305,40 @@ class GraphedFunction(FastFunction):
 
     # -- public helpers ----------------------------------------------------------------------------
 
-    def warmup(self, *example_args: Any, sizes: Optional[Sequence[int]] = None, progress: bool = True) -> int:
-        """Capture ahead of time, largest size first; return how many graphs were captured.
+    def warmup(self, *example_args: Any, sizes: Optional[Sequence[int]] = None, progress: bool = True,
+               budget_s: Optional[float] = None) -> int:
+        """Capture ahead of time, the most used sizes first; return how many graphs were captured.
 
         The arrays in ``example_args`` (or, when none are given, the last call's) give the
         signature; their batched arguments are resized to each size in ``sizes`` (default: every
         capture size), filled with ``pad_value`` (under ``pad_mode="edge"``: the examples' rows, the last
-        one repeated). A size below 1 or above the largest capture
-        size is an error naming it.
+        one repeated). A size below 1 or above the largest capture size is an error naming it. Largest
+        first (the smaller graphs reuse its pool blocks); under ``budget_s`` the most used first (by the
+        calls of ``stats().batch_sizes`` each size's graph serves), and no capture starts once that many
+        seconds have passed (0: none): the sizes left are captured on their first call.
         """
-        return self.capture_ahead(_UNBOUND, example_args, sizes, progress)
+        return self.capture_ahead(_UNBOUND, example_args, sizes, progress, budget_s)
 
     def capture_ahead(self, instance: Any, example_args: tuple[Any, ...], sizes: Optional[Sequence[int]],
-                      progress: bool) -> int:
+                      progress: bool, budget_s: Optional[float] = None) -> int:
         """``warmup``; for a method's ``instance`` (``_UNBOUND``: none), argument 0 of every call."""
+        budget = checked_budget(self.__name__, budget_s)
         if instance is not _UNBOUND:
             example_args = (instance, *example_args) if example_args else ()
         if (elsewhere := self._devices.elsewhere(example_args)) is not None:
-            return elsewhere.warmup(*example_args, sizes=sizes, progress=progress)
+            return elsewhere.warmup(*example_args, sizes=sizes, progress=progress, budget_s=budget)
         template_args, template_kwargs = example_call(self.__name__, example_args, self._template, self.batch_argnums)
         if instance is not _UNBOUND and not example_args:  # the last call's arguments, this instance's
             template_args = (instance, *template_args[1:])
-        largest = self.config.largest_capture_size
-        chosen = (sorted(self.config.cudagraph_capture_sizes, reverse=True) if sizes is None
-                  else self._rules.warmup_sizes(sizes, largest))
+        chosen = most_used_first(self.config.cudagraph_capture_sizes if sizes is None
+                                 else self._rules.warmup_sizes(sizes, self.config.largest_capture_size),
+                                 None if budget is None else self.stats().batch_sizes,
+                                 self.config.get_padded_batch_size)
         check_pad_value(template_args, self.batch_argnums, self.config.pad_value, self.__name__)
         calls = calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp, self.config.pad_value,
                                self.config.pad_mode)
-        return capture_each(self.__name__, calls, len(chosen),
-                            lambda args: self._resolve(args, template_kwargs, force=True),
-                            raises=self.registry.raises, progress=progress)
+        return capture_each(self.__name__, calls, chosen, lambda args: self._resolve(args, template_kwargs, force=True),
+                            raises=self.registry.raises, progress=progress, budget_s=budget)
 
     def call_with_descriptor(self, descriptor: BatchDescriptor, *args: Any, **kwargs: Any) -> Any:
         """Call with an explicit batch descriptor (request count, uniform decode, sequence length);

@@ -45,11 +45,12 @@ class BoundFunction(functools.partial):  # type: ignore[type-arg]
     def __func__(self) -> Any:
         return self.func
 
-    def warmup(self, *example_args: Any, sizes: Optional[Sequence[int]] = None, progress: bool = True) -> int:
+    def warmup(self, *example_args: Any, sizes: Optional[Sequence[int]] = None, progress: bool = True,
+               budget_s: Optional[float] = None) -> int:
         """The function's ``warmup`` for this instance: the examples without ``self`` (default: the last
         call's arguments, with this instance)."""
         function: Any = self.func
-        return int(function.capture_ahead(self.args[0], example_args, sizes, progress))
+        return int(function.capture_ahead(self.args[0], example_args, sizes, progress, budget_s))
 
     def call_with_descriptor(self, descriptor: Any, *args: Any, **kwargs: Any) -> Any:
         function: Any = self.func

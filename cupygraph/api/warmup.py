@@ -1,16 +1,34 @@
-"""What ``GraphedFunction.warmup`` captures: the example call, the sizes, and a call per size."""
+"""What ``GraphedFunction.warmup`` captures: the example call, the sizes in their order, a call per size,
+and when to stop (``budget_s``).
+
+Without a budget every size is captured, largest first: the smaller graphs then reuse its pool blocks.
+Under a budget the most used sizes go first (by the function's traffic; largest first among equals).
+
+A warm-up under a time budget starts a capture only while less than ``budget_s`` seconds have passed
+since it began (on ``clock``, monotonic), so it may end past the budget by one capture; ``budget_s=0``
+captures nothing. The sizes it did not reach are left alone: nothing marks them, and each is captured
+by its first call, as without ``warmup``.
+"""
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import sys
+import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Optional, Union
 
-from ..cache import RAISED, Eager
+from ..cache import RAISED, Eager, SizeHistogram
+from ..config.modes import short_repr
 from ..errors import CaptureError, InputMismatchError
 from ..logs import logger
 from .arguments import ArraySpec
+
+clock: Callable[[], float] = time.perf_counter
+"""The monotonic clock a warm-up's budget is read on (a test may replace it, and must restore it)."""
 
 Template = tuple[tuple[Any, ...], dict[str, Any]]
 """A call's arguments for a later warm-up: copied arrays as ``ArraySpec``, the rest as they were."""
@@ -59,6 +77,33 @@ def calls_per_size(template_args: tuple[Any, ...], batch_argnums: Sequence[int],
         yield size, tuple(args)
 
 
+def checked_budget(name: str, budget_s: Any) -> Optional[float]:
+    """``budget_s`` in seconds (None: no budget); an error naming it when it is no number of seconds."""
+    if budget_s is None:
+        return None
+    if isinstance(budget_s, bool) or not isinstance(budget_s, numbers.Real):
+        raise TypeError(f"{name}.warmup(): budget_s must be a number of seconds, 0 or more (None: no budget); "
+                        f"got {type(budget_s).__name__} {short_repr(budget_s)}")
+    seconds = float(budget_s)
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"{name}.warmup(): budget_s must be 0 or more seconds (None: no budget), got {budget_s!r}")
+    return seconds
+
+
+def most_used_first(sizes: Iterable[int], traffic: Optional[SizeHistogram],
+                    padded: Callable[[int], Optional[int]]) -> list[int]:
+    """``sizes`` (a warm-up's batch sizes), the most used first: by the calls of ``traffic`` that the graph
+    each one captures would serve (real sizes that pad to the same capture size), the larger first among
+    equals. Without traffic (or None) that is largest first, which lets the smaller graphs reuse its pool
+    blocks."""
+    served: Counter[int] = Counter()
+    for rows, calls in traffic.items() if traffic is not None else ():
+        to = padded(rows)
+        if to is not None:
+            served[to] += calls
+    return sorted(sizes, key=lambda size: (-served[padded(size) or size], -size))
+
+
 def progress_bar(total: int, desc: str, enabled: bool) -> Any:
     """A tqdm bar on a terminal, otherwise nothing (logs and CI stay clean)."""
     if not enabled or total <= 1 or not sys.stderr.isatty() or os.environ.get("CUPYGRAPH_PROGRESS") == "0":
@@ -68,17 +113,32 @@ def progress_bar(total: int, desc: str, enabled: bool) -> Any:
     return tqdm(total=total, desc=desc, unit="graph", leave=False)
 
 
-def capture_each(name: str, calls: Iterable[tuple[int, tuple[Any, ...]]], count: int,
-                 resolve: Callable[[tuple[Any, ...]], tuple[Any, bool]], *, raises: bool, progress: bool) -> int:
-    """Capture each of ``count`` ``calls`` (size, arguments) through ``resolve`` (which says what serves
-    it and whether it captured now); return how many it captured. A key that runs eagerly is logged,
-    or, where the function raised under ``on_capture_error="raise"``, an error naming the size."""
-    bar = progress_bar(count, f"capturing {name}", progress)
+def capture_each(name: str, calls: Iterable[tuple[int, tuple[Any, ...]]], sizes: Sequence[int],
+                 resolve: Callable[[tuple[Any, ...]], tuple[Any, bool]], *, raises: bool, progress: bool,
+                 budget_s: Optional[float] = None) -> int:
+    """Capture ``calls`` ((size, arguments), one per size of ``sizes``, in order) through ``resolve`` (which
+    says what serves it and whether it captured now), none started once ``budget_s`` is spent; return how
+    many it captured. A key that runs eagerly is logged, or, where the function raised under
+    ``on_capture_error="raise"``, an error naming the size. The progress bar shows what is left."""
+    start = clock()
+    bar = progress_bar(len(sizes), f"capturing {name}", progress)
+    pending = list(sizes)
     captures = 0
+    calls = iter(calls)  # arguments made only for the sizes captured now
     try:
-        for size, args in calls:
+        while pending:
+            if budget_s is not None and clock() - start >= budget_s:
+                logger.info("warmup of %s(): budget_s=%g spent after %d of %d sizes; %s captured on first call",
+                            name, budget_s, len(sizes) - len(pending), len(sizes), _listed(pending))
+                if bar is not None:
+                    bar.set_postfix_str(f"budget spent: {_listed(pending)} deferred to first call")
+                break
+            if bar is not None:
+                bar.set_postfix_str(f"{captures} captured; left: {_listed(pending)}")
+            size, args = next(calls)
             found, captured = resolve(args)
             captures += captured
+            pending.pop(0)
             if isinstance(found, Eager):
                 if found.failure == RAISED and raises:
                     raise CaptureError(f"warmup of {name}() size {size}: {found}")
@@ -89,3 +149,8 @@ def capture_each(name: str, calls: Iterable[tuple[int, tuple[Any, ...]]], count:
         if bar is not None:
             bar.close()
     return captures
+
+
+def _listed(sizes: Sequence[int]) -> str:
+    shown = ", ".join(map(str, sizes[:6]))
+    return f"{len(sizes)} size{'' if len(sizes) == 1 else 's'} ({shown}{', ...' if len(sizes) > 6 else ''})"

@@ -38,6 +38,12 @@ class Recording(abc.ABC):
     nbytes: int
     """Device (or host) bytes this recording keeps alive, static inputs excluded."""
 
+    executable_bytes: Optional[int] = None
+    """Device memory the driver took to make and upload this recording's executables, or None where it
+    was not measured; ``executable_source`` says how it was measured, or why not (``cache.stats.GraphCost``)."""
+
+    executable_source: str = "not measured by this backend"
+
     warmup_sample: Optional[Sample] = None
     """The time of the last eager warm-up run before capture (the function's eager time), if any ran."""
 
@@ -105,6 +111,10 @@ class Backend(abc.ABC):
 
     per_device: bool = False
     """Whether arrays can live on several devices, each needing its own family (``on_device``)."""
+
+    has_pool = False
+    """Whether the family's static buffers and captures take their memory from a pool of its own, which
+    ``pool_bytes`` counts (the GPU's); else a key's memory is the static buffers made for it."""
 
     @abc.abstractmethod
     def is_array(self, value: Any) -> bool:

@@ -9,7 +9,7 @@ What a front door uses:
 * ``CaptureRequest``: what to record (``recording.py``); ``CUDAGraphEntry``: one graph and its
   static buffers, whose ``run`` is the replay hot path (``entry.py``, ``strategies.py``);
 * typed keys (``key.py``); why a call runs eagerly and the one way to do it (``Eager``,
-  ``run_eagerly``: ``failures.py``); ``CUDAGraphStats`` (``stats.py``, ``histogram.py``);
+  ``run_eagerly``: ``failures.py``); ``CUDAGraphStats`` and each key's ``GraphCost`` (``stats.py``, ``histogram.py``);
 * debug checks (``checks/``: writes into arguments, stale view outputs); launch hooks and
   measured times (``instruments/``).
 
@@ -38,7 +38,7 @@ from .key import (
 from .padding import check_pad_value
 from .recording import CaptureRequest
 from .registry import CUDAGraphRegistry, RegisteredGraph, check_output_shapes, seed_inputs
-from .stats import CUDAGraphStats
+from .stats import CUDAGraphStats, GraphCost
 from .store import CaptureWatch, GraphStore
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "ConstArg",
     "Eager",
     "FirstCall",
+    "GraphCost",
     "GraphKey",
     "GraphStore",
     "Kwargs",

@@ -25,6 +25,7 @@ from .checks.writes import run_checking_writes
 from .instruments.timing import KeyTiming
 from .key import GraphKey
 from .padding import InputArena, pad_rows
+from .stats import GraphCost
 from .strategies import WriteBack, run_and_write_back, run_bound, run_bound_plain, run_copied
 
 use_tick = tick
@@ -90,6 +91,7 @@ class CUDAGraphEntry:
         self.output_mode = output_mode
         self.capture_time = capture_time
         self.captured_at = time.time()
+        self.cost: Optional[GraphCost] = None  # memory and time of the capture, set by ``recording.record``
         self.alive = True
         """False once released (evicted or cleared); a cached lookup must check it under the lock."""
         self.counts = ReplayCounts()

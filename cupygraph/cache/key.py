@@ -162,6 +162,17 @@ class Signature:
         """This signature with the constant arguments left out (what stays when weights move)."""
         return dataclasses.replace(self, args=tuple(p for p in self.args if not isinstance(p, ConstArg)))
 
+    def describe(self) -> str:
+        """Every part in words, in order (``"batched array float32[n, 64]; static int 3"``)."""
+        parts = [*self.args, *(part for part in (self.kwargs, self.namespace) if part is not None)]
+        return "; ".join(_in_words(part) for part in parts) or "no arguments"
+
+
+def _in_words(part: Any) -> str:
+    """A part's own words; a namespace a caller gave as a plain value (any hashable names a function) as itself."""
+    describe = getattr(part, "describe", None)
+    return str(describe()) if callable(describe) else f"namespace {part!r}"
+
 
 NO_SIGNATURE = Signature()
 

@@ -30,11 +30,14 @@ class InputArena:
     ``pad_mode="edge"``, on every padded call: the padding copies data).
     """
 
-    __slots__ = ("buffers", "state")
+    __slots__ = ("buffers", "made_bytes", "state")
 
     def __init__(self) -> None:
         self.buffers: dict[int, Any] = {}
         self.state: Any = None
+        self.made_bytes = 0
+        """Bytes of every buffer this arena made (a key's static memory on the host: its growth across
+        the key's recording)."""
 
     def view(self, backend: Backend, position: int, shape: tuple[int, ...], dtype: Any) -> Any:
         """A buffer of ``shape`` for argument ``position``: a view of the shared one when it fits."""
@@ -42,6 +45,7 @@ class InputArena:
         if base is None or base.shape[:1] < shape[:1] or base.shape[1:] != shape[1:] or base.dtype != dtype:
             base = backend.empty(shape, dtype)
             self.buffers[position] = base
+            self.made_bytes += int(base.nbytes)
         return base[: shape[0]] if base.ndim else base
 
 

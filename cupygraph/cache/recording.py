@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import textwrap
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,6 +35,7 @@ from .checks.writes import changed
 from .entry import CUDAGraphEntry
 from .key import GraphKey
 from .padding import InputArena, pad_rows
+from .stats import GraphCost
 
 
 @dataclasses.dataclass(slots=True)  # not frozen: a front door makes one per miss, and frozen costs 4x
@@ -80,6 +82,7 @@ def record(
     """
     backend.order_after_last_use()
     warmups = config.num_warmups if request.warmups is None else request.warmups
+    pool_before, made_before = backend.pool_bytes(), arena.made_bytes
     staging = _Staging(backend, arena, key.descriptor.num_tokens, config.pad_value, config.pad_mode)
     try:
         with _memory_refusal_fails_capture(key.descriptor):
@@ -129,6 +132,13 @@ def record(
             check_first_replay=warmups == 0,
         )
         staging.recording = None  # the entry owns it now
+        recording = entry.recording
+        entry.cost = GraphCost(
+            key.mode.name, key.descriptor.num_tokens, key.descriptor.seq_len,
+            textwrap.shorten(key.signature.describe(), 200, placeholder=" ..."),
+            backend.pool_bytes() - pool_before if backend.has_pool else arena.made_bytes - made_before,
+            getattr(recording, "executable_bytes", None), getattr(recording, "executable_source", "not measured"),
+            seconds)
         return entry
     except CaptureError as err:
         # Nobody reads the frames of a capture that fell back: let go of the static buffers and

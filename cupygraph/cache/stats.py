@@ -1,15 +1,70 @@
-"""Counters for graph use: what was captured, replayed, evicted and why calls ran eagerly."""
+"""Counters for graph use: what was captured, replayed, evicted and why calls ran eagerly, and what each
+key's capture cost (``GraphCost``: its memory and time, measured at capture)."""
 
 from __future__ import annotations
 
 import dataclasses
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 
 from ..reasons import EvictionReason, FallbackReason, RecaptureReason
 from .histogram import SizeHistogram
+
+MAX_GRAPH_COSTS = 1024
+"""Keys whose capture cost the statistics keep (the latest captured): bounded however varied the keys."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphCost:
+    """What one key's capture cost, measured when it was captured (``cache/recording.py``).
+
+    ``pool_bytes``: memory the family took for this key. On a backend with a pool of its own (the GPU's:
+    ``Backend.has_pool``), what the pool asked the device for while the key's static buffers were made and
+    its warm-ups and capture ran (``Backend.pool_bytes()`` after less before: each ``cudaMalloc`` of the
+    family's ``DeviceBlocks``, alignment included). A family's graphs share the pool's blocks (a smaller
+    graph captured after a larger one reuses its scratch and its static buffers' views), so this is what
+    the key added, not what its graph alone would need; over a family's keys it sums to what the pool
+    holds. On the host backend: the bytes of the static buffers made for the key (its outputs are plain
+    NumPy arrays, in no pool).
+
+    ``executable_bytes``: device memory the driver took to make and upload the key's executables, or None
+    where nothing was measured; ``executable_source`` says how it was measured, or why not. No CUDA API
+    reports an executable's memory (there is no ``cuGraphExecGetMemory``; ``cuDeviceGetGraphMemAttribute``
+    counts only the allocation nodes' memory, which cupygraph's captures do not make): the GPU backend
+    reads the device's free memory (``cudaMemGetInfo``) around the instantiations and the upload, less what
+    the pool took meanwhile.
+
+    ``capture_s``: the capture's time (warm-ups, stream capture, instantiation, PDL and upload), on a
+    monotonic clock (``time.perf_counter``).
+    """
+
+    mode: str
+    size: int
+    """The key's padded batch size (rows of its static buffers)."""
+    seq_len: Optional[int]
+    signature: str
+    """The key's arguments in words (``Signature.describe``), shortened."""
+    pool_bytes: int
+    executable_bytes: Optional[int]
+    executable_source: str
+    capture_s: float
+
+    @property
+    def total_bytes(self) -> int:
+        """``pool_bytes`` plus ``executable_bytes`` where measured: what ``plan-sizes`` counts per key."""
+        return self.pool_bytes + (self.executable_bytes or 0)
+
+    @property
+    def label(self) -> tuple[str, int, Optional[int], str]:
+        """What tells two keys' costs apart."""
+        return self.mode, self.size, self.seq_len, self.signature
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "size": self.size, "seq_len": self.seq_len, "signature": self.signature,
+                "pool_bytes": self.pool_bytes, "executable_bytes": self.executable_bytes,
+                "executable_source": self.executable_source, "capture_s": round(self.capture_s, 6)}
 
 
 @dataclasses.dataclass
@@ -25,6 +80,9 @@ class CUDAGraphStats:
     statistics stay bounded however varied the traffic. ``batch_sizes`` counts calls per real
     batch size (bounded too: ``SizeHistogram``; not in ``to_dict``, which stays small: read it with
     ``batch_sizes.to_dict()``).
+
+    ``graph_costs`` keeps what each key's last capture cost (``GraphCost``: memory and time), also after
+    its graph was evicted (``plan-sizes`` plans from it), for the latest ``MAX_GRAPH_COSTS`` keys.
 
     ``GraphStore.stats()`` gives a new object each time: what the front doors recorded, plus what the
     entries held count themselves (their fast paths' hits and zero-copy binds, ``add_entry``);
@@ -68,6 +126,8 @@ class CUDAGraphStats:
     routed_calls: Counter[str] = dataclasses.field(default_factory=Counter)
     """Library calls routed to cupygraph's capture-safe implementations (issue 29): call -> graphs
     captured with it (bounded by the kinds of call, not by traffic)."""
+    graph_costs: dict[tuple[str, int, Optional[int], str], GraphCost] = dataclasses.field(default_factory=dict)
+    """Per key (``GraphCost.label``), what its last capture cost: pool and executable bytes, capture time."""
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
     _reset_source: Optional[Callable[[], None]] = dataclasses.field(default=None, repr=False, compare=False)
 
@@ -135,12 +195,24 @@ class CUDAGraphStats:
         with self._lock:
             self.misses += 1
 
-    def record_capture(self, mode: str, seconds: float) -> None:
-        """A graph was captured (by a call, a warm-up or the registry API); not a call by itself."""
+    def record_capture(self, mode: str, seconds: float, cost: Optional[GraphCost] = None) -> None:
+        """A graph was captured (by a call, a warm-up or the registry API); not a call by itself. ``cost``:
+        what its capture cost, kept per key (a re-capture's replaces the last)."""
         with self._lock:
             self.captures += 1
             self.capture_time_s += seconds
             self.captures_by_mode[mode] += 1
+            if cost is not None:
+                costs = self.graph_costs
+                costs.pop(cost.label, None)  # the latest capture last: the oldest key goes first
+                costs[cost.label] = cost
+                while len(costs) > MAX_GRAPH_COSTS:
+                    del costs[next(iter(costs))]
+
+    def costs(self) -> list[GraphCost]:
+        """Each key's last capture cost, by mode, then size."""
+        with self._lock:
+            return _in_order(self.graph_costs.values())
 
     def record_recapture(self, reason: RecaptureReason, detail: Optional[str] = None) -> None:
         """A key was captured again because something it was captured with changed."""
@@ -253,7 +325,12 @@ class CUDAGraphStats:
                 "last_detail_by_reason": dict(self.last_detail_by_reason),
                 "baked_uploads": dict(self.baked_uploads),
                 "routed_calls": dict(self.routed_calls),
+                "graph_costs": [cost.to_dict() for cost in _in_order(self.graph_costs.values())],
             }
+
+
+def _in_order(costs: Iterable[GraphCost]) -> list[GraphCost]:
+    return sorted(costs, key=lambda c: (c.mode, c.size, c.seq_len or 0, c.signature))
 
 
 def _text_of(code: str) -> str:

@@ -268,7 +268,7 @@ class GraphStore(HeldGraphs):
             self._drop_unused_arena(key.signature)
             self._release_if_empty()
             raise
-        self._stats.record_capture(key.mode.name, entry.capture_time)
+        self._stats.record_capture(key.mode.name, entry.capture_time, entry.cost)
         self._stats.record_pdl(entry.recording.pdl)
         for upload in entry.recording.baked_uploads:
             self._stats.record_baked_upload(f"{upload.call} of {upload.dtype}{list(upload.shape)}{upload.where}",

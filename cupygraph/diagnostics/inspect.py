@@ -33,24 +33,30 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def describe(graphed: Inspectable) -> str:
-    """Graphs held per mode and size (bytes, replays), hit rate and fallbacks by reason."""
+    """Graphs held per mode and size (bytes, what the capture took from the pool and for the executable,
+    replays, capture time), hit rate and fallbacks by reason."""
     stats = graphed.stats()
     entries = sorted(graphed.registry.entries(), key=lambda e: (e.key.mode.name, e.key.descriptor.num_tokens))
-    rows = [["mode", "size", "seq_len", "bytes", "replays", "avg replay (host)", "capture"]]
+    rows = [["mode", "size", "seq_len", "bytes", "pool taken", "executable", "replays", "avg replay (host)",
+             "capture"]]
     sampled = graphed.config.replay_timing_every > 0
     if sampled:  # replay_timing_every: the device time of the sampled replays, and the eager warm-up's
-        rows[0][6:6] = ["replay (device)", "eager"]
+        rows[0][8:8] = ["replay (device)", "eager"]
+    sources = set()
     for e in entries:
-        d = e.key.descriptor
+        d, cost = e.key.descriptor, e.cost
+        if cost is not None:
+            sources.add(cost.executable_source)
         rows.append([
-            e.key.mode.name, str(d.num_tokens), "-" if d.seq_len is None else str(d.seq_len),
-            f"{e.nbytes:,}", str(e.replay_count), f"{e.avg_replay_time_ms * 1e3:.1f} us",
-            f"{e.capture_time * 1e3:.2f} ms",
+            e.key.mode.name, str(d.num_tokens), "-" if d.seq_len is None else str(d.seq_len), f"{e.nbytes:,}",
+            "-" if cost is None else f"{cost.pool_bytes:,}",
+            "-" if cost is None or cost.executable_bytes is None else f"{cost.executable_bytes:,}",
+            str(e.replay_count), f"{e.avg_replay_time_ms * 1e3:.1f} us", f"{e.capture_time * 1e3:.2f} ms",
         ])
         if sampled:
             replay = e.timing.replay_s() if e.timing is not None else None
             eager = e.timing.eager_s() if e.timing is not None else None
-            rows[-1][6:6] = ["-" if replay is None else f"{replay * 1e6:.1f} us",
+            rows[-1][8:8] = ["-" if replay is None else f"{replay * 1e6:.1f} us",
                              "-" if eager is None else f"{eager * 1e6:.1f} us"]
     head = (
         f"{graphed.__name__}: backend={graphed.backend.name} mode={graphed.config.mode.name} "
@@ -59,6 +65,9 @@ def describe(graphed: Inspectable) -> str:
         f"captures={stats.captures} evictions={stats.evictions} fallbacks={stats.fallbacks}"
     )
     parts = [head, _table(rows) if entries else "(no graphs held)"]
+    if sources:  # what the two measured columns are (cache.stats.GraphCost)
+        parts.append("pool taken: memory the family took for the key at capture (stats().graph_costs); "
+                     "executable: " + "; ".join(sorted(sources)))
     for title, counts in (("eager fallbacks by reason:", stats.fallbacks_by_reason),
                           ("evictions by reason:", stats.evictions_by_reason),
                           ("re-captures by reason:", stats.recaptures_by_reason)):

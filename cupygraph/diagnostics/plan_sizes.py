@@ -6,6 +6,11 @@ limit on the number of graphs (or a memory limit and the bytes one graph costs),
 finds the list of at most that many sizes that minimises the expected padding rows per call, with
 the largest size kept (batches above it run eagerly under either list).
 
+Under a memory limit with measured costs (``memory_model.py``: each key's bytes at capture, a fitted line
+for sizes not captured), sizes cost different amounts: the planner takes, for each number of sizes, the
+list with the least padding, and proposes the best of those whose cost fits the limit (exact for one flat
+figure per graph; with measured costs a list of more, cheaper sizes could pad less, and is not searched).
+
 The optimum is exact: an optimal list only holds sizes seen in the traffic (lowering a size to
 the largest batch it serves wastes less) plus the largest size, and over those sorted candidates
 the cost of a list splits into independent segments, so a dynamic programme over (sizes used,
@@ -24,6 +29,7 @@ import numpy as np
 from ..cache import SizeHistogram
 from ..config.modes import short_repr
 from ..config.sizes import check_positive_int, normalise_sizes, pad_to_capture_size
+from .memory_model import MemoryModel, carries_costs, memory_model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +64,8 @@ class SizePlan:
     current: Waste
     proposed: Waste
     calls: int
+    memory: Optional[str] = None
+    """Under a memory limit: where each size's cost came from (measured, fitted or flat) and the total."""
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -68,6 +76,7 @@ class SizePlan:
             f"traffic: {self.calls:,} calls",
             self.current.describe("current "),
             self.proposed.describe("proposed"),
+            *([self.memory] if self.memory else []),
             f"proposed capture_sizes: {list(self.proposed.sizes)}",
         ])
 
@@ -94,6 +103,9 @@ def histogram_of(source: Any, where: str = "traffic") -> SizeHistogram:
         return found
     if isinstance(source, Mapping) and isinstance(source.get("batch_sizes"), Mapping):
         source = source["batch_sizes"]
+    elif isinstance(source, Mapping) and "graph_costs" in source:
+        raise ValueError(f"{where}: holds graph_costs but no batch_sizes: put the calls per batch size under "
+                         "'batch_sizes' (stats().batch_sizes.to_dict())")
     if isinstance(source, Mapping):
         pairs: Any = source
     elif isinstance(source, Iterable) and not isinstance(source, (str, bytes)):
@@ -133,16 +145,25 @@ def expected_waste(histogram: HistogramLike, sizes: Sequence[int]) -> Waste:
     return Waste(chosen, padded, graphed, computed, eager)
 
 
-def graphs_allowed(max_graphs: Optional[int], memory_limit: Optional[int], bytes_per_graph: Optional[int]) -> int:
-    """The limit on the number of sizes: ``max_graphs``, or what ``memory_limit`` pays for."""
+def check_limits(max_graphs: Optional[int], memory_limit: Optional[int], bytes_per_graph: Optional[int]) -> None:
+    """A TypeError naming the first limit given that is no integer."""
     for value, name in ((max_graphs, "max_graphs (--max-graphs)"), (memory_limit, "memory_limit (--memory-limit)"),
                         (bytes_per_graph, "bytes_per_graph (--bytes-per-graph)")):
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
             raise TypeError(f"{name} must be a positive integer, got {type(value).__name__} {short_repr(value)}")
+    if max_graphs is not None and max_graphs < 1:
+        raise ValueError(f"max_graphs (--max-graphs) must be at least 1, got {max_graphs}")
+
+
+def graphs_allowed(max_graphs: Optional[int], memory_limit: Optional[int], bytes_per_graph: Optional[int]) -> int:
+    """The limit on the number of sizes: ``max_graphs``, or what ``memory_limit`` pays for."""
+    check_limits(max_graphs, memory_limit, bytes_per_graph)
     if memory_limit is not None:
         if not bytes_per_graph or bytes_per_graph <= 0:
-            raise ValueError("memory_limit (--memory-limit) needs bytes_per_graph (--bytes-per-graph): the bytes one "
-                             "graph holds, a positive number")
+            raise ValueError("memory_limit (--memory-limit) needs what graphs cost: measured, from the statistics of "
+                             "captured graphs (plan from a jitted function, a --script, or a --histogram file holding "
+                             "stats().to_dict()'s graph_costs), or bytes_per_graph (--bytes-per-graph), a positive "
+                             "number")
         by_memory = int(memory_limit) // int(bytes_per_graph)
         if by_memory < 1:
             raise ValueError(f"memory_limit (--memory-limit) = {memory_limit} bytes does not hold one graph of "
@@ -151,20 +172,23 @@ def graphs_allowed(max_graphs: Optional[int], memory_limit: Optional[int], bytes
     if max_graphs is None:
         raise ValueError("give max_graphs (--max-graphs) or memory_limit (--memory-limit, with --bytes-per-graph): "
                          "without a limit every seen size would be captured")
-    if max_graphs < 1:
-        raise ValueError(f"max_graphs (--max-graphs) must be at least 1, got {max_graphs}")
     return int(max_graphs)
 
 
 def plan_capture_sizes(
     traffic: Any, *, current: Sequence[int], max_graphs: Optional[int] = None,
     memory_limit: Optional[int] = None, bytes_per_graph: Optional[int] = None, largest: Optional[int] = None,
+    measured: Any = None,
 ) -> SizePlan:
     """The capture sizes that minimise expected padding on ``traffic`` under the limit, compared with
     ``current``. ``largest`` (default: the current largest size) stays the largest size.
 
     ``traffic`` is what ``histogram_of`` reads; each argument is checked here, as the command
-    checks it, and a wrong one is an error naming it.
+    checks it, and a wrong one is an error naming it. Under ``memory_limit`` the sizes cost what
+    ``measured`` measured at capture (a jitted function, its statistics, a mapping with ``graph_costs``,
+    or a list of them, one per function, or a ``MemoryModel``; default: ``traffic`` where it is one of those),
+    fitted for sizes not captured (``memory_model.py``); ``bytes_per_graph`` is the flat cost where nothing
+    was measured. The plan's ``memory`` line says which it used.
     """
     histogram = histogram_of(traffic)
     sizes_now = normalise_sizes(current, "current")
@@ -173,9 +197,50 @@ def plan_capture_sizes(
     top = check_positive_int(largest, "largest (--largest)") if largest is not None else sizes_now[-1]
     if histogram.total() == 0:
         raise ValueError("the traffic holds no calls: run the workload first (or give a histogram with counts)")
-    limit = graphs_allowed(max_graphs, memory_limit, bytes_per_graph)
-    sizes = optimal_sizes([(n, c) for n, c in histogram.items() if n <= top], top, limit)
-    return SizePlan(expected_waste(histogram, sizes_now), expected_waste(histogram, sizes), histogram.total())
+    check_limits(max_graphs, memory_limit, bytes_per_graph)
+    model = MemoryModel()
+    if isinstance(measured, MemoryModel):
+        model = measured if measured.measured else MemoryModel((), bytes_per_graph)
+    elif memory_limit is not None:
+        if measured is None:  # what the traffic carries, where it is a function or statistics
+            sources = [traffic] if carries_costs(traffic) else []
+        else:
+            sources = list(measured) if isinstance(measured, (list, tuple)) else [measured]
+        model = memory_model(sources, bytes_per_graph, "measured" if measured is not None else "traffic")
+    points = [(n, c) for n, c in histogram.items() if n <= top]
+    if model.measured and memory_limit is not None:
+        sizes = sizes_within_memory(points, top, model, check_positive_int(memory_limit, "memory_limit "
+                                    "(--memory-limit)"), max_graphs)
+    else:
+        sizes = optimal_sizes(points, top, graphs_allowed(max_graphs, memory_limit, bytes_per_graph))
+    note = None
+    if memory_limit is not None:
+        unused = " (bytes_per_graph not used: the measured costs take its place)" if (
+            model.measured and bytes_per_graph is not None) else ""
+        note = model.describe(sizes, int(memory_limit)) + unused
+    return SizePlan(expected_waste(histogram, sizes_now), expected_waste(histogram, sizes), histogram.total(), note)
+
+
+def sizes_within_memory(points: Sequence[tuple[int, int]], largest: int, model: MemoryModel, memory_limit: int,
+                        max_graphs: Optional[int] = None) -> list[int]:
+    """The list (ending with ``largest``) with the least padding on ``points`` among each number of sizes'
+    optimum whose cost under ``model`` fits ``memory_limit``, at most ``max_graphs`` sizes."""
+    candidates = sorted({n for n, c in points if c > 0} | {largest})
+    first = model.bytes_at(largest)
+    if first > memory_limit:
+        how = "measured" if all(largest in costs.by_size for costs in model.functions) else "fitted"
+        raise ValueError(f"memory_limit (--memory-limit) = {memory_limit:,} bytes does not hold the graph of the "
+                         f"largest size {largest} ({first:,} bytes, {how}); raise the limit or lower the largest "
+                         "size (--largest)")
+    # No list of more sizes fits than the largest with the cheapest others.
+    cheapest = np.cumsum(sorted(model.bytes_at(n) for n in candidates if n != largest))
+    count = 1 + int(np.searchsorted(cheapest, memory_limit - first, side="right"))
+    count = min(count, len(candidates), max_graphs if max_graphs is not None else len(candidates))
+    if count == len(candidates) and model.cost(candidates) <= memory_limit:
+        return candidates
+    fitting = [(padding, sizes) for padding, sizes in optimal_lists(points, largest, count)
+               if model.cost(sizes) <= memory_limit]
+    return min(fitting, key=lambda found: (found[0], len(found[1])))[1]  # the largest alone always fits
 
 
 def optimal_sizes(points: Sequence[tuple[int, int]], largest: int, limit: int) -> list[int]:
@@ -186,18 +251,27 @@ def optimal_sizes(points: Sequence[tuple[int, int]], largest: int, limit: int) -
     points = list(points)
     if not all(_is_pair(point) for point in points):
         raise TypeError(f"points must be (size, calls) pairs, got {short_repr(points, 60)}")
-    weights = {n: c for n, c in points if c > 0}
-    candidates = sorted(set(weights) | {largest})
+    candidates = sorted({n for n, c in points if c > 0} | {largest})
     if limit >= len(candidates):
         return candidates
+    return optimal_lists(points, largest, limit)[-1][1]
+
+
+def optimal_lists(points: Sequence[tuple[int, int]], largest: int, limit: int) -> list[tuple[float, list[int]]]:
+    """For each k from 1 to ``limit`` (at most the candidates' number): (padding rows, the k sizes ending with
+    ``largest`` that minimise it) over ``points`` (size, calls), all at most ``largest``."""
+    weights = {n: c for n, c in points if c > 0}
+    candidates = sorted(set(weights) | {largest})
     value = np.array([0, *candidates], dtype=np.float64)
     weight = np.array([0, *(weights.get(n, 0) for n in candidates)], dtype=np.float64)
     rows = np.cumsum(weight)  # calls up to candidate j
     mass = np.cumsum(weight * value)  # their rows
     m = len(candidates)
+    limit = min(limit, m)
     best = np.full(m + 1, np.inf)
     best[0] = 0.0  # no size chosen yet, nothing covered
     choices = np.zeros((limit + 1, m + 1), dtype=np.int64)
+    padding = [0.0] * (limit + 1)
     for k in range(1, limit + 1):
         offset = best + mass  # f[k-1][i] + mass[i]
         step = np.full(m + 1, np.inf)
@@ -208,8 +282,12 @@ def optimal_sizes(points: Sequence[tuple[int, int]], largest: int, limit: int) -
             step[j] = totals[i] + value[j] * rows[j] - mass[j]
             choices[k, j] = i
         best = step
-    chosen, j, k = [], m, limit
-    while j > 0:
-        chosen.append(candidates[j - 1])
-        j, k = int(choices[k, j]), k - 1
-    return sorted(chosen)
+        padding[k] = float(best[m])
+    found = []
+    for size_count in range(1, limit + 1):
+        chosen, j, k = [], m, size_count
+        while j > 0:
+            chosen.append(candidates[j - 1])
+            j, k = int(choices[k, j]), k - 1
+        found.append((padding[size_count], sorted(chosen)))
+    return found

@@ -175,8 +175,14 @@ class LockstepFunction:
             )
         return rows, most
 
-    def warmup(self, *example_args: Any, sizes: Optional[Sequence[int]] = None, progress: bool = False) -> int:
-        """``GraphedFunction.warmup`` on every rank together (the same ``sizes`` everywhere)."""
+    def warmup(self, *example_args: Any, sizes: Optional[Sequence[int]] = None, progress: bool = False,
+               budget_s: Optional[float] = None) -> int:
+        """``GraphedFunction.warmup`` on every rank together (the same ``sizes`` everywhere, largest first).
+        ``budget_s`` is refused: each rank's clock would stop it at another size, and a capture is collective."""
+        if budget_s is not None:
+            raise DistributedError(f"{self.__name__}.warmup(budget_s={budget_s!r}): a time budget is refused under "
+                                   "cupygraph.distributed (each rank's clock would stop at another size, and every "
+                                   "capture is collective); give sizes= instead, the rest are captured on first call")
         # The sizes are part of what every rank must agree on: each one is a capture on every rank.
         chosen = {"sizes": "all" if sizes is None else str(sorted(set([sizes] if isinstance(sizes, int) else sizes)))}
         self.agree(example_args, chosen, 0)

@@ -158,4 +158,10 @@ def test_debug_mode_results_and_stats_match_non_debug():
         a, b = on(x), off(x)
         assert np.array_equal(a, fn(x)) and np.array_equal(b, fn(x))
         cg.check_fresh(a)
-    assert on.stats().to_dict() | {"capture_time_s": 0} == off.stats().to_dict() | {"capture_time_s": 0}
+    assert untimed(on.stats().to_dict()) == untimed(off.stats().to_dict())
+
+
+def untimed(stats):
+    """Statistics without the capture times, which two runs of the same captures never share."""
+    costs = [{**cost, "capture_s": 0} for cost in stats["graph_costs"]]
+    return stats | {"capture_time_s": 0, "graph_costs": costs}

@@ -226,6 +226,15 @@ def test_warmup_is_agreed_and_captures_on_every_rank_alike():
         g.warmup(rows(4), sizes=[2])
 
 
+def test_warmup_refuses_a_time_budget_naming_it():
+    # Each rank's clock would stop the warm-up at another size, and every capture is collective.
+    comm = ScriptedPeer()
+    f = dist.jit(lambda x: x * 2, comm=comm, config=HOST)
+    with pytest.raises(dist.DistributedError, match=r"warmup\(budget_s=0.1\): a time budget is refused"):
+        f.warmup(rows(4), budget_s=0.1)
+    assert f.graphed.registry.num_graphs() == 0 and comm.agreements == []
+
+
 def test_bench_report_marks_each_size_against_the_scaling_target(tmp_path) -> None:
     import json
 

@@ -30,6 +30,7 @@ from ..pdl.rewrite import apply_pdl
 from ..relay import NO_RELAY, RelayRequest, WritesArguments
 from ..zerocopy.binder import CupyBinder
 from ..zerocopy.node_pointers import find_node_pointers_safely, make_extent_recorder
+from .executable_memory import ExecutableMemory
 from .failures import describe_capture_failure
 from .fft import isolated_plan_cache
 from .fingerprint import fingerprint as device_fingerprint
@@ -90,6 +91,7 @@ class CupyBackend(Backend):
     name = "cupy"
     xp = cupy
     array_type = cupy.ndarray
+    has_pool = True
 
     def __init__(self, device: Optional[int] = None):
         self.device_id = cupy.cuda.Device(device).id
@@ -206,6 +208,7 @@ class CupyBackend(Backend):
             stream.wait_event(caller.record())
             try:
                 before = self._blocks.nbytes
+                executables = ExecutableMemory(self._blocks)
                 held: list[Any] = []
                 # The function's own cuFFT plan cache: its plans get their work areas from this pool
                 # and live as long as the recording, whatever happens to CuPy's cache.
@@ -223,15 +226,17 @@ class CupyBackend(Backend):
                         check_warmup(call)  # a function that writes into an argument gets no relays
                     extents: list[tuple[int, int]] = []
                     with cupy.cuda.using_allocator(make_extent_recorder(self.pool.malloc, extents)):
-                        steps, outputs = self._record(call, args, kwargs, stream, mode, gc_freeze, piecewise)
+                        with executables.window():  # CuPy's end_capture instantiates
+                            steps, outputs = self._record(call, args, kwargs, stream, mode, gc_freeze, piecewise)
                 # After the guards above had their say (a refusal the function swallowed raises as they
                 # close): PDL's executables are owned by no one until the recording is made below.
                 # The graphs are read once; PDL, zero-copy and the audit all use this reading.
                 snapshots = RecordingGraphs(steps, bodies, needed=pdl == "auto" or bind or audit_enabled())
-                pdl_summary, replaced = apply_pdl(
-                    steps, snapshots.tops, snapshots.bodies, pdl, self.device_id, getattr(fn, "__name__", "graph"),
-                    # the RawKernels/RawModules the function reaches: where PDL looks first for a kernel's source
-                    lambda: [found.array for found in find_arrays(fn, is_kernel_object, args=args)])
+                with executables.window():
+                    pdl_summary, replaced = apply_pdl(
+                        steps, snapshots.tops, snapshots.bodies, pdl, self.device_id, getattr(fn, "__name__", "graph"),
+                        # the RawKernels/RawModules the function reaches: where PDL looks first for a kernel's source
+                        lambda: [found.array for found in find_arrays(fn, is_kernel_object, args=args)])
                 leaves = flatten(outputs, self.is_array)[0]
                 bindings = find_node_pointers_safely(
                     steps, snapshots.tops, args, leaves, extents, held, self.device_id,
@@ -242,7 +247,9 @@ class CupyBackend(Backend):
                 outputs = self._detach(outputs)  # (after the zero-copy facts: they read the outputs' allocations)
                 recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held, replaced, self.family,
                                           CupyBinder)
-                recording.upload(stream)  # so the first replay costs what the others do
+                with executables.window():
+                    recording.upload(stream)  # so the first replay costs what the others do
+                recording.executable_bytes, recording.executable_source = executables.nbytes, executables.source
                 recording.warmup_sample = sample
                 recording.pdl = pdl_summary
                 recording.baked_uploads = tuple(uploads.baked)  # host uploads as constants (cupy_uploads)

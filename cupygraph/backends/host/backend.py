@@ -76,6 +76,8 @@ def _undone(arrays: Iterable[np.ndarray]) -> Iterator[None]:
 
 
 class HostRecording(Recording):
+    executable_source = "none: the host backend makes no executable (a replay runs the function again)"
+
     def __init__(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], outputs: Any,
                  piecewise: bool = False, scalars: frozenset[int] = frozenset(), routing: Reopen = nullcontext):
         self._fn, self._args, self._kwargs = fn, list(args), kwargs
