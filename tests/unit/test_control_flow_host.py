@@ -23,7 +23,7 @@ from repo_files import load_example
 
 import cupygraph as cg
 from cupygraph.control_flow import loops as cf
-from cupygraph.control_flow import nodes
+from cupygraph.control_flow import nodes, runtime
 from cupygraph.errors import CaptureError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -365,7 +365,7 @@ class Sim:
         cupy.cuda = types.SimpleNamespace(get_current_stream=lambda: stream,
                                           Device=lambda: types.SimpleNamespace(id=0))
         monkeypatch.setitem(sys.modules, "cupy", cupy)
-        monkeypatch.setattr(nodes, "conditional_runtime", lambda: (nodes._Cuda(self.rt, driver_version), None))
+        monkeypatch.setattr(nodes, "conditional_runtime", lambda: (runtime.CudaRuntime(self.rt, driver_version), None))
         monkeypatch.setattr(nodes, "_kernel", self._kernel)
 
     def _kernel(self, name: str) -> Callable:
