@@ -111,7 +111,7 @@ class ConditionalBodyCheck:
             logger.debug("cupygraph: the conditional bodies could not be read before instantiation: %s: %s",
                          type(err).__name__, err)
             return
-        self.read.update((snapshot.handle, snapshot) for snapshot in snapshots)
+        self.read.update((graph.handle, graph) for snapshot in snapshots for graph in snapshot.graphs())
         _describe_from_notes(snapshots, self.noted, self.read)
         noted_graphs = {int(body.graph) for body in self.noted}
         for body in new:
