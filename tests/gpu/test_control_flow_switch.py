@@ -169,6 +169,24 @@ def test_a_while_loop_with_a_switch_inside_matches_eager():
     assert function_topology(g)["FULL size=8"]["conditional"] == ["while, 1 body", "switch, 3 branches"]
 
 
+def test_piecewise_pieces_each_with_a_switch_replay_as_eager():
+    """Each PIECEWISE piece is checked and instantiated on its own (``end_piece``): a switch in each."""
+    rng = np.random.default_rng(16)
+    doubled = cg.graph_break(lambda v: v * 2)
+
+    def two_pieces(index, x):
+        return route(index, doubled(route(index, x)))
+
+    g = graphed(two_pieces, batch_argnums=(1,), capture_sizes=[8], mode="PIECEWISE")
+    for value in (2, 0, -1, 1, 5, 2):
+        index, x = cupy.asarray(np.array([value], np.int32)), rand(rng, 8, 6)
+        poison_outputs(g)
+        assert_same(g(index, x), two_pieces(index, x))
+    found = function_topology(g)["PIECEWISE size=8"]
+    assert found["pieces"] == 2 and found["conditional"] == ["switch, 3 branches"] * 2
+    assert g.stats().captures == 1 and g.stats().fallbacks == 0
+
+
 def test_dot_and_inspect_show_the_switch_node(capsys, tmp_path):
     rng = np.random.default_rng(14)
     g = graphed(route, batch_argnums=(1,), capture_sizes=[8])

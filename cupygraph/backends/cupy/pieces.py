@@ -75,10 +75,15 @@ def end_piece(stream: Any, bodies: ConditionalBodyCheck) -> Any:
     bodies recorded since the last piece passed ``bodies``' check; a body that fails it ends the capture
     without instantiating its graph (the driver would refuse it with a bare status) and raises."""
     try:
-        bodies.before_instantiation()
-    except CaptureError:
-        _runtime.graphDestroy(_runtime.streamEndCapture(stream.ptr))
-        raise
+        active = bool(stream.is_capturing())
+    except Exception:  # invalidated: end_capture raises for it, and a failed body may be freed already
+        active = False
+    if active:
+        try:
+            bodies.before_instantiation()
+        except CaptureError:
+            _runtime.graphDestroy(_runtime.streamEndCapture(stream.ptr))
+            raise
     return stream.end_capture()
 
 
