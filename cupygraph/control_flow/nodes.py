@@ -3,9 +3,9 @@ capture.
 
 The steps are described in ``loops``; this module records through the CUDA runtime as ``runtime``
 probed it (CUDA 12.4+; SWITCH nodes 12.8+) and launches the small kernels of ``kernels/control.cu``
-that set the conditional handles on the device. Each body graph is noted
-with its node and the user's call that made it (``backends/graph_bodies.py``): the capture checks
-the bodies before instantiation and names that call when one holds a node CUDA refuses there.
+that set the conditional handles on the device. Each body graph is noted with its node and the
+user's call that made it (``backends/graph_bodies.py``): the capture checks the bodies before
+instantiation and names that call when one holds a node CUDA refuses there.
 """
 
 from __future__ import annotations
@@ -108,8 +108,8 @@ def _device_flag(value: Any, what: str) -> tuple[Any, np.int32]:
 
 
 def _device_index(value: Any, what: str) -> tuple[Any, np.int32, np.int32]:
-    """A switch's index on the capture's device: (array, its bytes, whether signed); ``index_problem``
-    has checked its dtype and size already."""
+    """A switch's index on the capture's device: (array, its bytes, whether signed); ``switch`` has
+    checked its dtype and size already (``loops._check_index``)."""
     import cupy
 
     if not isinstance(value, cupy.ndarray):
