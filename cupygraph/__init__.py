@@ -21,7 +21,7 @@ from .config.defaults import graphs_disabled_by_env
 from .config.files import load_config
 from .config.model import CUDAGraphConfig, CUDAGraphMode
 from .config.sizes import default_capture_sizes
-from .control_flow.loops import cond, while_loop
+from .control_flow.loops import cond, switch, while_loop
 from .diagnostics.explain import configure_logging as _configure_logging
 from .diagnostics.plan_sizes import plan_capture_sizes
 from .dispatch.context import cudagraph_context, get_forward_context
@@ -106,6 +106,7 @@ __all__ = [
     "plan_capture_sizes",
     "random",
     "select_backend",
+    "switch",
     "while_loop",
     "with_pdl",
 ]

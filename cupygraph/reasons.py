@@ -47,6 +47,7 @@ class FallbackReason(_Reason):
     UNSUPPORTED_OUTPUT = "unsupported_output"
     REPLAY_MISMATCH = "replay_mismatch"
     COLLECTIVE_IN_CONDITIONAL = "collective_in_conditional"
+    CONDITIONAL_BODY_NODE = "node_refused_in_conditional_body"
     PEER_CAPTURE_FAILED = "capture_failed_on_another_rank"
     ALIASED_WRITE = "aliased_write"
     BATCH_NOT_LEADING = "batch_axis_not_leading"
@@ -93,7 +94,8 @@ _TEXTS = {
     "raised_on_padding": "the function raised on a padded batch but works at its real batch (the padding rows)",
     "unsupported_output": "an output that is neither an array nor a plain Python value",
     "replay_mismatch": "a replay returned outputs of another structure, shape or value",
-    "collective_in_conditional": "a collective inside a while_loop/cond body",
+    "collective_in_conditional": "a collective inside a while_loop/cond/switch body",
+    "node_refused_in_conditional_body": "a node CUDA refuses in a while_loop/cond/switch body",
     "capture_failed_on_another_rank": "the capture failed on another rank (ranks fall back together)",
     "aliased_write": "the function writes into an argument that shares memory with another argument",
     "batch_axis_not_leading": "a padded batch whose output cannot be cut back to the real rows",

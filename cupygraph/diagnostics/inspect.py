@@ -5,10 +5,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Optional, Protocol, Union
+from typing import Any, Optional, Protocol, Union
 
 from ..backends.base import Backend
-from ..cache import CUDAGraphRegistry, CUDAGraphStats
+from ..cache import CUDAGraphRegistry, CUDAGraphStats, key_label
 from ..config.defaults import graphs_disabled_by_env
 from ..config.model import CUDAGraphConfig
 from ..errors import CupyGraphError
@@ -80,7 +80,25 @@ def describe(graphed: Inspectable) -> str:
     if stats.routed_calls:  # CuPy's library calls run through cupygraph's capture-safe ones (issue 29)
         parts.append("library calls routed to capture-safe implementations (graphs):")
         parts += [f"  {count:>6}  {call}" for call, count in stats.routed_calls.most_common()]
+    parts += _conditional_nodes(graphed, entries)
     return "\n".join(parts)
+
+
+def _conditional_nodes(graphed: Inspectable, entries: list[Any]) -> list[str]:
+    """Lines naming each graph's conditional nodes (while_loop, cond, switch), read from its real graph."""
+    if graphed.backend.name != "cupy":
+        return []
+    from ..backends.driver.topology import recording_topology
+
+    lines = []
+    for entry in entries:
+        try:
+            found = recording_topology(entry.recording)["conditional"]
+        except CupyGraphError:  # no cuda-bindings, or a graph that cannot be read: nothing to say
+            continue
+        if found:
+            lines.append(f"  {key_label(entry.key)}: {'; '.join(found)}")
+    return ["conditional nodes (while_loop, cond, switch) per graph:", *lines] if lines else []
 
 
 class GraphNotHeldError(CupyGraphError, LookupError):

@@ -68,11 +68,11 @@ def check_array(array: Any, what: str, method: str) -> None:
 
 def refuse_in_conditional(method: str) -> None:
     """Collectives cannot be recorded inside a CUDA conditional node (NVIDIA/nccl#1986): refuse them
-    in a ``while_loop``/``cond`` body under capture, on the host backend too (the reference refuses
+    in a ``while_loop``/``cond``/``switch`` body under capture, on the host backend too (the reference refuses
     what the GPU refuses). Outside a capture the loop runs on the host and the call is fine."""
     if inside_conditional() and (capture_run_active() or capturing_stream() is not None):
         raise CollectiveInConditional(
-            f"{FallbackReason.COLLECTIVE_IN_CONDITIONAL.text}: {method}() inside a while_loop/cond body; NCCL "
+            f"{FallbackReason.COLLECTIVE_IN_CONDITIONAL.text}: {method}() inside a while_loop/cond/switch body; NCCL "
             "cannot run in a CUDA conditional node. Move the collective out of the loop body (a host loop "
             "around the graphed step, as examples/distributed_cg.py does)"
         )

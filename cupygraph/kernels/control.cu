@@ -1,5 +1,5 @@
-// Device halves of cupygraph.while_loop and cupygraph.cond: turn a device scalar into the value of
-// a CUDA graph conditional handle, so the graph decides on the device whether a body runs.
+// Device halves of cupygraph.while_loop, cupygraph.cond and cupygraph.switch: turn a device scalar into
+// the value of a CUDA graph conditional handle, so the graph decides on the device which body runs.
 //
 // cudaGraphSetConditional is a device-runtime builtin that the driver resolves when the module is
 // loaded; declaring it here (instead of including cuda_device_runtime_api.h) keeps the source
@@ -55,4 +55,33 @@ extern "C" __global__ void cg_while_step(cudaGraphConditionalHandle handle, cons
     int done = *count + 1;
     *count = done;
     cudaGraphSetConditional(handle, truth_of(flag, kind) && (max_iters < 0 || (long long)done < max_iters));
+}
+
+// SWITCH node: the node runs body `value` when value < size and no body otherwise. The index is read
+// with its own width and sign (bytes, is_signed), so a negative or too large index of any integer
+// dtype runs no branch, never one chosen by truncating it to 32 bits.
+extern "C" __global__ void cg_set_switch(cudaGraphConditionalHandle handle, const void* index, int bytes,
+                                         int is_signed, unsigned int size) {
+    CUPYGRAPH_PDL_WAIT();
+    unsigned int value = size;
+    if (is_signed) {
+        long long at;
+        switch (bytes) {
+            case 1: at = *(const signed char*)index; break;
+            case 2: at = *(const short*)index; break;
+            case 4: at = *(const int*)index; break;
+            default: at = *(const long long*)index; break;
+        }
+        if (at >= 0 && at < (long long)size) value = (unsigned int)at;
+    } else {
+        unsigned long long at;
+        switch (bytes) {
+            case 1: at = *(const unsigned char*)index; break;
+            case 2: at = *(const unsigned short*)index; break;
+            case 4: at = *(const unsigned int*)index; break;
+            default: at = *(const unsigned long long*)index; break;
+        }
+        if (at < (unsigned long long)size) value = (unsigned int)at;
+    }
+    cudaGraphSetConditional(handle, value);
 }

@@ -172,7 +172,7 @@ def test_a_collective_in_a_loop_body_is_refused_under_capture_and_runs_eagerly()
         return x
 
     f = dist.jit(loop, comm=comm, config={**HOST, "on_capture_error": "raise"})
-    with pytest.raises(cg.CaptureError, match="collective inside a while_loop/cond body"):
+    with pytest.raises(cg.CaptureError, match="collective inside a while_loop/cond/switch body"):
         f(rows(4))
     x = rows(4)
     np.testing.assert_array_equal(loop(x.copy()), x)  # eagerly the loop runs on the host: fine

@@ -198,15 +198,18 @@ def test_a_kernel_without_a_parameter_layout_is_unaudited():
 
 
 def test_control_flow_hands_its_body_graphs_to_the_capture_that_collects_them():
-    from cupygraph.backends.graph_bodies import collecting_bodies, note_body
+    from cupygraph.backends.graph_bodies import NotedBody, collecting_bodies, note_body
 
-    note_body(1)  # nobody collecting: dropped
+    def body(graph):
+        return NotedBody(graph, 10, "while", f"body {graph}")
+
+    note_body(body(1))  # nobody collecting: dropped
     with collecting_bodies() as outer:
-        note_body(2)
+        note_body(body(2))
         with collecting_bodies() as inner:
-            note_body(3)
-        note_body(4)
-    assert outer == [2, 4] and inner == [3]
+            note_body(body(3))
+        note_body(body(4))
+    assert [b.graph for b in outer] == [2, 4] and [b.graph for b in inner] == [3]
 
 
 def test_a_reading_that_fails_says_why_and_holds_no_snapshot():

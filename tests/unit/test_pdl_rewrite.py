@@ -13,6 +13,7 @@ from extras import need
 driver = need("cuda.bindings.driver", "cuda", what="the PDL rewrite tests")
 
 from cupygraph.backends.driver.reading import RecordingGraphs  # noqa: E402
+from cupygraph.backends.graph_bodies import NotedBody  # noqa: E402
 from cupygraph.backends.pdl import rewrite as pdl  # noqa: E402
 from cupygraph.backends.pdl.ptx_scan import WaitVerdict  # noqa: E402
 
@@ -166,7 +167,7 @@ def test_a_driver_refusing_every_choice_leaves_the_graph_as_captured(fake):
 def test_bodies_the_driver_refuses_stay_plain_while_the_top_graph_converts(fake):
     graphs = {1: [(10, 11)], 2: [(20, 21), (21, 12)]}  # graph 2: a conditional body
     drv = fake(graphs, KINDS, lambda graph, edges: graph != 2 or all(t == 0 for _, _, t in edges))
-    summary = apply([step(1)], [2])
+    summary = apply([step(1)], [NotedBody(2, 99, "while", "body of the while_loop")])
     assert programmatic(drv, 1) == [(10, 11)]
     assert programmatic(drv, 2) == []
     assert summary.converted == 1

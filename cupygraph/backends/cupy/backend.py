@@ -17,7 +17,7 @@ from ...errors import CaptureError
 from ...pytree import flatten, unflatten
 from ..base import Backend
 from ..capturing import stream_is_capturing
-from ..driver.reading import RecordingGraphs
+from ..driver.reading import ConditionalBodyCheck, RecordingGraphs
 from ..graph_bodies import collecting_bodies
 from ..graph_breaks import recording_breaks
 from ..guards.cupy_audit import audit_capture, audit_enabled
@@ -34,7 +34,7 @@ from .executable_memory import ExecutableMemory
 from .failures import describe_capture_failure
 from .fft import isolated_plan_cache
 from .fingerprint import fingerprint as device_fingerprint
-from .pieces import MEMCPY_D2D, PiecewiseRecorder
+from .pieces import MEMCPY_D2D, PiecewiseRecorder, end_piece
 from .pool import DeviceBlocks, fill_free_blocks
 from .recording import CupyRecording
 from .relayed import check_warmup, copy_reasons, relayed, relayed_addresses
@@ -225,13 +225,16 @@ class CupyBackend(Backend):
                         sample.stop()
                         check_warmup(call)  # a function that writes into an argument gets no relays
                     extents: list[tuple[int, int]] = []
+                    bodies_checked = ConditionalBodyCheck(bodies)  # before each piece is instantiated
                     with cupy.cuda.using_allocator(make_extent_recorder(self.pool.malloc, extents)):
                         with executables.window():  # CuPy's end_capture instantiates
-                            steps, outputs = self._record(call, args, kwargs, stream, mode, gc_freeze, piecewise)
+                            steps, outputs = self._record(call, args, kwargs, stream, mode, gc_freeze, piecewise,
+                                                          bodies_checked)
                 # After the guards above had their say (a refusal the function swallowed raises as they
                 # close): PDL's executables are owned by no one until the recording is made below.
                 # The graphs are read once; PDL, zero-copy and the audit all use this reading.
-                snapshots = RecordingGraphs(steps, bodies, needed=pdl == "auto" or bind or audit_enabled())
+                snapshots = RecordingGraphs(steps, bodies, needed=pdl == "auto" or bind or audit_enabled(),
+                                            known=bodies_checked.read)
                 with executables.window():
                     pdl_summary, replaced = apply_pdl(
                         steps, snapshots.tops, snapshots.bodies, pdl, self.device_id, getattr(fn, "__name__", "graph"),
@@ -283,12 +286,12 @@ class CupyBackend(Backend):
         del leaves
         return unflatten(spec, detached)
 
-    def _record(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
-                stream: Any, mode: int, gc_freeze: bool, piecewise: bool) -> tuple[list[Any], Any]:
+    def _record(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], stream: Any, mode: int,
+                gc_freeze: bool, piecewise: bool, bodies: ConditionalBodyCheck) -> tuple[list[Any], Any]:
         error: Optional[BaseException] = None
         steps: list[Any] = []
         outputs = None
-        breaks = recording_breaks(PiecewiseRecorder(stream, mode, steps)) if piecewise else nullcontext()
+        breaks = recording_breaks(PiecewiseRecorder(stream, mode, steps, bodies)) if piecewise else nullcontext()
         with _frozen_gc(gc_freeze), breaks:
             stream.begin_capture(mode)
             try:
@@ -298,7 +301,7 @@ class CupyBackend(Backend):
             finally:
                 if stream_is_capturing(stream):
                     try:
-                        steps.append(stream.end_capture())
+                        steps.append(end_piece(stream, bodies) if error is None else stream.end_capture())
                     except Exception as end_err:
                         if error is None:
                             error = end_err

@@ -1,5 +1,6 @@
 """PIECEWISE capture on the CuPy backend: graph breaks end one piece and start the next, and the
-op at a break is replayed eagerly between the pieces (``EagerStep``)."""
+op at a break is replayed eagerly between the pieces (``EagerStep``). Every piece, the one piece of a
+FULL capture too, ends in ``end_piece``: its conditional bodies are checked before it is instantiated."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import cupy
 from ...errors import CaptureError
 from ...pytree import flatten
 from ..base import ReplayMismatch
+from ..driver.reading import ConditionalBodyCheck
 
 _runtime = cupy.cuda.runtime
 # Device-to-device: the driver need not look up where the pointers live (memcpyDefault costs a
@@ -68,14 +70,31 @@ def _shape_of(value: Any) -> str:
     return f"{value.dtype}{list(value.shape)}" if hasattr(value, "shape") else type(value).__name__
 
 
+def end_piece(stream: Any, bodies: ConditionalBodyCheck) -> Any:
+    """End the capture on ``stream`` and instantiate its graph (CuPy's ``end_capture``), once the conditional
+    bodies recorded since the last piece passed ``bodies``' check; a body that fails it ends the capture
+    without instantiating its graph (the driver would refuse it with a bare status) and raises."""
+    try:
+        active = bool(stream.is_capturing())
+    except Exception:  # invalidated: end_capture raises for it, and a failed body may be freed already
+        active = False
+    if active:
+        try:
+            bodies.before_instantiation()
+        except CaptureError:
+            _runtime.graphDestroy(_runtime.streamEndCapture(stream.ptr))
+            raise
+    return stream.end_capture()
+
+
 class PiecewiseRecorder:
     """Installed while a PIECEWISE capture runs: each graph break ends a piece and starts the next."""
 
-    def __init__(self, stream: Any, mode: int, steps: list[Any]):
-        self.stream, self.mode, self.steps = stream, mode, steps
+    def __init__(self, stream: Any, mode: int, steps: list[Any], bodies: ConditionalBodyCheck):
+        self.stream, self.mode, self.steps, self.bodies = stream, mode, steps, bodies
 
     def break_at(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        self.steps.append(self.stream.end_capture())
+        self.steps.append(end_piece(self.stream, self.bodies))
         # Run the op once, uncaptured, to get results of the right shape at fixed addresses. Its
         # inputs hold no real values yet (the piece before it was only recorded): only the shapes
         # matter here; replays recompute it from real data.

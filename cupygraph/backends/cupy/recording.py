@@ -25,10 +25,12 @@ from typing import Any, Optional
 
 import cupy
 
+from ...errors import CupyGraphError
 from ...logs import logger
 from ..base import Recording
 from ..driver import bindings, ok
 from ..driver.reading import RecordingGraphs
+from ..driver.topology import conditional_nodes, with_conditional_legend
 from ..fastpath.compiled import FamilyState
 
 _runtime = cupy.cuda.runtime
@@ -224,7 +226,14 @@ class CupyRecording(Recording):
     def to_dot(self) -> str:
         # Verbose: kernel nodes then carry their function names and launch parameters.
         flags = getattr(_runtime, "graphDebugDotFlagsVerbose", getattr(_runtime, "cudaGraphDebugDotFlagsVerbose", 0))
-        return "\n".join(piece.debug_dot_str(flags) for piece in self._pieces)
+        dots = []
+        for piece in self._pieces:
+            try:  # the conditional nodes (while_loop, cond, switch) as a note, from the capture's reading
+                conditionals = conditional_nodes(self.snapshot_of(int(piece.graph)))
+            except CupyGraphError:  # no cuda-bindings: the driver's DOT alone
+                conditionals = []
+            dots.append(with_conditional_legend(piece.debug_dot_str(flags), conditionals))
+        return "\n".join(dots)
 
 
 def _nothing() -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional
 
 from . import bindings, ok
@@ -175,11 +175,13 @@ class GraphSnapshot:
             stack.extend(child for node in graph.nodes for child in node.children)
 
 
-def read_graphs(tops: Sequence[int], extra: Sequence[int] = (), drv: Any = None) -> list[GraphSnapshot]:
+def read_graphs(tops: Sequence[int], extra: Sequence[int] = (), drv: Any = None,
+                known: Optional[Mapping[int, GraphSnapshot]] = None) -> list[GraphSnapshot]:
     """Snapshots of the graphs ``tops`` (with everything nested in them), then of the graphs in ``extra``
     that were not reached from them (conditional bodies recorded by control flow, where the driver
-    could not list a conditional node's bodies). Each graph is read once, whatever refers to it."""
-    reader = _Reader(drv if drv is not None else bindings())
+    could not list a conditional node's bodies). Each graph is read once, whatever refers to it; those
+    in ``known`` (read before, by handle) are not read again."""
+    reader = _Reader(drv if drv is not None else bindings(), known or {})
     snapshots = [reader.graph(int(g), 0) for g in tops]
     reached = {id(g) for top in snapshots for g in top.graphs()}
     for handle in extra:
@@ -193,9 +195,9 @@ def read_graphs(tops: Sequence[int], extra: Sequence[int] = (), drv: Any = None)
 class _Reader:
     """Reads graphs with cuda-bindings; function names and parameter layouts cached per kernel."""
 
-    def __init__(self, drv: Any):
+    def __init__(self, drv: Any, known: Mapping[int, GraphSnapshot]):
         self.drv = drv
-        self._graphs: dict[int, GraphSnapshot] = {}
+        self._graphs: dict[int, GraphSnapshot] = dict(known)
         self._names: dict[int, str] = {}
         self._layouts: dict[int, Optional[tuple[tuple[int, int], ...]]] = {}
 
@@ -355,8 +357,7 @@ class _Reader:
                 break  # past the last parameter
             else:  # not supported by this driver
                 layout = None
-        found = tuple(layout) if layout is not None else None
-        self._layouts[ident] = found
+        found = self._layouts[ident] = tuple(layout) if layout is not None else None
         return found
 
 
@@ -386,9 +387,7 @@ def _extra_buffer(extra: int) -> Optional[bytes]:
         elif key == _LAUNCH_PARAM_BUFFER_SIZE:
             where = entries[i + 1]
             size = ctypes.c_size_t.from_address(where).value if where else 0
-    if not buffer or not size:
-        return None
-    return ctypes.string_at(buffer, size)
+    return ctypes.string_at(buffer, size) if buffer and size else None
 
 
 def _listed(call: Any, graph: Any) -> tuple[Any, int]:

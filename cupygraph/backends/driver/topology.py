@@ -3,17 +3,45 @@
 What ``diagnostics.topology`` compares: per recording, the pieces and graph breaks, and over all
 their nodes (child graphs and conditional bodies included, in place): counts by node kind,
 kernel function names in ``cuGraphGetNodes`` order (the order stream capture created them), the
-memcpy and memset nodes (direction and bytes) and the conditional nodes (their type). Everything
-comes from the recording's graph snapshots (``driver/snapshot.py``), read once per capture.
+memcpy and memset nodes (direction and bytes) and the conditional nodes (their type and bodies: a
+switch's are its branches). Everything comes from the recording's graph snapshots
+(``driver/snapshot.py``), read once per capture. ``with_conditional_legend`` adds the conditional
+nodes to a graph's DOT text as a note (``cupygraph dot``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from ...errors import CupyGraphError
-from .snapshot import GraphSnapshot
+from .snapshot import GraphSnapshot, Node
+
+
+def describe_conditional(node: Node) -> str:
+    """A conditional node in words: ``while, 1 body``, ``if, 1 body``, ``switch, 3 branches``."""
+    if node.conditional is None:
+        return "unreadable"
+    size = len(node.children)
+    if node.conditional == "switch":
+        return f"switch, {size} {'branch' if size == 1 else 'branches'}"
+    return f"{node.conditional}, {size} {'body' if size == 1 else 'bodies'}"
+
+
+def conditional_nodes(snapshot: GraphSnapshot) -> list[str]:
+    """Every conditional node of ``snapshot`` (nested ones in place after their node), in words."""
+    return [describe_conditional(node) for node, _depth in snapshot.walk() if node.kind == "conditional"]
+
+
+def with_conditional_legend(dot: str, conditionals: Sequence[str]) -> str:
+    """``dot`` (one graph's DOT text) with a note listing its conditional nodes, last in the graph, so the
+    picture gives each one's type and bodies whatever the driver's own DOT shows of them."""
+    end = dot.rstrip().rfind("}")
+    if not conditionals or end < 0:
+        return dot
+    label = "\\l".join(["conditional nodes (cupygraph):", *conditionals]) + "\\l"
+    return f'{dot[:end]}"cupygraph_conditional_nodes" [shape="note" label="{label}"];\n{dot[end:]}'
 
 
 def recording_topology(recording: Any) -> dict[str, Any]:
@@ -46,9 +74,7 @@ def recording_topology(recording: Any) -> dict[str, Any]:
             elif node.kind == "memset":
                 memset.append("unreadable" if node.fill is None else f"{node.fill.nbytes:,} bytes")
             elif node.kind == "conditional":
-                size = len(node.children)
-                conditional.append("unreadable" if node.conditional is None else
-                                   f"{node.conditional}, {size} {'body' if size == 1 else 'bodies'}")
+                conditional.append(describe_conditional(node))
     return {
         "pieces": pieces,
         "graph_breaks": breaks,
