@@ -123,4 +123,5 @@ def test_a_function_writing_into_its_argument_gets_no_relays():
         np.testing.assert_array_equal(got, want, err_msg=f"call {i}")
         np.testing.assert_array_equal(cupy.asnumpy(x), cupy.asnumpy(want_x), err_msg=f"call {i}")
     assert bound(g) == {}
-    assert g.backend.relays.decided is False
+    # The call that captured showed the write (cache/first_call.py), so no relay was even tried.
+    assert g.backend.relays.decided is not True
