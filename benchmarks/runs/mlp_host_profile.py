@@ -40,5 +40,4 @@ for batch in (1, 64):
         pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(12)
         print(s.getvalue()[:3500])
         st = g.stats()
-        d = st.model_dump() if hasattr(st, "model_dump") else {k: getattr(st, k) for k in dir(st) if not k.startswith("_")}
-        print("STATS", json.dumps(d, default=str)[:2500])
+        print("STATS", json.dumps({k: v for k, v in st.to_dict().items() if k != "graph_costs"}, default=str)[:2500])
