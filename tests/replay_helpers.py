@@ -25,8 +25,9 @@ def _garbage(dtype: np.dtype) -> Any:
     return True
 
 
-def poison_outputs(graphed: Any) -> int:
-    """Overwrite every static output of ``graphed``'s graphs with garbage; return how many.
+def poison_outputs(graphed: Any, xp: Any = np) -> int:
+    """Overwrite every static output of ``graphed``'s graphs with garbage (``xp``: numpy or cupy); return
+    how many. A replay that fails to write an element then shows it.
 
     Outputs that share memory with the graph's static inputs (a function returning its argument)
     are left alone: the next call rewrites only the real rows of those.
@@ -34,14 +35,21 @@ def poison_outputs(graphed: Any) -> int:
     count = 0
     for entry in graphed.registry.entries():
         inputs = list(entry.static_inputs) + list(entry.whole_inputs)
-        leaves, _ = flatten(entry.recording.outputs, lambda v: isinstance(v, np.ndarray))
+        leaves, _ = flatten(entry.recording.outputs, lambda v: isinstance(v, xp.ndarray))
         for leaf in leaves:
-            if (not isinstance(leaf, np.ndarray) or not leaf.size or not leaf.flags.writeable
-                    or any(np.shares_memory(leaf, buf) for buf in inputs)):
+            if (not isinstance(leaf, xp.ndarray) or not leaf.size or not getattr(leaf.flags, "writeable", True)
+                    or any(xp.shares_memory(leaf, buf) for buf in inputs)):
                 continue
             leaf[...] = _garbage(leaf.dtype)
             count += 1
     return count
+
+
+def assert_same_array(got: Any, want: Any) -> None:
+    """The same shape, dtype and bits (NaN equal to NaN), for NumPy or CuPy arrays."""
+    got, want = (np.asarray(a.get() if hasattr(a, "get") else a) for a in (got, want))
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, got.dtype, want.shape, want.dtype)
+    np.testing.assert_array_equal(got, want)
 
 
 def same(got: Any, want: Any) -> bool:

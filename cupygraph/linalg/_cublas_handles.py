@@ -42,7 +42,7 @@ from ..reasons import FallbackReason
 from ._binding import Binding, binding
 from ._lt_binding import LtBinding, lt_binding
 from ._lt_plans import PlanCache
-from ._retire import destroy_retired, pending, retire
+from ._retire import destroy_retired, pending, retire, thread_handle
 
 WORKSPACE_HOPPER = 32 << 20  # cuBLAS's recommendation for sm_90 and newer
 WORKSPACE_OTHER = 4 << 20
@@ -169,18 +169,8 @@ def workspace_for(device_id: int, stream: Any) -> Workspace:
 def _thread_handle(kind: str, device_id: int, stream: Any, make: Callable[[], Any]) -> Any:
     """This thread's handle of ``kind`` ("cuBLAS" or "cuBLASLt") on ``device_id``, made by ``make`` on first
     use (never while ``stream`` captures), held by the graph being recorded."""
-    handles: dict[int, Any] = _local.__dict__.setdefault(kind, {})
-    handle = handles.get(device_id)
-    if handle is None:
-        if stream_is_capturing(stream):
-            raise _not_prepared(f"{kind} handle", stream)
-        destroy_retired(stream)
-        handle = handles[device_id] = make()
-    elif pending():
-        destroy_retired(stream)
-    if holding_active():
-        hold(handle)
-    return handle
+    return thread_handle(_local.__dict__.setdefault(kind, {}), device_id, stream, make,
+                         lambda: _not_prepared(f"{kind} handle", stream))
 
 
 def handle_for(device_id: int, stream: Any) -> Handle:

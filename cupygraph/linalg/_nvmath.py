@@ -11,12 +11,10 @@ from typing import Any
 
 import cupy
 
-from ..backends.capturing import stream_is_capturing
-from ..backends.holding import hold, holding_active
 from ..errors import BackendUnavailableError, CaptureError
 from ..reasons import FallbackReason
 from ._binding import NVMATH_INSTALL
-from ._retire import destroy_retired, retire
+from ._retire import retire, thread_handle
 
 
 class LazyBinding:
@@ -56,21 +54,21 @@ class ThreadHandles:
         self._local = threading.local()
 
     def get(self, device_id: int) -> Any:
-        handles: dict[int, Any] = self._local.__dict__.setdefault("handles", {})
         stream = cupy.cuda.get_current_stream()
-        found = handles.get(device_id)
-        if found is None:
-            if stream_is_capturing(stream):
-                raise CaptureError(
-                    f"{FallbackReason.LIBRARY_CALL.text}: {self._needed_by} has no {self._library} handle in this "
-                    "thread yet, and making one during a capture would allocate; run the function once before "
-                    "capturing (jit's num_warmups >= 1)")
-            destroy_retired(stream)
-            found = handles[device_id] = self._make(device_id)
-            weakref.finalize(found, retire, found.closer(), device_id, self._library)
+        found = thread_handle(self._local.__dict__.setdefault("handles", {}), device_id, stream,
+                              lambda: self._made(device_id), self._refusal)
         if found.stream_ptr != int(stream.ptr):
             found.lib.set_stream(found.ptr, int(stream.ptr))
             found.stream_ptr = int(stream.ptr)
-        if holding_active():
-            hold(found)
         return found
+
+    def _made(self, device_id: int) -> Any:
+        made = self._make(device_id)
+        weakref.finalize(made, retire, made.closer(), device_id, self._library)
+        return made
+
+    def _refusal(self) -> CaptureError:
+        return CaptureError(
+            f"{FallbackReason.LIBRARY_CALL.text}: {self._needed_by} has no {self._library} handle in this thread "
+            "yet, and making one during a capture would allocate; run the function once before capturing (jit's "
+            "num_warmups >= 1)")

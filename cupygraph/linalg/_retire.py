@@ -1,5 +1,6 @@
-"""Library handles nothing holds any more, destroyed later at a safe point (one list for cuBLAS,
-cuSOLVER and cuSPARSE).
+"""The life of a library handle (cuBLAS, cuBLASLt, cuSOLVER, cuSPARSE): taken once per thread and device
+(``thread_handle``), held by the graphs that use it, and once nothing holds it, destroyed later at a
+safe point (one list for every library).
 
 A handle's finaliser may run in any thread at any allocation, inside a capture too, where
 destroying a handle (which synchronises) would break the capture. So the finaliser only queues
@@ -14,10 +15,28 @@ from collections.abc import Callable
 from typing import Any
 
 from ..backends.capturing import stream_is_capturing
-from ..backends.holding import scopes_open
+from ..backends.holding import hold, holding_active, scopes_open
 from ..logs import logger
 
 _retired: list[tuple[Callable[[], None], int, str]] = []
+
+
+def thread_handle(handles: dict[int, Any], device_id: int, stream: Any, make: Callable[[], Any],
+                  refusal: Callable[[], Exception]) -> Any:
+    """The handle of ``handles`` (one thread's, of one library) for ``device_id``: made by ``make`` on first
+    use, never while ``stream`` captures (``refusal()`` is raised then: making one allocates), where the
+    queued handles are destroyed first; held by the graph being recorded, so none outlives its graphs."""
+    handle = handles.get(device_id)
+    if handle is None:
+        if stream_is_capturing(stream):
+            raise refusal()
+        destroy_retired(stream)
+        handle = handles[device_id] = make()
+    elif _retired:
+        destroy_retired(stream)
+    if holding_active():
+        hold(handle)
+    return handle
 
 
 def retire(destroy: Callable[[], None], device_id: int, library: str) -> None:

@@ -25,10 +25,11 @@ import cupygraph as cg
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 
+from replay_helpers import assert_same_array, poison_outputs  # noqa: E402
+
 from cupygraph.cli import main  # noqa: E402
 from cupygraph.control_flow import loops as cf  # noqa: E402
 from cupygraph.diagnostics.topology import function_topology  # noqa: E402
-from cupygraph.pytree import flatten  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT_OF_RANGE = [-1, 3, 4, 2**32 + 1, 2**32, -(2**63), 2**40]
@@ -45,21 +46,6 @@ def graphed(fn, batch_argnums=(0,), **config):
     g = cg.jit(fn, config=dict(on_capture_error="raise", **config), batch_argnums=batch_argnums)
     assert g.backend.name == "cupy"
     return g
-
-
-def poison_outputs(g) -> None:
-    """NaN into every floating static output (a replay that fails to write an element shows it)."""
-    for entry in g.registry.entries():
-        leaves, _ = flatten(entry.cudagraph.outputs, lambda v: isinstance(v, cupy.ndarray))
-        for leaf in leaves:
-            if leaf.dtype.kind == "f":
-                leaf.fill(np.nan)
-
-
-def assert_same(got, want) -> None:
-    got, want = cupy.asnumpy(got), cupy.asnumpy(want)
-    assert got.shape == want.shape and got.dtype == want.dtype
-    np.testing.assert_array_equal(got, want)
 
 
 def rand(rng, *shape):
@@ -84,9 +70,9 @@ def test_each_index_replays_as_eager_in_range_and_out_of_range(dtype):
     for value in values:
         index = cupy.asarray(np.array([value], dtype=dtype))
         x = rand(rng, 8, 33)
-        poison_outputs(g)
+        poison_outputs(g, cupy)
         got = g(index, x)
-        assert_same(got, route(index, x))
+        assert_same_array(got, route(index, x))
         if not 0 <= value < 3:
             assert bool((got == -7.0).all())  # no branch ran
     stats = g.stats()
@@ -105,8 +91,8 @@ def test_a_zero_dimensional_index_and_one_branch():
     g = graphed(one, batch_argnums=(1,), capture_sizes=[4])
     for value in (0, 1, -1, 0):
         index, x = cupy.asarray(np.array(value, np.int32)), rand(rng, 4, 5)
-        poison_outputs(g)
-        assert_same(g(index, x), one(index, x))
+        poison_outputs(g, cupy)
+        assert_same_array(g(index, x), one(index, x))
     assert g.stats().captures == 1
 
 
@@ -159,11 +145,11 @@ def test_a_while_loop_with_a_switch_inside_matches_eager():
     for n in (0, 1, 5, 12, 3):
         count = cupy.asarray(np.array([n], np.int32))
         x = rand(rng, 8, 17)
-        poison_outputs(g)
+        poison_outputs(g, cupy)
         got, want = g(count, x), machine(count, x)
         assert int(got[0]) == int(want[0]) == n
-        assert_same(got[1], want[1])
-        assert_same(got[2], want[2])
+        assert_same_array(got[1], want[1])
+        assert_same_array(got[2], want[2])
     stats = g.stats()
     assert stats.captures == 1 and stats.fallbacks == 0
     assert function_topology(g)["FULL size=8"]["conditional"] == ["while, 1 body", "switch, 3 branches"]
@@ -180,8 +166,8 @@ def test_piecewise_pieces_each_with_a_switch_replay_as_eager():
     g = graphed(two_pieces, batch_argnums=(1,), capture_sizes=[8], mode="PIECEWISE")
     for value in (2, 0, -1, 1, 5, 2):
         index, x = cupy.asarray(np.array([value], np.int32)), rand(rng, 8, 6)
-        poison_outputs(g)
-        assert_same(g(index, x), two_pieces(index, x))
+        poison_outputs(g, cupy)
+        assert_same_array(g(index, x), two_pieces(index, x))
     found = function_topology(g)["PIECEWISE size=8"]
     assert found["pieces"] == 2 and found["conditional"] == ["switch, 3 branches"] * 2
     assert g.stats().captures == 1 and g.stats().fallbacks == 0
@@ -241,8 +227,8 @@ def test_the_node_kinds_a_body_may_hold_capture_and_replay_as_eager():
     g = graphed(bodies, batch_argnums=(1,), capture_sizes=[8])
     for value in (0, 1, 1, 0):
         index, x = cupy.asarray(np.array([value], np.int32)), rand(rng, 8, 9)
-        poison_outputs(g)
-        assert_same(g(index, x), bodies(index, x))
+        poison_outputs(g, cupy)
+        assert_same_array(g(index, x), bodies(index, x))
     stats = g.stats()
     assert stats.captures == 1 and stats.fallbacks == 0
     found = function_topology(g)["FULL size=8"]

@@ -17,6 +17,8 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 cublas = pytest.importorskip("cupy.cublas", reason="needs CuPy's cupy.cublas")  # an unrouted level-1 BLAS call
 
+from replay_helpers import assert_same_array, poison_outputs  # noqa: E402
+
 from cupygraph.kernels import get_kernel  # noqa: E402
 from cupygraph.pytree import flatten  # noqa: E402
 
@@ -45,21 +47,6 @@ def rand(rng, *shape, dtype=np.float32):
     return cupy.asarray(rng.standard_normal(shape).astype(dtype))
 
 
-def poison_outputs(graphed: cg.GraphedFunction) -> None:
-    """NaN into every static output so an element the replay fails to write shows up."""
-    for entry in graphed.registry.entries():
-        leaves, _ = flatten(entry.cudagraph.outputs, lambda v: isinstance(v, cupy.ndarray))
-        for leaf in leaves:
-            if leaf.dtype.kind == "f":
-                leaf.fill(np.nan)
-
-
-def assert_same(got, want) -> None:
-    got, want = cupy.asnumpy(got), cupy.asnumpy(want)
-    assert got.shape == want.shape and got.dtype == want.dtype
-    np.testing.assert_array_equal(got, want)
-
-
 def test_backend_is_cupy_and_replays_bit_for_bit_across_padding():
     rng = np.random.default_rng(1)
     fn = affine_chain()
@@ -69,8 +56,8 @@ def test_backend_is_cupy_and_replays_bit_for_bit_across_padding():
     rng.shuffle(sizes)
     for n in sizes:
         x = rand(rng, n, 37)
-        poison_outputs(graphed)
-        assert_same(graphed(x), fn(x))
+        poison_outputs(graphed, cupy)
+        assert_same_array(graphed(x), fn(x))
     stats = graphed.stats()
     assert stats.captures == graphed.registry.num_graphs() > 5
     assert stats.hits + stats.misses == len(sizes)
@@ -88,16 +75,16 @@ def test_multiple_inputs_outputs_constants_and_statics():
     w = rand(rng, 16)
     for n in [3, 17, 3, 32, 1]:
         x, y = rand(rng, n, 16), rand(rng, n, 16)
-        poison_outputs(graphed)
+        poison_outputs(graphed, cupy)
         got, want = graphed(x, y, w, 0.5), fn(x, y, w, 0.5)
         for k in want:
-            assert_same(got[k], want[k])
+            assert_same_array(got[k], want[k])
     # A new constant array is a new key: the result follows the new weights.
     w_new = rand(rng, 16)
     x, y = rand(rng, 3, 16), rand(rng, 3, 16)
-    assert_same(graphed(x, y, w_new, 0.5)["h"], fn(x, y, w_new, 0.5)["h"])
+    assert_same_array(graphed(x, y, w_new, 0.5)["h"], fn(x, y, w_new, 0.5)["h"])
     # A new static value is a new key as well.
-    assert_same(graphed(x, y, w_new, 2.0)["h"], fn(x, y, w_new, 2.0)["h"])
+    assert_same_array(graphed(x, y, w_new, 2.0)["h"], fn(x, y, w_new, 2.0)["h"])
 
 
 def test_view_mode_returns_views_overwritten_by_next_call_and_copy_mode_does_not():
@@ -133,7 +120,7 @@ def test_uncapturable_ops_fall_back_with_reason_and_engine_keeps_working(body, w
     out = graphed(x)  # falls back: eager result
     assert out.shape == body(x).shape
     if words != "cuRAND":
-        assert_same(out, body(x))
+        assert_same_array(out, body(x))
     details = graphed.stats().last_detail_by_reason
     assert any(words in d for d in details.values()), details
     graphed(x)
@@ -147,7 +134,7 @@ def test_uncapturable_ops_fall_back_with_reason_and_engine_keeps_working(body, w
     fresh = cg.jit(fn, config=dict(max_capture_size=16))
     for n in (3, 9, 3):
         y = rand(rng, n, 8)
-        assert_same(fresh(y), fn(y))
+        assert_same_array(fresh(y), fn(y))
     assert fresh.registry.num_graphs() == 2
 
 
@@ -165,7 +152,7 @@ def test_user_exception_mid_capture_falls_back_once_and_leaves_stream_usable():
     graphed = cg.jit(flaky, config=dict(max_capture_size=8))
     for _ in range(3):
         x = rand(rng, 3, 3)
-        assert_same(graphed(x), x * 2 + 1)
+        assert_same_array(graphed(x), x * 2 + 1)
         assert not cupy.cuda.get_current_stream().is_capturing()
     stats = graphed.stats()
     assert stats.capture_failures == 1 and stats.fallbacks == 3 and graphed.registry.num_graphs() == 0
@@ -177,7 +164,7 @@ def test_user_exception_mid_capture_falls_back_once_and_leaves_stream_usable():
     fn = affine_chain(3)
     other = cg.jit(fn, config=dict(max_capture_size=8))
     x = rand(rng, 3, 3)
-    assert_same(other(x), fn(x))
+    assert_same_array(other(x), fn(x))
 
 
 def test_cufft_pipeline_replays():
@@ -189,7 +176,7 @@ def test_cufft_pipeline_replays():
     graphed = cg.jit(spectral, config=dict(max_capture_size=16))
     for n in (5, 16, 5, 2):
         x = rand(rng, n, 64)
-        assert_same(graphed(x), spectral(x))
+        assert_same_array(graphed(x), spectral(x))
     assert graphed.registry.num_graphs() == 3
 
 
@@ -209,7 +196,7 @@ def test_memory_eight_sizes_share_the_pool_and_eviction_returns_it():
     assert held <= 1.25 * largest, (held, largest)
     for n in (5, 100, 512, 300):
         x = rand(rng, n, 1024)
-        assert_same(many(x), fn(x))
+        assert_same_array(many(x), fn(x))
     many.clear()
     assert many.registry.backend.pool_bytes() == 0
 
@@ -222,7 +209,7 @@ def test_family_blocks_of_4_kib_or_more_start_on_4_kib_boundaries():
     misplaced = [cupy.cuda.Memory(512) for _ in range(3)]  # cudaMalloc packs what follows 512 bytes on
     graphed = cg.jit(fn, config=dict(capture_sizes=[64], input_binding="copy"))
     x = rand(rng, 64, 1024)
-    assert_same(graphed(x), fn(x))
+    assert_same_array(graphed(x), fn(x))
     (entry,) = graphed.registry.entries()
     leaves, _ = flatten((entry.static_inputs, entry.cudagraph.outputs), lambda v: isinstance(v, cupy.ndarray))
     placed = [int(leaf.data.ptr) % 4096 for leaf in leaves if leaf.nbytes >= 4096]
@@ -240,7 +227,7 @@ def test_memory_budget_is_never_exceeded():
     graphed = cg.jit(fn, config=dict(max_capture_size=256, memory_budget=budget))
     for n in rng.integers(1, 257, size=40).tolist():
         x = rand(rng, n, 512)
-        assert_same(graphed(x), fn(x))
+        assert_same_array(graphed(x), fn(x))
         assert graphed.registry.total_bytes() <= budget
     assert graphed.stats().evictions > 0
 
@@ -303,7 +290,7 @@ def test_wrapper_with_forward_context_and_manager_on_gpu():
         wrapper(persistent)  # capture
         new = rand(rng, 8, 16)
         persistent[...] = new
-        assert_same(wrapper(persistent), fn(new))
+        assert_same_array(wrapper(persistent), fn(new))
         with pytest.raises(cg.InputMismatchError, match="addresses"):
             wrapper(rand(rng, 8, 16))
     assert wrapper.stats().captures == 1
@@ -311,7 +298,7 @@ def test_wrapper_with_forward_context_and_manager_on_gpu():
     manager = cg.CUDAGraphManager(dict(max_capture_size=32))
     for n in (4, 30, 4):
         x = rand(rng, n, 16)
-        assert_same(manager.execute_or_capture(n, None, fn, [x]), fn(x))
+        assert_same_array(manager.execute_or_capture(n, None, fn, [x]), fn(x))
     assert manager.stats().hits == 1 and manager.stats().captures == 2
 
 
@@ -321,7 +308,7 @@ def test_non_contiguous_and_sliced_inputs_are_copied_correctly():
     graphed = cg.jit(fn, config=dict(max_capture_size=16))
     base = rand(rng, 12, 20)
     for x in (base[:, ::2], base.T[:7].copy().T.T, base[3:9], cupy.asfortranarray(base[:5])):
-        assert_same(graphed(x), fn(x))
+        assert_same_array(graphed(x), fn(x))
 
 
 def test_pool_memory_returns_after_clear_with_diagnostics():

@@ -17,6 +17,8 @@ from extras import need
 
 driver = need("cuda.bindings.driver", "cuda", what="the conditional body check tests")
 
+from fake_cuda_driver import FakeDriver  # noqa: E402
+
 from cupygraph.backends.driver.reading import ConditionalBodyCheck, RecordingGraphs  # noqa: E402
 from cupygraph.backends.driver.topology import (  # noqa: E402
     conditional_nodes,
@@ -33,61 +35,12 @@ SWITCH = driver.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_SWITCH
 LOOP_LINE = "body of the while_loop (at model.py:12: cg.while_loop(cond, body))"
 
 
-class FakeDriver:
-    """Graphs (handle -> node handles) and nodes (handle -> (type, parameters)), read as the reader reads."""
-
-    CUresult, CUgraphNodeType = driver.CUresult, driver.CUgraphNodeType
-
-    def __init__(self, graphs, nodes, names=None, describes_conditionals=False):
-        self.graphs, self.nodes = graphs, nodes
-        self.names = names or {}
-        self.describes_conditionals = describes_conditionals
-        self.listed: list[int] = []
-
-    def CUgraph(self, handle):
-        return handle
-
-    def cuGraphGetNodes(self, graph, count):
-        if graph not in self.graphs:
-            return (BAD, None, 0)
-        if count:
-            self.listed.append(graph)
-        return (OK, self.graphs[graph][:count] if count else None, len(self.graphs[graph]))
-
-    def cuGraphNodeGetType(self, node):
-        return (OK, self.nodes[node][0])
-
-    def cuGraphKernelNodeGetParams(self, node):
-        return (OK, self.nodes[node][1])
-
-    def cuFuncGetName(self, func):
-        return (OK, self.names.get(func, f"kernel{func}").encode())
-
-    def cuGraphMemcpyNodeGetParams(self, node):
-        return (OK, self.nodes[node][1])
-
-    def cuGraphMemsetNodeGetParams(self, node):
-        return (OK, self.nodes[node][1])
-
-    def cuGraphChildGraphNodeGetGraph(self, node):
-        return (OK, self.nodes[node][1])
-
-    def cuGraphMemAllocNodeGetParams(self, node):
-        return (OK, SimpleNamespace(dptr=0x7F00_0000_0000, bytesize=4096))
-
-    def cuGraphNodeGetParams(self, node):
-        # Drivers before CUDA 13.2 (as cuda.core finds) cannot describe a conditional node.
-        if not self.describes_conditionals:
-            return (driver.CUresult.CUDA_ERROR_NOT_SUPPORTED, None)
-        return (OK, self.nodes[node][1])
-
-
 def kernel(func):
     return (T.CU_GRAPH_NODE_TYPE_KERNEL, SimpleNamespace(func=func, kern=0))
 
 
-def check(graphs, nodes, noted, **driver_options):
-    drv = FakeDriver(graphs, nodes, {7: "step", 8: "reduce"}, **driver_options)
+def check(graphs, nodes, noted, describes_conditionals=False):
+    drv = FakeDriver(graphs, nodes, names={7: "step", 8: "reduce"}, describes_conditionals=describes_conditionals)
     return ConditionalBodyCheck(noted, drv), drv
 
 
@@ -224,7 +177,8 @@ def test_inspect_lists_each_graphs_conditional_nodes(monkeypatch):
 
     nodes = {1: kernel(7), 2: (T.CU_GRAPH_NODE_TYPE_CONDITIONAL, None), 3: kernel(8)}
     noted = [NotedBody(300 + i, 2, "switch", f"branch {i} of the switch (at m.py:4)") for i in range(2)]
-    drv = FakeDriver({100: [1, 2], 300: [3], 301: []}, nodes, {7: "step", 8: "reduce"})
+    drv = FakeDriver({100: [1, 2], 300: [3], 301: []}, nodes, names={7: "step", 8: "reduce"},
+                     describes_conditionals=False)
     read = RecordingGraphs([SimpleNamespace(graph=100)], noted, needed=True, drv=drv)
 
     f = cg.jit(lambda x: x + 1, config=dict(backend="host", capture_sizes=[4]))

@@ -16,6 +16,8 @@ from extras import need
 
 driver = need("cuda.bindings.driver", "cuda", what="the graph walker tests")
 
+from fake_cuda_driver import FakeDriver  # noqa: E402
+
 from cupygraph.backends.driver.snapshot import read_graphs  # noqa: E402
 from cupygraph.backends.guards.cupy_audit import NodeAddresses  # noqa: E402
 
@@ -35,53 +37,6 @@ class KernelParams:
     @property
     def address(self) -> int:
         return ctypes.addressof(self.array)
-
-
-class FakeDriver:
-    """The few cuda.bindings.driver calls the walker makes, over a described graph."""
-
-    CUresult, CUgraphNodeType, CUmemorytype = driver.CUresult, driver.CUgraphNodeType, driver.CUmemorytype
-
-    def __init__(self, graphs, nodes, layouts):
-        self.graphs, self.nodes, self.layouts = graphs, nodes, layouts
-        self.listed: list[int] = []
-
-    def CUgraph(self, handle):
-        return handle
-
-    def cuGraphGetNodes(self, graph, count):
-        nodes = self.graphs.get(graph)
-        if nodes is None:
-            return (BAD, None, 0)
-        if count:
-            self.listed.append(graph)
-        return (OK, [] if count == 0 else nodes[:count], len(nodes))
-
-    def cuGraphNodeGetType(self, node):
-        return (OK, self.nodes[node][0])
-
-    def cuGraphKernelNodeGetParams(self, node):
-        return (OK, self.nodes[node][1])
-
-    def cuFuncGetParamInfo(self, func, index):
-        layout = self.layouts[func]
-        return (OK, *layout[index]) if index < len(layout) else (BAD, 0, 0)
-
-    def cuFuncGetName(self, func):
-        return (OK, f"kernel{func}".encode())
-
-    def cuGraphMemcpyNodeGetParams(self, node):
-        return (OK, self.nodes[node][1])
-
-    def cuGraphMemsetNodeGetParams(self, node):
-        return (OK, self.nodes[node][1])
-
-    def cuGraphChildGraphNodeGetGraph(self, node):
-        return (OK, self.nodes[node][1])
-
-    def cuGraphNodeGetParams(self, node):
-        params = self.nodes[node][1]
-        return (BAD, None) if params is None else (OK, params)
 
 
 def kernel(func, params: KernelParams):
