@@ -29,32 +29,31 @@ __device__ __forceinline__ void cupygraph_fold(unsigned long long sum, unsigned 
     }
 }
 
-// 8-byte words (an aligned span whose length is a multiple of 8).
-extern "C" __global__ void cupygraph_fingerprint_words(const unsigned long long* __restrict__ words,
-                                                       long long n, unsigned long long* out) {
+// The loop both kernels run over ``n`` elements of type T; each element is widened and offset by
+// Offset first (bytes add 1, so a zero byte still mixes differently from a missing one).
+template <typename T, unsigned long long Offset>
+__device__ __forceinline__ void cupygraph_fingerprint_span(const T* __restrict__ data, long long n,
+                                                           unsigned long long* out) {
     CUPYGRAPH_PDL_TRIGGER();
     CUPYGRAPH_PDL_WAIT();
     unsigned long long sum = 0, mixed = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
-        unsigned long long h = cupygraph_mix(words[i], (unsigned long long)i);
+        unsigned long long h = cupygraph_mix((unsigned long long)data[i] + Offset, (unsigned long long)i);
         sum += h;
         mixed ^= cupygraph_mix(h, 0x2545F4914F6CDD1Dull);
     }
     cupygraph_fold(sum, mixed, out);
 }
 
+// 8-byte words (an aligned span whose length is a multiple of 8).
+extern "C" __global__ void cupygraph_fingerprint_words(const unsigned long long* __restrict__ words,
+                                                       long long n, unsigned long long* out) {
+    cupygraph_fingerprint_span<unsigned long long, 0ull>(words, n, out);
+}
+
 // Single bytes: any other span.
 extern "C" __global__ void cupygraph_fingerprint_bytes(const unsigned char* __restrict__ bytes,
                                                        long long n, unsigned long long* out) {
-    CUPYGRAPH_PDL_TRIGGER();
-    CUPYGRAPH_PDL_WAIT();
-    unsigned long long sum = 0, mixed = 0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        unsigned long long h = cupygraph_mix((unsigned long long)bytes[i] + 1ull, (unsigned long long)i);
-        sum += h;
-        mixed ^= cupygraph_mix(h, 0x2545F4914F6CDD1Dull);
-    }
-    cupygraph_fold(sum, mixed, out);
+    cupygraph_fingerprint_span<unsigned char, 1ull>(bytes, n, out);
 }
