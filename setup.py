@@ -4,9 +4,9 @@ call, same results); ``cupygraph.backends.fastpath.compiled.COMPILED`` says whic
 
 from setuptools import Extension, setup
 
-SOURCES = ["cupygraph/backends/fastpath/_replay.c", "cupygraph/backends/fastpath/_replay_helpers.c",
-           "cupygraph/backends/fastpath/_replay_record.c",
+SOURCES = ["cupygraph/backends/fastpath/_replay.c", "cupygraph/backends/fastpath/_replay_counts.c",
+           "cupygraph/backends/fastpath/_replay_helpers.c", "cupygraph/backends/fastpath/_replay_record.c",
            "cupygraph/backends/fastpath/_replay_record_type.c"]
 
 setup(ext_modules=[Extension("cupygraph.backends.fastpath._replay", SOURCES,
-                             depends=["cupygraph/backends/fastpath/_replay.h"], optional=True)])
+                             depends=["cupygraph/backends/fastpath/_fastpath.h"], optional=True)])

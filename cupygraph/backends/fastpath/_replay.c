@@ -8,13 +8,8 @@
  * exactly as the Python path would, or hands it back (None) before
  * changing anything; then to the Python path (``miss``). Python builds each Record once and never
  * changes it; what both paths update lives in this module's own ReplayCounts and FamilyState. */
-#include "_replay.h"
+#include "_fastpath.h"
 #include <structmember.h>
-
-static long long clock_now = 0;
-
-/* The family-wide use clock (LRU order): Python's ``tick()`` and the Record's launches share it. */
-CG_INTERNAL long long next_tick(void) { return ++clock_now; }
 
 static PyObject *tick(PyObject *module, PyObject *unused) { return PyLong_FromLongLong(next_tick()); }
 
@@ -23,81 +18,6 @@ static PyObject *references(PyObject *module, PyObject *item) {
     if (measure(item, c) < 0) return NULL;
     return Py_BuildValue("(nnnn)", c[0], c[1], c[2], c[3]);
 }
-
-/* -- ReplayCounts and FamilyState ------------------------------------------------------------------ */
-
-static PyObject *ReplayCounts_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    ReplayCounts *self = (ReplayCounts *)type->tp_alloc(type, 0);
-    if (self == NULL) return NULL;
-    self->last_bank = 0;
-    if ((self->hits = PyDict_New()) == NULL) { Py_DECREF(self); return NULL; }
-    return (PyObject *)self;
-}
-
-static int ReplayCounts_traverse(ReplayCounts *self, visitproc visit, void *arg) {
-    Py_VISIT(self->hits);
-    return 0;
-}
-
-static int ReplayCounts_clear(ReplayCounts *self) {
-    Py_CLEAR(self->hits);
-    return 0;
-}
-
-static void ReplayCounts_dealloc(ReplayCounts *self) {
-    PyObject_GC_UnTrack(self);
-    ReplayCounts_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyMemberDef ReplayCounts_members[] = {
-    {"replays", T_LONGLONG, offsetof(ReplayCounts, replays), 0, "launches of the entry's graph"},
-    {"bound_calls", T_LONGLONG, offsetof(ReplayCounts, bound_calls), 0, "zero-copy calls"},
-    {"last_used", T_LONGLONG, offsetof(ReplayCounts, last_used), 0, "the use clock at the last launch"},
-    {"last_bank", T_LONGLONG, offsetof(ReplayCounts, last_bank), 0, "the executable launched last"},
-    {"hits", T_OBJECT_EX, offsetof(ReplayCounts, hits), READONLY, "{real rows: calls} of the fast paths' hits"},
-    {NULL},
-};
-
-PyTypeObject ReplayCountsType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cupygraph.backends.fastpath._replay.ReplayCounts",
-    .tp_basicsize = sizeof(ReplayCounts),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "One entry's counts, written by the compiled and the Python replay, read by the statistics.",
-    .tp_new = ReplayCounts_new,
-    .tp_dealloc = (destructor)ReplayCounts_dealloc,
-    .tp_traverse = (traverseproc)ReplayCounts_traverse,
-    .tp_clear = (inquiry)ReplayCounts_clear,
-    .tp_members = ReplayCounts_members,
-};
-
-static PyObject *FamilyState_bump(FamilyState *self, PyObject *unused) {
-    self->generation++;
-    Py_RETURN_NONE;
-}
-
-static PyMemberDef FamilyState_members[] = {
-    {"generation", T_LONGLONG, offsetof(FamilyState, generation), READONLY,
-     "changes whenever something a Record describes may have changed"},
-    {NULL},
-};
-
-static PyMethodDef FamilyState_methods[] = {
-    {"bump", (PyCFunction)FamilyState_bump, METH_NOARGS, "bump(): every Record made before is stale"},
-    {NULL},
-};
-
-PyTypeObject FamilyStateType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cupygraph.backends.fastpath._replay.FamilyState",
-    .tp_basicsize = sizeof(FamilyState),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A graph family's generation: a Record is valid while it describes the current one.",
-    .tp_new = PyType_GenericNew,
-    .tp_members = FamilyState_members,
-    .tp_methods = FamilyState_methods,
-};
 
 /* -- FastFunction ------------------------------------------------------------------------------- */
 

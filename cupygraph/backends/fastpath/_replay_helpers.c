@@ -1,6 +1,6 @@
 /* The compiled replay's helpers (cupygraph/backends/fastpath/_replay.c says what the extension is): reading
  * CuPy arrays' public attributes, and the ring's reference counts. */
-#include "_replay.h"
+#include "_fastpath.h"
 
 PyObject *s_shape, *s_dtype, *s_strides, *s_data, *s_ptr, *s_mem, *s_device_id;
 PyObject *getweakrefcount;

@@ -1,6 +1,6 @@
 /* The Record: one shortcut's steady call served in C (cupygraph/backends/fastpath/_replay.c says what the extension
  * is, cupygraph/backends/fastpath/record.py what a Record holds and when Python makes a new one). */
-#include "_replay.h"
+#include "_fastpath.h"
 
 #define MISS 0
 #define SERVED 1

@@ -1,6 +1,6 @@
 /* The Record's construction, checks and type (cupygraph/backends/fastpath/_replay_record.c replays it;
  * cupygraph/backends/fastpath/record.py says what each field holds and builds it). */
-#include "_replay.h"
+#include "_fastpath.h"
 
 CG_INTERNAL int Record_traverse(Record *self, visitproc visit, void *arg) {
 #define VISIT_FIELD(field) Py_VISIT(self->field);

@@ -1,5 +1,5 @@
-/* Shared by the compiled replay's sources (cupygraph/backends/fastpath/_replay.c, _replay_record.c,
- * _replay_record_type.c, _replay_helpers.c): its object types and helpers.
+/* Shared by the compiled replay's sources (cupygraph/backends/fastpath/_replay.c, _replay_counts.c,
+ * _replay_record.c, _replay_record_type.c, _replay_helpers.c): its object types and helpers.
  *
  * The contract with Python (cupygraph/backends/fastpath/record.py builds what C reads): a Record is built
  * once per shortcut and never changes; it refers to two mutable objects of this module, the entry's
@@ -8,8 +8,8 @@
  * Python object's attributes than CuPy arrays' public ones (shape, dtype, strides, data.ptr,
  * data.device_id, data.mem) and a stream's ptr; it calls the record's own callables (allocate, a
  * structure that is not a tuple or list, a bank's launch, the lock) and compares static values with ==. */
-#ifndef CUPYGRAPH_REPLAY_H
-#define CUPYGRAPH_REPLAY_H
+#ifndef CUPYGRAPH_FASTPATH_H
+#define CUPYGRAPH_FASTPATH_H
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
