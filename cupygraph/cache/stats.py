@@ -121,6 +121,9 @@ class CUDAGraphStats:
     (zero-copy; ``executables_per_graph`` bounds them per graph)."""
     executable_instantiate_s: float = 0.0
     """The time those instantiations took (each paid once)."""
+    executable_bytes_made: int = 0
+    """The device memory those executables took (the device's free memory before and after each
+    instantiation and upload, ``cudaMemGetInfo``); the host backend makes none."""
     repointed_calls: int = 0
     """Zero-copy calls whose addresses no executable held: an executable's nodes were re-pointed."""
     routed_calls: Counter[str] = dataclasses.field(default_factory=Counter)
@@ -156,11 +159,12 @@ class CUDAGraphStats:
                   copies: Mapping[str, int], executables: Optional[Mapping[str, float]] = None) -> None:
         """What one entry counts itself: its fast paths' hits ({real rows: calls}, each a replay of a
         graph that existed), its zero-copy binds and copies per argument, and the executables its binder
-        made (``{"made", "seconds", "repointed_calls"}``)."""
+        made (``{"made", "seconds", "bytes", "repointed_calls"}``)."""
         executables = executables or {}
         with self._lock:
             self.executables_made += int(executables.get("made", 0))
             self.executable_instantiate_s += float(executables.get("seconds", 0.0))
+            self.executable_bytes_made += int(executables.get("bytes", 0))
             self.repointed_calls += int(executables.get("repointed_calls", 0))
             for rows, calls in hits.items():
                 self.hits += calls
@@ -321,6 +325,7 @@ class CUDAGraphStats:
                 "copies_by_argument": {k: v for k, v in self.copies_by_argument.items() if v},
                 "executables_made": self.executables_made,
                 "executable_instantiate_s": round(self.executable_instantiate_s, 6),
+                "executable_bytes_made": self.executable_bytes_made,
                 "repointed_calls": self.repointed_calls,
                 "last_detail_by_reason": dict(self.last_detail_by_reason),
                 "baked_uploads": dict(self.baked_uploads),

@@ -155,7 +155,8 @@ class CUDAGraphConfig(BaseModel):
         8, ge=1, le=8,
         description="input_binding=auto: a graph keeps up to this many executables, each holding one set of "
         "caller addresses, so callers cycling among up to this many buffers (a prefetch ring) re-point no node; "
-        "each costs one instantiation and its device memory, once (stats: executables_made); beyond it the "
+        "each costs one instantiation and its device memory, once (stats: executables_made, "
+        "executable_instantiate_s, executable_bytes_made); beyond it the "
         "least recently used is re-pointed. 1: one executable, re-pointed whenever the addresses change.")
     time_replays: bool = Field(
         False, description="Measure the host time of every replay (an entry's avg_replay_time_ms); off, "

@@ -52,6 +52,11 @@ def test_a_ring_of_up_to_eight_buffers_repoints_nothing_once_each_was_seen(count
     assert stats.fallbacks == 0 and stats.executables_made == count - 1, stats.to_dict()
     assert stats.repointed_calls == warm, "a call re-pointed an executable although one held its addresses"
     assert stats.executable_instantiate_s > 0
+    # The memory of the extra executables, as each measured its own instantiation and upload
+    [entry] = graphed.registry.entries()
+    extra = entry.recording.banks[1:]
+    assert len(extra) == count - 1 and stats.executable_bytes_made == sum(bank.nbytes for bank in extra)
+    assert stats.to_dict()["executable_bytes_made"] == stats.executable_bytes_made
 
 
 def test_more_buffers_than_executables_repoint_the_least_recently_used():

@@ -216,3 +216,15 @@ def test_a_file_with_costs_but_no_batch_sizes_says_where_the_counts_go(tmp_path,
     assert main(["plan-sizes", "--histogram", "stats.json", "--max-graphs", "2"]) != 0
     assert "holds graph_costs but no batch_sizes: put the calls per batch size under 'batch_sizes'" in (
         capsys.readouterr().err)
+
+
+def test_the_executables_made_for_caller_addresses_add_their_memory_to_the_statistics():
+    from cupygraph.cache.stats import CUDAGraphStats
+
+    stats = CUDAGraphStats()
+    stats.add_entry("FULL", {}, {}, {}, {"made": 2, "seconds": 0.25, "bytes": 3 << 20, "repointed_calls": 1})
+    stats.add_entry("FULL", {}, {}, {}, {"made": 1, "seconds": 0.5, "bytes": 1 << 20})
+    assert (stats.executables_made, stats.executable_bytes_made) == (3, 4 << 20)
+    assert stats.to_dict()["executable_bytes_made"] == 4 << 20
+    stats.reset()
+    assert stats.executable_bytes_made == 0

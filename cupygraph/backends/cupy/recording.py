@@ -54,7 +54,7 @@ def _run_all(launches: tuple[Callable[[], None], ...]) -> None:
 class Bank:
     """One executable per graph piece, the addresses its nodes hold, and how to launch it."""
 
-    __slots__ = ("current", "fresh", "handles", "index", "launch")
+    __slots__ = ("current", "fresh", "handles", "index", "launch", "nbytes")
 
     def __init__(self, index: int, handles: tuple[int, ...], launch: Callable[[], None], current: list[int]):
         self.index = index
@@ -67,6 +67,9 @@ class Bank:
         """Per binder slot, the address this bank's nodes hold."""
         self.fresh = True
         """Never launched: updating it cannot wait for a launch."""
+        self.nbytes = 0
+        """Device memory its instantiation and upload took (``add_bank``'s banks; the first bank's is the
+        capture's, in the key's ``GraphCost``)."""
 
 
 class CupyRecording(Recording):
@@ -157,6 +160,7 @@ class CupyRecording(Recording):
             return None
         made: list[int] = []
         stream = _current_stream().ptr
+        free = _free_device_memory()
         try:
             for piece in self._pieces:
                 got = ok(drv.cuGraphInstantiate(drv.CUgraph(int(piece.graph)), 0))
@@ -171,6 +175,10 @@ class CupyRecording(Recording):
         self._owned.extend(made)
         bank = self._bank(tuple(made))
         bank.current = current
+        after = _free_device_memory()
+        # Nothing else allocates here (the pool is not asked), so the drop is the executables' own memory,
+        # unless another thread or process allocated meanwhile (the reading is device-wide).
+        bank.nbytes = max(0, free - after) if free is not None and after is not None else 0
         self.banks.append(bank)
         return bank
 
@@ -249,3 +257,11 @@ def _destroy(handles: Sequence[int]) -> None:
             drv.cuGraphExecDestroy(drv.CUgraphExec(handle))
         except Exception:  # at interpreter exit the driver may be gone already
             pass
+
+
+def _free_device_memory() -> Optional[int]:
+    """The current device's free memory (``cudaMemGetInfo``), or None where it cannot be read."""
+    try:
+        return int(_runtime.memGetInfo()[0])
+    except Exception:  # a reading is never worth refusing an executable for
+        return None

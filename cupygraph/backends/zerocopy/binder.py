@@ -126,6 +126,7 @@ class CupyBinder:
         self._clock = 0
         self._made = 0
         self._made_seconds = 0.0
+        self._made_bytes = 0
         self._repointed = 0
         self.node_updates = 0
         """Kernel nodes set on an executable so far (tests: a steady caller pattern stops adding any)."""
@@ -246,7 +247,7 @@ class CupyBinder:
             rebinds[slot.label] += calls
         for slot in self._constants.values():
             rebinds[slot.label] += self._constant_rebinds[slot.label]
-        return rebinds, copies, {"made": self._made, "seconds": self._made_seconds,
+        return rebinds, copies, {"made": self._made, "seconds": self._made_seconds, "bytes": self._made_bytes,
                                  "repointed_calls": self._repointed}
 
     def reset_tally(self) -> None:
@@ -255,7 +256,7 @@ class CupyBinder:
         for slot in self._slots:
             slot.copies = 0
         self._constant_rebinds.clear()
-        self._made, self._made_seconds, self._repointed = 0, 0.0, 0
+        self._made, self._made_seconds, self._made_bytes, self._repointed = 0, 0.0, 0, 0
 
     def record(self, shortcut: Any, entry: Any, arguments: tuple[Any, ...], as_is: Sequence[bool], lock: Any,
                family: Any) -> Any:
@@ -316,6 +317,7 @@ class CupyBinder:
                     target = made
                     self._made += 1
                     self._made_seconds += time.perf_counter() - start
+                    self._made_bytes += made.nbytes
                 else:
                     self._max_banks = len(banks)  # refused once (logged): never instantiated again per call
             if target is active:  # the least recently launched bank, never the one launched last
