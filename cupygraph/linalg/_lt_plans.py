@@ -7,7 +7,8 @@
   ``CUPYGRAPH_GEMM_TUNING=heuristic``, the heuristic's first, untimed). Every thread, eager call and
   capture of a key then runs the same kernel, so a replay equals an eager call bit for bit; one row,
   skinny, square and batched shapes each get the kernel that ran fastest for that shape. Never
-  chosen per replay: a graph holds the kernel it recorded.
+  chosen per replay: a graph holds the kernel it recorded. Beyond ``MAX_CHOICES`` keys a key is
+  chosen again by each new plan of it, so it keeps the heuristic's first, untimed (the same each time).
 * **The descriptors** (operation, A/B/C layouts) are per thread (``PlanCache``, kept by the
   thread's cuBLASLt handle): the bias address is an attribute of the operation descriptor, set
   before each call whose bias moved.
@@ -63,7 +64,7 @@ EPILOGUE_NAMES = {EPILOGUE_DEFAULT: "none", EPILOGUE_RELU: "relu", EPILOGUE_GELU
 SCALE_TYPE = {"e": DATA_TYPE["f"], "f": DATA_TYPE["f"], "d": DATA_TYPE["d"]}  # float16 scales in float32
 MAX_ALIGNMENT = 256  # cuBLASLt's default assumption; an address is never asked for more
 MAX_PLANS = 1024  # per thread: descriptors of the least recently used key are destroyed beyond it
-MAX_CHOICES = 4096  # keys whose algorithm is kept; later ones are asked per call (the heuristic is deterministic)
+MAX_CHOICES = 4096  # keys whose algorithm is kept; later ones run the heuristic's first, untimed
 
 
 class LtKey(NamedTuple):
@@ -182,7 +183,7 @@ def _result_extent(key: LtKey) -> int:
 def _timed(lib: LtBinding, handle: int, plan: Plan, proposals: list[Algo], trial: Trial) -> Choice:
     """The fastest proposal on the trial's operands, each writing a scratch result (C and D) so the
     caller's result and its ``beta * C`` input stay untouched."""
-    ops, scratch = trial.operands, trial.timer.scratch(_result_extent(plan.key))
+    ops = trial.operands
 
     def run(algo: Algo) -> Callable[[int], None]:
         return lambda stream: lib.matmul(handle, plan.desc, ops.alpha, ops.a, plan.a, ops.b, plan.b, ops.beta,
@@ -190,6 +191,9 @@ def _timed(lib: LtBinding, handle: int, plan: Plan, proposals: list[Algo], trial
                                          trial.workspace_bytes, stream)
 
     try:
+        # Inside the try: a scratch result the device cannot hold (a large product near the memory's end)
+        # costs the timing, never the product, which needs no scratch.
+        scratch = trial.timer.scratch(_result_extent(plan.key))
         timed = fastest(proposals, run, trial.timer, (CublasError,), trial.stream)
     except Exception as err:  # timing is an optimisation: the heuristic's first answer still runs correctly
         logger.warning("cupygraph.linalg: timing cuBLASLt's proposals for %s failed (%s: %s); keeping the "
@@ -217,15 +221,21 @@ def choose(lib: LtBinding, handle: int, plan: Plan, trial: Optional[Trial] = Non
     process."""
     with _choices_lock:
         found = _choices.get(plan.key)
+        room = len(_choices) < MAX_CHOICES
     if found is not None:
         return found
-    choice = _choice(lib, handle, plan, trial)
+    # A key the table cannot keep is chosen again by every new plan of it (another thread's, or after its
+    # plan was dropped): the heuristic's first answer is the same each time, a timing need not be.
+    choice = _choice(lib, handle, plan, trial if room else None)
     if choice.algo is None:
         logger.info("cupygraph.linalg: no cuBLASLt algorithm for %s (%s): that GEMM and its epilogue run unfused",
                     describe(plan.key), choice.reason)
     with _choices_lock:
-        if len(_choices) < MAX_CHOICES or plan.key in _choices:
+        kept = len(_choices) < MAX_CHOICES or plan.key in _choices
+        if kept:
             choice = _choices.setdefault(plan.key, choice)  # a thread that chose first wins: one kernel per key
+    if not kept and choice.seconds:  # timed while other keys filled the table: not kept, so not timed either
+        choice = _choice(lib, handle, plan, None)
     return choice
 
 

@@ -6,7 +6,8 @@ a layer in a graph on an H200, where another of its proposals runs 3.5 µs (``be
 So the first product of a key (never a capture: ``_lt_plans`` makes no plan then) runs each of up to
 ``CANDIDATES`` proposals on the real operands, writing a scratch result, and keeps the fastest for
 the process. Every later call and every capture of the key then runs that one kernel, so replay
-equals eager bit for bit within a process.
+equals eager bit for bit within a process (a key beyond the table ``_lt_plans`` keeps is never timed,
+for the same reason). Timing that fails, its scratch result included, keeps the heuristic's first.
 
 What is timed is GPU time as a graph runs it: back-to-back calls recorded into a CUDA graph on a side
 stream, the graph's launch timed with events (``_gemm_lt.GraphTimer``). Timing eager calls would

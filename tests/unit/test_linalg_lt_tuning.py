@@ -149,3 +149,50 @@ def test_a_timer_that_fails_keeps_the_heuristics_first_and_says_so(caplog):
     assert "RuntimeError: stream capture unsupported here" in caplog.text
     assert ran_positions(fake)[-1] == 0
     np.testing.assert_allclose(out, reference(x, w, b, "relu"), rtol=2e-5, atol=2e-5)
+
+
+def test_a_key_the_table_cannot_keep_runs_the_heuristics_first_in_every_plan(monkeypatch):
+    # Beyond MAX_CHOICES a key's choice is made again by each new plan of it (another thread's, or after
+    # its plan was dropped); timed each time, two plans could run two kernels (eager vs a replay).
+    monkeypatch.setattr(_lt_plans, "MAX_CHOICES", 0)
+    fake = FakeLt(proposals=3)
+    first, second, handle = _lt_plans.PlanCache(fake), _lt_plans.PlanCache(fake), fake.create()
+    x, w, b, out = operands()
+    timers = [CostTimer(fake, {0: 5e-6, 1: 1e-6, 2: 3e-6}), CostTimer(fake, {0: 9e-6, 1: 9e-6, 2: 1e-6})]
+    for plans, timer in zip((first, second), timers):
+        lt_product(fake, plans, handle, x, w, out, b, "relu", timer=timer)
+    assert [timer.timed for timer in timers] == [[], []]
+    assert ran_positions(fake) == [0, 0] and cg.linalg.gemm_plans() == []
+    np.testing.assert_allclose(out, reference(x, w, b, "relu"), rtol=2e-5, atol=2e-5)
+
+
+def test_a_key_timed_while_the_table_filled_keeps_the_heuristics_first(monkeypatch):
+    monkeypatch.setattr(_lt_plans, "MAX_CHOICES", 1)
+    fake = FakeLt(proposals=3)
+    plans, handle = _lt_plans.PlanCache(fake), fake.create()
+    x, w, b, out = operands()
+
+    class FillingTimer(CostTimer):  # another thread's key takes the last place while this one is timed
+        def seconds(self, run, repeats):
+            _lt_plans._choices.setdefault("another thread's key", None)
+            return super().seconds(run, repeats)
+
+    lt_product(fake, plans, handle, x, w, out, b, None, timer=FillingTimer(fake, {0: 5e-6, 1: 1e-6, 2: 3e-6}))
+    assert ran_positions(fake)[-1] == 0  # the timed choice (1) was not kept, so it is not run either
+    np.testing.assert_allclose(out, reference(x, w, b, None), rtol=2e-5, atol=2e-5)
+
+
+def test_a_scratch_result_the_device_cannot_hold_costs_the_timing_not_the_product(caplog):
+    fake = FakeLt(proposals=3)
+    plans, handle = _lt_plans.PlanCache(fake), fake.create()
+    x, w, b, out = operands()
+
+    class Full(CostTimer):
+        def scratch(self, nbytes):
+            raise MemoryError(f"out of memory allocating {nbytes} bytes")
+
+    with caplog.at_level("WARNING", logger="cupygraph"):
+        assert lt_product(fake, plans, handle, x, w, out, b, "relu", timer=Full(fake, {}))[0]
+    assert "MemoryError: out of memory allocating" in caplog.text
+    assert ran_positions(fake) == [0]
+    np.testing.assert_allclose(out, reference(x, w, b, "relu"), rtol=2e-5, atol=2e-5)
