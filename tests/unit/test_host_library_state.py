@@ -90,3 +90,22 @@ def test_arrays_above_the_relay_limit_are_not_relayed(monkeypatch):
 
     monkeypatch.setattr(relay, "RELAY_MAX_BYTES", 4 * 3 * 8 - 1)  # just below the (4, 3) float64 argument
     assert binds(HOLDS_STATE["FFT"]) == {"output 0": 3}  # the (4, 2) output fits, the argument does not
+
+
+def test_a_relayed_replay_runs_on_internal_copies_as_on_the_gpu():
+    """``warmup()`` fills a batched argument with ``pad_value`` (0): ``x *= 2`` leaves it as it was, so no warm-up
+    shows the write and the family relays. On the GPU the function then writes the relay's internal copy, never the
+    caller's array (RELIABILITY.md, known limits); the reference shows the same, not a write the GPU would not make."""
+
+    def scaled_then_transformed(x, w):
+        x *= 2.0
+        return np.fft.rfft(x, axis=1).real + w[0, 0]
+
+    graphed = cg.jit(scaled_then_transformed, constant_argnums=1, config=HOST)
+    assert graphed.warmup(np.zeros((4, 3)), W) == 1
+    x = np.random.default_rng(2).standard_normal((4, 3))
+    before = x.copy()
+    np.testing.assert_array_equal(graphed(x, W), scaled_then_transformed(before.copy(), W))
+    np.testing.assert_array_equal(x, before)  # the eager call would have doubled it: the limit itself
+    assert graphed.backend.relays.decided is True
+    assert {k: n for k, n in graphed.stats().rebinds_by_argument.items() if n} == {"argument 0": 1, "output 0": 1}

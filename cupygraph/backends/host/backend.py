@@ -25,7 +25,7 @@ from ..guards.foreign import find_arrays, watch_unowned
 from ..guards.host_escapes import legacy_random_refused, numpy_escapes_refused
 from ..guards.host_guard import CaptureArray, guarded, refusing
 from ..guards.host_uploads import intercepted_uploads, replaying
-from ..relay import NO_RELAY, RelayRequest
+from ..relay import NO_RELAY, RelayRequest, relayable
 from ..routing import Reopen, recorded_routing
 from ..timing import HostSample
 from .binder import HostBinder, host_facts
@@ -94,7 +94,8 @@ class HostRecording(Recording):
         """Whether the GPU's recording of the same run would hold library state (set by the capture):
         the GPU then binds nothing (``CopyReason.LIBRARY_STATE``) but what it relays, nor does this one."""
         self.relayed = NO_RELAY
-        """The arguments and outputs the GPU would relay (``backends/relay.py``): bound here too."""
+        """The arguments and outputs the GPU would relay (``backends/relay.py``): bound here too, and the
+        function replayed on internal copies of those arguments, as the GPU's relays copy them."""
 
     def bake(self, snapshots: list[Any], baked: Sequence[Any]) -> None:
         """Host uploads baked in at capture: every replay gets these snapshots again (issue 20)."""
@@ -102,12 +103,18 @@ class HostRecording(Recording):
         self.nbytes += sum(s.nbytes for s in snapshots)
 
     def _run(self) -> Any:
+        args = self._args
+        if self.relayed.positions:
+            # As the GPU's relays: the function reads and writes internal copies of these arguments, so a
+            # write the capture did not see reaches neither the static buffer nor the caller's array.
+            args = [a.copy() if i in self.relayed.positions and _is_numpy(a) and relayable(a.nbytes) else a
+                    for i, a in enumerate(args)]
         with self._routing():
             if not self._snapshots:
-                return self._fn(*self._args, **self._kwargs)
+                return self._fn(*args, **self._kwargs)
             # Guarded (inactive) views, as at capture: the function's own arrays are not uploads.
             with replaying(self._snapshots, self._fn):
-                return self._fn(*[guarded(a) for a in self._args], **self._kwargs)
+                return self._fn(*[guarded(a) for a in args], **self._kwargs)
 
     def binder(self, static: Sequence[Any], labels: Sequence[str], leaves: Sequence[Any], *, bind_outputs: bool,
                counts: Any, name: str, constants: Sequence[tuple[int, Any]] = (), executables: int = 1) -> HostBinder:
