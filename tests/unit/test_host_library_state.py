@@ -109,3 +109,24 @@ def test_a_relayed_replay_runs_on_internal_copies_as_on_the_gpu():
     np.testing.assert_array_equal(x, before)  # the eager call would have doubled it: the limit itself
     assert graphed.backend.relays.decided is True
     assert {k: n for k, n in graphed.stats().rebinds_by_argument.items() if n} == {"argument 0": 1, "output 0": 1}
+
+
+def test_a_write_the_warm_ups_show_once_is_never_relayed():
+    """``warmup()``'s zeros become 0.5 in the first warm-up, and stay 0.5 after: the write shows once, and the
+    family never relays (the GPU twin, ``tests/gpu/test_relays_gpu.py``, is expected to fail until its retry
+    behind relays also compares the static buffers with what they held before the first capture)."""
+
+    def clipped_then_transformed(x, w):
+        np.clip(x, 0.5, 1.0, out=x)
+        return np.abs(np.fft.rfft(x, axis=1)) + w[0, 0]
+
+    graphed = cg.jit(clipped_then_transformed, constant_argnums=1, config=HOST)
+    assert graphed.warmup(np.zeros((4, 3)), W) == 1
+    rng = np.random.default_rng(4)
+    for i in range(3):
+        x = rng.standard_normal((4, 3))
+        want_x = x.copy()
+        want = clipped_then_transformed(want_x, W)
+        np.testing.assert_array_equal(graphed(x, W), want, err_msg=f"call {i}")
+        np.testing.assert_array_equal(x, want_x, err_msg=f"call {i}")
+    assert graphed.backend.relays.decided is False
