@@ -27,7 +27,7 @@ from ..guards.foreign import find_arrays
 from ..holding import collecting_held
 from ..pdl.discovery import is_kernel_object
 from ..pdl.rewrite import apply_pdl
-from ..relay import NO_RELAY, RelayRequest, WritesArguments
+from ..relay import NO_RELAY, RelayRequest
 from ..zerocopy.binder import CupyBinder
 from ..zerocopy.node_pointers import find_node_pointers_safely, make_extent_recorder
 from .executable_memory import ExecutableMemory
@@ -37,7 +37,7 @@ from .fingerprint import fingerprint as device_fingerprint
 from .pieces import MEMCPY_D2D, PiecewiseRecorder, end_piece
 from .pool import DeviceBlocks, fill_free_blocks
 from .recording import CupyRecording
-from .relayed import check_warmup, copy_reasons, relayed, relayed_addresses
+from .relayed import check_warmup, copy_reasons, relayed, relayed_addresses, relayed_fingerprints
 from .timing import EventSample
 
 _runtime = cupy.cuda.runtime
@@ -181,14 +181,20 @@ class CupyBackend(Backend):
         if self.relays.first(request):
             try:
                 return self._capture(fn, args, kwargs, relay=request, **options)
-            except WritesArguments:
+            except (CaptureError, MemoryError):  # it writes an argument, or the relays cost the capture: none again
                 self.relays.give_up()
+        before = relayed_fingerprints(args, request, self.fingerprint) if self.relays.decided is None else None
         recording = self._capture(fn, args, kwargs, relay=NO_RELAY, **options)
+        if before and before != relayed_fingerprints(args, request, self.fingerprint):
+            # Its warm-ups wrote an argument. Relayed warm-ups would start from the written values and could
+            # see no change (an idempotent write: a clip, a fill), then hide every later write in a copy.
+            self.relays.give_up()
+            return recording
         if not self.relays.retry(request, copy_reasons(recording.bindings, args, request)):
             return recording
         try:  # the same capture again with relays, so that calls can bind what it copied
             again = self._capture(fn, args, kwargs, relay=request, **options)
-        except WritesArguments:
+        except (CaptureError, MemoryError):  # WritesArguments, or a failure the relays brought: keep the first
             self.relays.give_up()
             return recording
         recording.release()

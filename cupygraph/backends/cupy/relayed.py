@@ -95,3 +95,9 @@ def copy_reasons(bindings: Any, args: Sequence[Any], request: RelayRequest) -> l
     if request.outputs:
         reasons += [facts for facts, size in zip(bindings.outputs, bindings.output_bytes) if relayable(size)]
     return [facts.reason.value for facts in reasons if facts is not None and facts.reason is not None]
+
+
+def relayed_fingerprints(args: Sequence[Any], request: RelayRequest, fingerprint: Callable[[Any], Any]) -> list[Any]:
+    """A hash of each static buffer ``request`` would relay (``Backend.fingerprint``): compared before and after
+    a capture without relays, it tells that the capture's warm-ups wrote one. Empty where nothing would be."""
+    return [fingerprint(args[p]) for p in request.positions if _relayed_array(args[p])]
