@@ -104,6 +104,10 @@ def histogram_of(source: Any, where: str = "traffic") -> SizeHistogram:
         return found
     if isinstance(source, Mapping) and isinstance(source.get("batch_sizes"), Mapping):
         source = source["batch_sizes"]
+    elif isinstance(source, Mapping) and "batch_sizes" in source:
+        found = source["batch_sizes"]
+        raise TypeError(f"{where}: batch_sizes must be a mapping of batch size to calls "
+                        f"(stats().batch_sizes.to_dict()), got {type(found).__name__} {short_repr(found, 40)}")
     elif isinstance(source, Mapping) and "graph_costs" in source:
         raise ValueError(f"{where}: holds graph_costs but no batch_sizes: put the calls per batch size under "
                          "'batch_sizes' (stats().batch_sizes.to_dict())")
