@@ -112,7 +112,8 @@ def add_plan_sizes_command(commands: Any, positive_int: Callable[[str], int]) ->
     plan.add_argument("--memory-limit", "--memory-budget", dest="memory_limit", type=_byte_size, default=None,
                       metavar="BYTES", help="at most this memory for the graphs: each size costs what its capture "
                       "took (measured in the --script run, or the --histogram file's graph_costs), fitted for "
-                      "sizes not captured; else --bytes-per-graph per graph")
+                      "sizes not captured (the largest size, whose blocks the others reuse, no less than what "
+                      "the measured keys say it needs); else --bytes-per-graph per graph")
     plan.add_argument("--bytes-per-graph", type=_byte_size, default=None, metavar="BYTES",
                       help="what one graph holds, where nothing was measured (describe() shows it per graph)")
     plan.add_argument("--largest", type=positive_int, default=None, metavar="N",

@@ -315,7 +315,8 @@ class GraphedFunction(FastFunction):
         one repeated). A size below 1 or above the largest capture size is an error naming it. Largest
         first (the smaller graphs reuse its pool blocks); under ``budget_s`` the most used first (by the
         calls of ``stats().batch_sizes`` each size's graph serves), and no capture starts once that many
-        seconds have passed (0: none): the sizes left are captured on their first call.
+        seconds have passed (0: none): the sizes left are captured as without ``warmup`` (by their first call,
+        their ``capture_after``-th under that setting).
         """
         return self.capture_ahead(_UNBOUND, example_args, sizes, progress, budget_s)
 

@@ -138,7 +138,7 @@ def record(
             textwrap.shorten(key.signature.describe(), 200, placeholder=" ..."),
             backend.pool_bytes() - pool_before if backend.has_pool else arena.made_bytes - made_before,
             getattr(recording, "executable_bytes", None), getattr(recording, "executable_source", "not measured"),
-            seconds)
+            seconds, hash(key))
         return entry
     except CaptureError as err:
         # Nobody reads the frames of a capture that fell back: let go of the static buffers and

@@ -50,6 +50,8 @@ class GraphCost:
     executable_bytes: Optional[int]
     executable_source: str
     capture_s: float
+    key_hash: int = dataclasses.field(default=0, compare=False, repr=False)
+    """The key's hash: tells apart keys whose shortened words agree (not saved: it differs between processes)."""
 
     @property
     def total_bytes(self) -> int:
@@ -57,9 +59,9 @@ class GraphCost:
         return self.pool_bytes + (self.executable_bytes or 0)
 
     @property
-    def label(self) -> tuple[str, int, Optional[int], str]:
+    def label(self) -> tuple[str, int, Optional[int], str, int]:
         """What tells two keys' costs apart."""
-        return self.mode, self.size, self.seq_len, self.signature
+        return self.mode, self.size, self.seq_len, self.signature, self.key_hash
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "size": self.size, "seq_len": self.seq_len, "signature": self.signature,
@@ -129,7 +131,7 @@ class CUDAGraphStats:
     routed_calls: Counter[str] = dataclasses.field(default_factory=Counter)
     """Library calls routed to cupygraph's capture-safe implementations (issue 29): call -> graphs
     captured with it (bounded by the kinds of call, not by traffic)."""
-    graph_costs: dict[tuple[str, int, Optional[int], str], GraphCost] = dataclasses.field(default_factory=dict)
+    graph_costs: dict[tuple[str, int, Optional[int], str, int], GraphCost] = dataclasses.field(default_factory=dict)
     """Per key (``GraphCost.label``), what its last capture cost: pool and executable bytes, capture time."""
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
     _reset_source: Optional[Callable[[], None]] = dataclasses.field(default=None, repr=False, compare=False)

@@ -8,9 +8,15 @@ a function did not capture, its cost is a least-squares line in the batch size t
 capture (one captured size: that size's cost), never below the cheapest it measured. Where nothing was
 measured, each graph costs the flat ``bytes_per_graph``.
 
-The measured costs follow the order the sizes were captured in: a family's graphs share its pool, so the
-first (largest, under ``warmup``) pays for the blocks the later ones reuse. A list's cost is the sum of its
-sizes' costs, which for the measured sizes is what the pool held.
+A family's graphs share its pool, so a key's measured cost is what it added to what the family held then:
+``warmup`` captures the largest size first, and the smaller keys, which reuse its blocks, take close to
+nothing. So a list's largest size, which pays for the blocks its other sizes reuse, is priced apart: at the
+largest size measured, its measured cost; above it, the fitted line but no less than that key's cost scaled
+by the rows (an upper bound for memory that is a fixed part plus a part per row, where that key took its
+blocks fresh); below it, no less than the most a measured key at or above it took (a smaller graph needs no
+more, and the keys under the largest measured may have taken nothing). The list's other sizes cost what
+they added where measured, else the line. Captured in the order they were measured in, the measured sizes
+cost what the pool held.
 """
 
 from __future__ import annotations
@@ -43,11 +49,30 @@ class MeasuredCosts:
                                       np.array([by_size[s] for s in sizes], dtype=np.float64), 1)
         return cls(dict(by_size), float(intercept), float(slope))
 
+    @property
+    def largest(self) -> int:
+        return max(self.by_size)
+
     def bytes_at(self, size: int) -> int:
+        """What ``size`` costs beside a larger size of the list: measured, else the fitted line."""
         measured = self.by_size.get(size)
         if measured is not None:
             return measured
         return max(min(self.by_size.values()), round(self.intercept + self.slope * size))
+
+    def largest_bytes(self, size: int) -> int:
+        """What ``size`` costs as a list's largest size, whose graph pays for the blocks the others reuse."""
+        largest = self.largest
+        if size == largest:
+            return self.by_size[size]
+        if size > largest:
+            return max(self.bytes_at(size), -(-self.by_size[largest] * size // largest))
+        return max(self.bytes_at(size), max(nbytes for at, nbytes in self.by_size.items() if at >= size))
+
+    def cost(self, sizes: Sequence[int]) -> int:
+        """What a list of sizes costs: its largest priced as such, the others beside it."""
+        top = max(sizes)
+        return self.largest_bytes(top) + sum(self.bytes_at(size) for size in set(sizes) if size != top)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,14 +87,36 @@ class MemoryModel:
         return bool(self.functions)
 
     def bytes_at(self, size: int) -> int:
+        """What ``size`` costs beside a larger size of a list (``MeasuredCosts.bytes_at``), or the flat figure."""
         if self.functions:
             return sum(costs.bytes_at(size) for costs in self.functions)
+        return self._flat()
+
+    def cost(self, sizes: Iterable[int]) -> int:
+        """What a list of sizes costs (``MeasuredCosts.cost`` summed over the functions), or the flat figure each."""
+        chosen = sorted(set(sizes))
+        if not chosen:
+            return 0
+        if self.functions:
+            return sum(costs.cost(chosen) for costs in self.functions)
+        return self._flat() * len(chosen)
+
+    def largest_how(self, size: int) -> str:
+        """How ``size`` is priced as a list's largest (``MeasuredCosts.largest_bytes``), in words."""
+        ways = []
+        for costs in self.functions:
+            if size == costs.largest:
+                ways.append("measured")
+            elif size > costs.largest:
+                ways.append(f"fitted, no less than size {costs.largest}'s bytes per row")
+            else:
+                ways.append("an upper bound: the most a measured key at or above it took")
+        return "; ".join(dict.fromkeys(ways))
+
+    def _flat(self) -> int:
         if self.flat is None:
             raise ValueError("no memory measured and no bytes per graph given")
         return self.flat
-
-    def cost(self, sizes: Iterable[int]) -> int:
-        return sum(self.bytes_at(size) for size in sizes)
 
     def describe(self, sizes: Sequence[int], limit: int) -> str:
         """Where the costs of ``sizes`` come from, and what they add up to against ``limit``."""
@@ -77,11 +124,21 @@ class MemoryModel:
         if not self.functions:
             return f"memory: flat {self.flat:,} bytes per graph (--bytes-per-graph; nothing measured); {spent}"
         measured = sorted({size for costs in self.functions for size in costs.by_size})
-        fitted = [size for size in sizes if any(size not in costs.by_size for costs in self.functions)]
-        lines = "; ".join(f"{round(costs.intercept):,} + {costs.slope:,.1f} x size" for costs in self.functions)
-        return (f"memory: measured per key at capture ({len(self.functions)} function"
-                f"{'' if len(self.functions) == 1 else 's'}, sizes {measured}); "
-                + (f"fitted for sizes {fitted}: bytes = {lines}; " if fitted else "") + spent)
+        top = max(sizes)
+        parts = [f"memory: measured per key at capture ({len(self.functions)} function"
+                 f"{'' if len(self.functions) == 1 else 's'}, sizes {measured})"]
+        fitted = [size for size in sizes if size != top and any(size not in costs.by_size for costs in self.functions)]
+        if fitted:
+            lines = "; ".join(f"{round(costs.intercept):,} + {costs.slope:,.1f} x size" for costs in self.functions)
+            parts.append(f"fitted for sizes {fitted}: bytes = {lines}")
+        below = sorted({costs.largest for costs in self.functions if top < costs.largest})
+        if below:  # the keys measured under the largest reused its blocks: their costs say nothing of top alone
+            parts.append(f"size {top} is below the largest measured ({', '.join(map(str, below))}), whose blocks the "
+                         f"keys measured under it reused: as the largest it is priced at {self.largest_how(top)} "
+                         f"(capture a list ending at {top} to measure it)")
+        elif self.largest_how(top) != "measured":
+            parts.append(f"the largest size {top}: {self.largest_how(top)}")
+        return "; ".join([*parts, spent])
 
 
 def carries_costs(source: Any) -> bool:

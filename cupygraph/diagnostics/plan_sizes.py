@@ -7,9 +7,10 @@ finds the list of at most that many sizes that minimises the expected padding ro
 the largest size kept (batches above it run eagerly under either list).
 
 Under a memory limit with measured costs (``memory_model.py``: each key's bytes at capture, a fitted line
-for sizes not captured), sizes cost different amounts: the planner takes, for each number of sizes, the
-list with the least padding, and proposes the best of those whose cost fits the limit (exact for one flat
-figure per graph; with measured costs a list of more, cheaper sizes could pad less, and is not searched).
+for sizes not captured, the list's largest size priced apart as the one whose blocks the others reuse), sizes
+cost different amounts: the planner takes, for each number of sizes, the list with the least padding, and
+proposes the best of those whose cost fits the limit (exact for one flat figure per graph; with measured
+costs a list of more, cheaper sizes could pad less, and is not searched).
 
 The optimum is exact: an optimal list only holds sizes seen in the traffic (lowering a size to
 the largest batch it serves wastes less) plus the largest size, and over those sorted candidates
@@ -103,6 +104,10 @@ def histogram_of(source: Any, where: str = "traffic") -> SizeHistogram:
         return found
     if isinstance(source, Mapping) and isinstance(source.get("batch_sizes"), Mapping):
         source = source["batch_sizes"]
+    elif isinstance(source, Mapping) and "batch_sizes" in source:
+        found = source["batch_sizes"]
+        raise TypeError(f"{where}: batch_sizes must be a mapping of batch size to calls "
+                        f"(stats().batch_sizes.to_dict()), got {type(found).__name__} {short_repr(found, 40)}")
     elif isinstance(source, Mapping) and "graph_costs" in source:
         raise ValueError(f"{where}: holds graph_costs but no batch_sizes: put the calls per batch size under "
                          "'batch_sizes' (stats().batch_sizes.to_dict())")
@@ -226,12 +231,13 @@ def sizes_within_memory(points: Sequence[tuple[int, int]], largest: int, model: 
     """The list (ending with ``largest``) with the least padding on ``points`` among each number of sizes'
     optimum whose cost under ``model`` fits ``memory_limit``, at most ``max_graphs`` sizes."""
     candidates = sorted({n for n, c in points if c > 0} | {largest})
-    first = model.bytes_at(largest)
+    first = model.cost([largest])
     if first > memory_limit:
-        how = "measured" if all(largest in costs.by_size for costs in model.functions) else "fitted"
+        how = model.largest_how(largest)
+        measure = "" if how == "measured" else f", or capture a list ending at {largest} to measure it"
         raise ValueError(f"memory_limit (--memory-limit) = {memory_limit:,} bytes does not hold the graph of the "
                          f"largest size {largest} ({first:,} bytes, {how}); raise the limit or lower the largest "
-                         "size (--largest)")
+                         f"size (--largest){measure}")
     # No list of more sizes fits than the largest with the cheapest others.
     cheapest = np.cumsum(sorted(model.bytes_at(n) for n in candidates if n != largest))
     count = 1 + int(np.searchsorted(cheapest, memory_limit - first, side="right"))

@@ -228,3 +228,19 @@ def test_the_executables_made_for_caller_addresses_add_their_memory_to_the_stati
     assert stats.to_dict()["executable_bytes_made"] == 4 << 20
     stats.reset()
     assert stats.executable_bytes_made == 0
+
+
+def test_keys_whose_words_agree_keep_a_cost_each():
+    """Two keys of one size that differ only past the shortened words of their signature (a static argument
+    after many arrays) hold two graphs: each keeps its cost, and plan-sizes counts both."""
+    def many(x, a, b, c, d, e, g, h, i, j, k, scale):
+        return x * scale
+
+    f = cg.jit(many, config=dict(backend="host", capture_sizes=[4]), static_argnums=(11,))
+    weights = [rand(3) for _ in range(10)]
+    for scale in (1, 2):
+        f(rand(4, 3), *weights, scale)
+    costs = f.stats().costs()
+    assert f.registry.num_graphs() == 2 and len(costs) == 2
+    assert costs[0].signature == costs[1].signature  # the words agree: the key tells them apart
+    assert memory_model([f], None).cost([4]) == sum(c.total_bytes for c in costs)

@@ -169,6 +169,9 @@ def test_the_command_explains_what_is_missing(tmp_path, monkeypatch, capsys, arg
     (dict(traffic="3: 10"), TypeError, "traffic: expected .*got str"),
     (dict(traffic=[(1, 2, 3)]), TypeError, r"traffic: expected .*holding \(1, 2, 3\)"),
     (dict(traffic={"a": 1}), ValueError, "traffic: batch size must be a whole number, got 'a'"),
+    # Regression: read as a histogram holding the size 'batch_sizes'.
+    (dict(traffic={"batch_sizes": [[3, 2]]}), TypeError, r"traffic: batch_sizes must be a mapping of batch size to "
+                                                         r"calls \(stats\(\).batch_sizes.to_dict\(\)\), got list"),
     (dict(current=8), TypeError, "current must be a list of positive integers, got int 8"),
     (dict(current=[1, "8"]), TypeError, r"current\[1\] must be a positive integer"),
     (dict(max_graphs="2"), TypeError, r"max_graphs \(--max-graphs\) must be a positive integer, got str '2'"),

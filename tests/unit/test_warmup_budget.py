@@ -195,3 +195,13 @@ def test_a_methods_warmup_takes_the_budget(ticking):
     with pytest.raises(ValueError, match="budget_s"):
         model.forward.warmup(rand(1), progress=False, budget_s=-1)
 
+
+
+def test_a_deferred_size_waits_for_capture_after_as_without_warmup():
+    f = cg.jit(lambda x: x * 2, config=host(capture_after=3))
+    assert f.warmup(rand(1), progress=False, budget_s=0) == 0
+    x = rand(5)
+    for calls in (1, 2, 3):
+        np.testing.assert_array_equal(f(x), x * 2)
+        assert f.registry.num_graphs() == (1 if calls == 3 else 0)
+    assert f.stats().capture_failures == 0
