@@ -183,9 +183,9 @@ class CupyBackend(Backend):
                 return self._capture(fn, args, kwargs, relay=request, **options)
             except (CaptureError, MemoryError):  # it writes an argument, or the relays cost the capture: none again
                 self.relays.give_up()
-        before = relayed_fingerprints(args, request, self.fingerprint) if self.relays.decided is None else None
+        before = self._relayable_fingerprints(args, request) if self.relays.decided is None else None
         recording = self._capture(fn, args, kwargs, relay=NO_RELAY, **options)
-        if before and before != relayed_fingerprints(args, request, self.fingerprint):
+        if before and before != self._relayable_fingerprints(args, request):
             # Its warm-ups wrote an argument. Relayed warm-ups would start from the written values and could
             # see no change (an idempotent write: a clip, a fill), then hide every later write in a copy.
             self.relays.give_up()
@@ -199,6 +199,10 @@ class CupyBackend(Backend):
             return recording
         recording.release()
         return again
+
+    def _relayable_fingerprints(self, args: Sequence[Any], request: RelayRequest) -> list[Any]:
+        with cupy.cuda.Device(self.device_id):  # the family's device, whichever is current
+            return relayed_fingerprints(args, request, self.fingerprint)
 
     def _capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
