@@ -130,3 +130,38 @@ def test_a_write_the_warm_ups_show_once_is_never_relayed():
         np.testing.assert_array_equal(graphed(x, W), want, err_msg=f"call {i}")
         np.testing.assert_array_equal(x, want_x, err_msg=f"call {i}")
     assert graphed.backend.relays.decided is False
+
+
+def test_a_written_argument_too_large_to_relay_neither_blocks_relays_nor_loses_its_write(monkeypatch):
+    """As on the GPU: only the arrays a relay would carry are compared; the larger written argument is
+    copied, and the write-back brings its write to the caller, while the output binds through its relay."""
+    from cupygraph.backends import relay
+
+    monkeypatch.setattr(relay, "RELAY_MAX_BYTES", 4 * 3 * 8 - 1)  # the (4, 3) argument is too large
+
+    def shifted_then_transformed(x, w):
+        x += 1.0  # shows on warmup()'s zeros too
+        return np.fft.rfft(x, axis=1).real
+
+    graphed = cg.jit(shifted_then_transformed, constant_argnums=1, config=HOST)
+    assert graphed.warmup(np.zeros((4, 3)), W) == 1  # captured from warm-ups that wrote the argument
+    rng = np.random.default_rng(5)
+    for _ in range(4):
+        x = rng.standard_normal((4, 3))
+        want_x = x.copy()
+        want = shifted_then_transformed(want_x, W)
+        np.testing.assert_array_equal(graphed(x, W), want)
+        np.testing.assert_array_equal(x, want_x)
+    assert graphed.backend.relays.decided is True
+    bound = {k for k, n in graphed.stats().rebinds_by_argument.items() if n}
+    assert bound == {"output 0"}, bound
+
+
+def test_nothing_a_relay_could_carry_decides_nothing(monkeypatch):
+    from cupygraph.backends import relay
+
+    monkeypatch.setattr(relay, "RELAY_MAX_BYTES", 0)
+    graphed = cg.jit(HOLDS_STATE["FFT"], constant_argnums=1, config=HOST)
+    for _ in range(3):
+        graphed(np.random.default_rng(6).standard_normal((4, 3)), W)
+    assert graphed.backend.relays.decided is None  # as on the GPU, whose retry sees no relayable buffer

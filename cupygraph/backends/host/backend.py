@@ -208,7 +208,10 @@ class HostBackend(Backend):
             # not give a warm-up's draws back).
             request = relay if bind and not piecewise and num_warmups > 0 and self.relays.decided is not False \
                 else NO_RELAY
-            before = [args[p].copy() for p in request.positions if _is_numpy(args[p])]
+            # As the GPU: only the arrays a relay would carry are compared (a larger one is copied, and its
+            # writes reach the caller through the write-back).
+            relayed_positions = [p for p in request.positions if _is_numpy(args[p]) and relayable(args[p].nbytes)]
+            before = [args[p].copy() for p in relayed_positions]
             with legacy_random_refused(fn):
                 for _ in range(num_warmups):
                     sample = HostSample()  # the last run's: the first may pay for one-time setup
@@ -235,11 +238,12 @@ class HostBackend(Backend):
         recording.library_state = run.library_state or bool(uploads.ledger.baked)
         # Relays where the GPU puts them (``backends/relay.py``): its copies there are what a library saw,
         # so the arguments and outputs bind; never for a function whose warm-ups wrote into an argument.
-        if request and any(_bytes(b).tobytes() != _bytes(args[p]).tobytes()
-                           for b, p in zip(before, (p for p in request.positions if _is_numpy(args[p])))):
+        relays_carry = bool(relayed_positions) or (request.outputs and any(
+            _is_numpy(leaf) and relayable(leaf.nbytes) for leaf in recording._leaves))
+        if any(_bytes(b).tobytes() != _bytes(args[p]).tobytes() for b, p in zip(before, relayed_positions)):
             self.relays.give_up()
         elif self.relays.first(request) or self.relays.retry(
-                request, ["library_state"] if recording.library_state else []):
+                request, ["library_state"] if recording.library_state and relays_carry else []):
             recording.relayed = request
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
         # One warning per array and family (set here: subclasses need not call an __init__).
