@@ -18,15 +18,17 @@ graph runs one small kernel more per relayed array.
 When: the capture is asked to relay (``input_binding="auto"``, not PIECEWISE, at least one warm-up,
 no argument known to be written into), and the family's first unrelayed capture copied one of those
 buffers for one of those reasons (``RELAY_FIXES``); the family's later captures relay at once
-(``FamilyRelays``). Never for a function that writes into its arguments: each warm-up compares the
-copies with the static buffers, and a change gives relays up for the family (``WritesArguments``),
-which then records as ever. The host reference binds where the GPU would by the same rules
-(``host/binder.py``).
+(``FamilyRelays``). Never for a function that writes into its arguments: the unrelayed capture's
+warm-ups are checked with ``relayed_fingerprints`` (relayed warm-ups, starting from what an idempotent
+write already wrote, could see no change), each relayed warm-up compares the copies with the static
+buffers (``WritesArguments``), and a change gives relays up for the family, which then records as ever.
+The host reference binds where the GPU would by the same rules (``host/binder.py``).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Optional
 
 from ..errors import CaptureError
 
@@ -51,6 +53,24 @@ graph's lifetime, and a copy per call costs a large array's bandwidth either way
 
 def relayable(nbytes: int) -> bool:
     return 0 < nbytes <= RELAY_MAX_BYTES
+
+
+def carries(value: Any, is_array: Callable[[Any], bool]) -> bool:
+    """Whether a relay would carry ``value``: an array (of the backend, ``is_array``) of 1 byte to
+    ``RELAY_MAX_BYTES``."""
+    return is_array(value) and relayable(int(value.nbytes))
+
+
+def relayed_positions(args: Sequence[Any], request: RelayRequest, is_array: Callable[[Any], bool]) -> list[int]:
+    """The positions of ``request`` whose arguments a relay would carry."""
+    return [p for p in request.positions if carries(args[p], is_array)]
+
+
+def relayed_fingerprints(backend: Any, args: Sequence[Any], request: RelayRequest) -> list[Any]:
+    """``backend.fingerprint`` of each argument a relay would carry: compared before and after a capture's
+    warm-ups, a change says the function writes into one (then it gets no relays). Empty where none."""
+    return [backend.fingerprint(args[p]) for p in relayed_positions(args, request, backend.is_array)]
+
 
 RELAY_FIXES = frozenset({"library_state", "copy_node"})
 """The ``CopyReason`` values a relay makes bindable: the static buffer or output is then touched by the

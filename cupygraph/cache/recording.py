@@ -137,7 +137,7 @@ def record(
             key.mode.name, key.descriptor.num_tokens, key.descriptor.seq_len,
             textwrap.shorten(key.signature.describe(), 200, placeholder=" ..."),
             backend.pool_bytes() - pool_before if backend.has_pool else arena.made_bytes - made_before,
-            getattr(recording, "executable_bytes", None), getattr(recording, "executable_source", "not measured"),
+            recording.executable_bytes, recording.executable_source,
             seconds, hash(key))
         return entry
     except CaptureError as err:

@@ -27,7 +27,7 @@ from ..guards.foreign import find_arrays
 from ..holding import collecting_held
 from ..pdl.discovery import is_kernel_object
 from ..pdl.rewrite import apply_pdl
-from ..relay import NO_RELAY, RelayRequest
+from ..relay import NO_RELAY, RelayRequest, relayed_fingerprints
 from ..zerocopy.binder import CupyBinder
 from ..zerocopy.node_pointers import find_node_pointers_safely, make_extent_recorder
 from .executable_memory import ExecutableMemory
@@ -37,7 +37,7 @@ from .fingerprint import fingerprint as device_fingerprint
 from .pieces import MEMCPY_D2D, PiecewiseRecorder, end_piece
 from .pool import DeviceBlocks, fill_free_blocks
 from .recording import CupyRecording
-from .relayed import check_warmup, copy_reasons, relayed, relayed_addresses, relayed_fingerprints
+from .relayed import check_warmup, copy_reasons, relayed, relayed_addresses
 from .timing import EventSample
 
 _runtime = cupy.cuda.runtime
@@ -183,14 +183,15 @@ class CupyBackend(Backend):
                 return self._capture(fn, args, kwargs, relay=request, **options)
             except (CaptureError, MemoryError):  # it writes an argument, or the relays cost the capture: none again
                 self.relays.give_up()
-        before = self._relayable_fingerprints(args, request) if self.relays.decided is None else None
+        before = self._relayed_fingerprints(args, request) if self.relays.decided is None else None
         recording = self._capture(fn, args, kwargs, relay=NO_RELAY, **options)
-        if before and before != self._relayable_fingerprints(args, request):
+        if before and before != self._relayed_fingerprints(args, request):
             # Its warm-ups wrote an argument. Relayed warm-ups would start from the written values and could
             # see no change (an idempotent write: a clip, a fill), then hide every later write in a copy.
             self.relays.give_up()
             return recording
-        if not self.relays.retry(request, copy_reasons(recording.bindings, args, request)):
+        leaves = flatten(recording.outputs, self.is_array)[0]
+        if not self.relays.retry(request, copy_reasons(recording.bindings, args, leaves, request)):
             return recording
         try:  # the same capture again with relays, so that calls can bind what it copied
             again = self._capture(fn, args, kwargs, relay=request, **options)
@@ -200,9 +201,9 @@ class CupyBackend(Backend):
         recording.release()
         return again
 
-    def _relayable_fingerprints(self, args: Sequence[Any], request: RelayRequest) -> list[Any]:
+    def _relayed_fingerprints(self, args: Sequence[Any], request: RelayRequest) -> list[Any]:
         with cupy.cuda.Device(self.device_id):  # the family's device, whichever is current
-            return relayed_fingerprints(args, request, self.fingerprint)
+            return relayed_fingerprints(self, args, request)
 
     def _capture(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,

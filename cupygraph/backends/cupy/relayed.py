@@ -9,7 +9,7 @@ from typing import Any, Optional
 import cupy
 
 from ...pytree import flatten, unflatten
-from ..relay import RelayRequest, WritesArguments, relayable
+from ..relay import RelayRequest, WritesArguments, carries
 
 _copy: Optional[Any] = None
 
@@ -28,8 +28,12 @@ def _fresh_copy(array: Any) -> Any:
     return out
 
 
+def _is_cupy(value: Any) -> bool:
+    return isinstance(value, cupy.ndarray)
+
+
 def _relayed_array(value: Any) -> bool:
-    return isinstance(value, cupy.ndarray) and relayable(value.nbytes)
+    return carries(value, _is_cupy)
 
 
 class RelayedCall:
@@ -87,17 +91,13 @@ def relayed_addresses(args: Sequence[Any], leaves: Sequence[Any], request: Relay
     return frozenset(found)
 
 
-def copy_reasons(bindings: Any, args: Sequence[Any], request: RelayRequest) -> list[str]:
-    """Why a capture without relays copies the buffers ``request`` could relay (``CopyReason`` values)."""
+def copy_reasons(bindings: Any, args: Sequence[Any], leaves: Sequence[Any], request: RelayRequest) -> list[str]:
+    """Why a capture without relays copies the buffers ``request`` could relay (``CopyReason`` values);
+    ``leaves``: its output leaves, in the order of ``bindings.outputs``."""
     if bindings is None or not request:
         return []
     reasons = [bindings.inputs.get(int(args[p].data.ptr)) for p in request.positions if _relayed_array(args[p])]
     if request.outputs:
-        reasons += [facts for facts, size in zip(bindings.outputs, bindings.output_bytes) if relayable(size)]
+        reasons += [facts for facts, leaf in zip(bindings.outputs, leaves) if _relayed_array(leaf)]
     return [facts.reason.value for facts in reasons if facts is not None and facts.reason is not None]
 
-
-def relayed_fingerprints(args: Sequence[Any], request: RelayRequest, fingerprint: Callable[[Any], Any]) -> list[Any]:
-    """A hash of each static buffer ``request`` would relay (``Backend.fingerprint``): compared before and after
-    a capture without relays, it tells that the capture's warm-ups wrote one. Empty where nothing would be."""
-    return [fingerprint(args[p]) for p in request.positions if _relayed_array(args[p])]

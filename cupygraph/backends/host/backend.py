@@ -25,7 +25,7 @@ from ..guards.foreign import find_arrays, watch_unowned
 from ..guards.host_escapes import legacy_random_refused, numpy_escapes_refused
 from ..guards.host_guard import CaptureArray, guarded, refusing
 from ..guards.host_uploads import intercepted_uploads, replaying
-from ..relay import NO_RELAY, RelayRequest, relayable
+from ..relay import NO_RELAY, RelayRequest, carries, relayed_fingerprints, relayed_positions
 from ..routing import Reopen, recorded_routing
 from ..timing import HostSample
 from .binder import HostBinder, host_facts
@@ -107,8 +107,9 @@ class HostRecording(Recording):
         if self.relayed.positions:
             # As the GPU's relays: the function reads and writes internal copies of these arguments, so a
             # write the capture did not see reaches neither the static buffer nor the caller's array.
-            args = [a.copy() if i in self.relayed.positions and _is_numpy(a) and relayable(a.nbytes) else a
-                    for i, a in enumerate(args)]
+            args = list(args)
+            for p in relayed_positions(args, self.relayed, _is_numpy):
+                args[p] = args[p].copy()
         with self._routing():
             if not self._snapshots:
                 return self._fn(*args, **self._kwargs)
@@ -210,8 +211,7 @@ class HostBackend(Backend):
                 else NO_RELAY
             # As the GPU: only the arrays a relay would carry are compared (a larger one is copied, and its
             # writes reach the caller through the write-back).
-            relayed_positions = [p for p in request.positions if _is_numpy(args[p]) and relayable(args[p].nbytes)]
-            before = [args[p].copy() for p in relayed_positions]
+            before = relayed_fingerprints(self, args, request)
             with legacy_random_refused(fn):
                 for _ in range(num_warmups):
                     sample = HostSample()  # the last run's: the first may pay for one-time setup
@@ -238,9 +238,8 @@ class HostBackend(Backend):
         recording.library_state = run.library_state or bool(uploads.ledger.baked)
         # Relays where the GPU puts them (``backends/relay.py``): its copies there are what a library saw,
         # so the arguments and outputs bind; never for a function whose warm-ups wrote into an argument.
-        relays_carry = bool(relayed_positions) or (request.outputs and any(
-            _is_numpy(leaf) and relayable(leaf.nbytes) for leaf in recording._leaves))
-        if any(_bytes(b).tobytes() != _bytes(args[p]).tobytes() for b, p in zip(before, relayed_positions)):
+        relays_carry = bool(before) or (request.outputs and any(carries(leaf, _is_numpy) for leaf in recording._leaves))
+        if before != relayed_fingerprints(self, args, request):
             self.relays.give_up()
         elif self.relays.first(request) or self.relays.retry(
                 request, ["library_state"] if recording.library_state and relays_carry else []):
@@ -251,7 +250,3 @@ class HostBackend(Backend):
         recording.watches = watch_unowned(fn, args, kwargs, _is_numpy, np.may_share_memory, warned, reached)
         return recording
 
-
-def _bytes(array: np.ndarray) -> np.ndarray:
-    """Every byte of ``array`` (0-d too), in order: a NaN that stayed a NaN is no change."""
-    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)

@@ -18,7 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ...logs import logger
-from ..relay import NO_RELAY, RelayRequest, relayable
+from ..relay import NO_RELAY, RelayRequest, carries, relayed_positions
 from ..zerocopy.binding import (
     BufferFacts,
     CopyReason,
@@ -28,6 +28,10 @@ from ..zerocopy.binding import (
     output_label,
     prepare_counts,
 )
+
+
+def _is_numpy(value: Any) -> bool:
+    return isinstance(value, np.ndarray)
 
 
 def _address(array: np.ndarray) -> int:
@@ -42,10 +46,10 @@ def host_facts(args: Sequence[Any], leaves: Sequence[Any], piecewise: bool, libr
     outs = [leaf if isinstance(leaf, np.ndarray) else None for leaf in leaves]
     if library_state:
         library = BufferFacts(CopyReason.LIBRARY_STATE)
-        relayed_ids = {id(args[p]) for p in relayed.positions if relayable(getattr(args[p], "nbytes", 0))}
+        relayed_ids = {id(args[p]) for p in relayed_positions(args, relayed, _is_numpy)}
         return ({id(a): BufferFacts(None) if id(a) in relayed_ids else library for a in arrays},
-                [None if leaf is None else BufferFacts(None) if relayed.outputs and relayable(leaf.nbytes) else library
-                 for leaf in outs])
+                [None if leaf is None else BufferFacts(None) if relayed.outputs and carries(leaf, _is_numpy)
+                 else library for leaf in outs])
     inputs: dict[int, BufferFacts] = {}
     for array in arrays:
         if piecewise:

@@ -171,11 +171,8 @@ def _facts(region: _Region, scan: _Scan, starts: set[int]) -> BufferFacts:
 class CupyBindings:
     """What ``find_node_pointers`` found for one recording: facts per static buffer (by address) and per output."""
 
-    def __init__(self, inputs: dict[int, BufferFacts], outputs: list[Optional[BufferFacts]], device_id: int,
-                 output_bytes: Sequence[int] = ()):
+    def __init__(self, inputs: dict[int, BufferFacts], outputs: list[Optional[BufferFacts]], device_id: int):
         self.inputs, self.outputs, self.device_id = inputs, outputs, device_id
-        self.output_bytes = list(output_bytes) or [0] * len(outputs)
-        """Each output leaf's bytes (0 for a leaf that is no array)."""
 
 
 def _eager_arrays(steps: Sequence[Any]) -> Optional[list[_Region]]:
@@ -261,7 +258,7 @@ def find_node_pointers(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot]
             outputs.append(library)
         else:
             outputs.append(_facts(region, scan, starts))
-    return CupyBindings(inputs, outputs, device_id, [0 if leaf is None else int(leaf.nbytes) for leaf in outs])
+    return CupyBindings(inputs, outputs, device_id)
 
 
 def find_node_pointers_safely(steps: Sequence[Any], snapshots: dict[int, GraphSnapshot], args: Sequence[Any],
