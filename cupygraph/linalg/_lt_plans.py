@@ -28,6 +28,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple, Optional
 
+import numpy as np
+
 from ..errors import CaptureError
 from ..logs import logger
 from ..reasons import FallbackReason
@@ -177,7 +179,7 @@ def _result_extent(key: LtKey) -> int:
     """Bytes from D's first element to past its last (C = D), for a scratch result of the same layout."""
     call = key.call
     elements = (call.batch - 1) * call.stride_c + (call.n - 1) * call.ldc + call.m
-    return elements * DATA_ITEMSIZE[key.dtype]
+    return elements * np.dtype(key.dtype).itemsize
 
 
 def _timed(lib: LtBinding, handle: int, plan: Plan, proposals: list[Algo], trial: Trial) -> Choice:
@@ -318,7 +320,6 @@ def describe(key: LtKey) -> str:
 
 
 _DTYPE_NAMES = {"e": "float16", "f": "float32", "d": "float64"}
-DATA_ITEMSIZE = {"e": 2, "f": 4, "d": 8}
 
 
 def gemm_plans() -> list[dict[str, Any]]:
