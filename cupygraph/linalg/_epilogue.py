@@ -60,9 +60,9 @@ def check_bias_type(bias: Any, array_type: type, what: str) -> None:
                         f"{type(bias).__name__}")
 
 
-def check_bias(bias: Any, array_type: type, columns: int, dtype: np.dtype, what: str) -> None:
-    """``bias`` is a 1-D ``array_type`` of ``columns`` values of the result's ``dtype``."""
-    check_bias_type(bias, array_type, what)
+def check_bias(bias: Any, columns: int, dtype: np.dtype, what: str) -> None:
+    """``bias`` (an array of the operands' kind, checked first by the caller) is 1-D with ``columns`` values
+    of the result's ``dtype``."""
     if bias.shape != (columns,):
         raise ValueError(f"{what}: bias has shape {tuple(bias.shape)} but the result has {columns} columns: it "
                          f"must be 1-D with one value per column, shape ({columns},)")

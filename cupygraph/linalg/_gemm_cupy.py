@@ -213,7 +213,7 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, tr
         epilogue = None
         if bias is not None or act is not None:
             if bias is not None:
-                check_bias(bias, cupy.ndarray, n, dtype, what)
+                check_bias(bias, n, dtype, what)
                 if bias.strides[0] != bias.itemsize and n > 1:  # cuBLASLt reads a packed vector
                     bias = cupy.ascontiguousarray(bias)
             epilogue = Epilogue(bias, act)

@@ -74,7 +74,7 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, tr
     batch, m, _, n = matmul_shapes(pa.shape, pb.shape, what)
     shape = (*batch, m, n)
     if bias is not None:
-        check_bias(bias, np.ndarray, n, dtype, what)
+        check_bias(bias, n, dtype, what)
     if out is not None:
         _check_out(out, shape, dtype, what)
     addend = None if c is None else np.broadcast_to(plain_array(c), shape)

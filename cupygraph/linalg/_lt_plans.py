@@ -15,7 +15,7 @@
 * **Nothing is made while a stream captures**: a key the thread has no plan for then raises
   ``CaptureError`` (run the function once first; ``jit``'s warm-up does).
 * **No algorithm**: where the heuristic has none (an epilogue cuBLASLt lacks for that dtype), the
-  plan keeps the reason and the caller runs the product unfused (a GEMM, then the epilogue kernel).
+  choice keeps the reason and the caller runs the product unfused (a GEMM, then the epilogue kernel).
 
 Binding-neutral and CuPy-free: the binding (``_lt_binding``) and all addresses come in as arguments.
 """
@@ -61,8 +61,8 @@ from ._shapes import GemmCall
 EPILOGUES = {(False, None): EPILOGUE_DEFAULT, (False, "relu"): EPILOGUE_RELU, (False, "gelu"): EPILOGUE_GELU,
              (True, None): EPILOGUE_BIAS, (True, "relu"): EPILOGUE_RELU_BIAS, (True, "gelu"): EPILOGUE_GELU_BIAS}
 """cublasLtEpilogue_t for (has a bias, activation)."""
-EPILOGUE_NAMES = {EPILOGUE_DEFAULT: "none", EPILOGUE_RELU: "relu", EPILOGUE_GELU: "gelu", EPILOGUE_BIAS: "bias",
-                  EPILOGUE_RELU_BIAS: "bias+relu", EPILOGUE_GELU_BIAS: "bias+gelu"}
+EPILOGUE_NAMES = {code: "+".join(part for part in ("bias" if bias else "", activation or "") if part) or "none"
+                  for (bias, activation), code in EPILOGUES.items()}
 SCALE_TYPE = {"e": DATA_TYPE["f"], "f": DATA_TYPE["f"], "d": DATA_TYPE["d"]}  # float16 scales in float32
 MAX_ALIGNMENT = 256  # cuBLASLt's default assumption; an address is never asked for more
 MAX_PLANS = 1024  # per thread: descriptors of the least recently used key are destroyed beyond it
@@ -112,7 +112,6 @@ class Plan:
         self._lib = lib
         self.desc = self.a = self.b = self.c = 0
         self.algo: Optional[Algo] = None
-        self.reason = ""
         try:
             self._describe(lib, key)
         except BaseException:
@@ -266,7 +265,7 @@ class PlanCache:
         except BaseException:
             plan.close()
             raise
-        plan.algo, plan.reason = choice.algo, choice.reason
+        plan.algo = choice.algo
         self._plans[key] = plan
         if len(self._plans) > MAX_PLANS:
             self._plans.popitem(last=False)[1].close()
@@ -315,18 +314,17 @@ def execute(lib: LtBinding, handle: int, plans: PlanCache, device: int, call: Ge
 def describe(key: LtKey) -> str:
     call = key.call
     batch = f"{call.batch} x " if call.batch > 1 else ""
-    return (f"a {batch}{call.m}x{call.n}x{call.k} {_DTYPE_NAMES[key.dtype]} GEMM (column-major m x n x k) with "
+    return (f"a {batch}{call.m}x{call.n}x{call.k} {np.dtype(key.dtype).name} GEMM (column-major m x n x k) with "
             f"epilogue {EPILOGUE_NAMES.get(key.epilogue, key.epilogue)}")
 
 
-_DTYPE_NAMES = {"e": "float16", "f": "float32", "d": "float64"}
 
 
 def gemm_plans() -> list[dict[str, Any]]:
     """Every key whose cuBLASLt algorithm was chosen in this process, and whether it runs fused."""
     with _choices_lock:
         items = list(_choices.items())
-    return [{"device": key.device, "dtype": _DTYPE_NAMES[key.dtype], "m": key.call.m, "n": key.call.n, "k": key.call.k,
+    return [{"device": key.device, "dtype": np.dtype(key.dtype).name, "m": key.call.m, "n": key.call.n, "k": key.call.k,
              "batch": key.call.batch, "trans_a": key.call.trans_a, "trans_b": key.call.trans_b,
              "epilogue": EPILOGUE_NAMES.get(key.epilogue, str(key.epilogue)), "fused": choice.algo is not None,
              "reason": choice.reason, "proposals": choice.proposals, "chosen": choice.chosen,

@@ -391,6 +391,7 @@ def test_the_structs_and_attribute_types_have_cublaslt_h_sizes():
     assert all(ctypes.sizeof(ctype) == 4 for _, ctype in _lt_binding.PREF_MIN_ALIGNMENT.values())
     assert (_lt_binding.EPILOGUE_RELU_BIAS, _lt_binding.EPILOGUE_GELU_BIAS) == (6, 36)
     assert set(_lt_plans.EPILOGUE_NAMES) == set(_lt_plans.EPILOGUES.values())
+    assert _lt_plans.EPILOGUE_NAMES == {1: "none", 2: "relu", 32: "gelu", 4: "bias", 6: "bias+relu", 36: "bias+gelu"}
 
 
 def test_products_through_the_ctypes_binding_match_the_emulator():

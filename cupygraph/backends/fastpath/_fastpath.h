@@ -81,9 +81,6 @@ typedef struct {
 
 extern CG_INTERNAL PyTypeObject RecordType, ReplayCountsType, FamilyStateType;
 CG_INTERNAL PyObject *Record_replay(Record *self, PyObject *args);
-CG_INTERNAL int Record_init(Record *self, PyObject *args, PyObject *kwds);
-CG_INTERNAL int Record_traverse(Record *self, visitproc visit, void *arg);
-CG_INTERNAL int Record_clear(Record *self);
 CG_INTERNAL long long next_tick(void);
 
 /* Interned names of CuPy's public attributes (replay_intern_names). */

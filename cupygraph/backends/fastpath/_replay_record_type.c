@@ -2,14 +2,14 @@
  * cupygraph/backends/fastpath/record.py says what each field holds and builds it). */
 #include "_fastpath.h"
 
-CG_INTERNAL int Record_traverse(Record *self, visitproc visit, void *arg) {
+static int Record_traverse(Record *self, visitproc visit, void *arg) {
 #define VISIT_FIELD(field) Py_VISIT(self->field);
     RECORD_OBJECTS(VISIT_FIELD)
 #undef VISIT_FIELD
     return 0;
 }
 
-CG_INTERNAL int Record_clear(Record *self) {
+static int Record_clear(Record *self) {
 #define CLEAR_FIELD(field) Py_CLEAR(self->field);
     RECORD_OBJECTS(CLEAR_FIELD)
 #undef CLEAR_FIELD
@@ -167,7 +167,7 @@ static int parse_written(Record *self, PyObject *written, PyObject *spans, Py_ss
 /* Record(*, array_type, arguments, shapes, strides, dtypes, spans, written, outputs, structure, allocate, fixed,
  *        device, stream, banks, rows, counts, family, generation, lock, current_stream, graph_launch): every field
  * checked here, never changed after. */
-CG_INTERNAL int Record_init(Record *self, PyObject *args, PyObject *kwds) {
+static int Record_init(Record *self, PyObject *args, PyObject *kwds) {
     static char *names[] = {"array_type", "arguments", "shapes", "strides", "dtypes", "spans", "written", "outputs",
                             "structure", "allocate", "fixed", "device", "stream", "banks", "rows", "counts",
                             "family", "generation", "lock", "current_stream", "graph_launch", NULL};
