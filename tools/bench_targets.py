@@ -14,6 +14,11 @@ order rotated from round to round (``tools/bench_blocks.py``), the caller droppi
   ``jit`` on 8 such buffers, copy and view mode; GPU time per call too, since at this size the GPU
   may be what bounds a block of calls (then host time ≈ GPU time for floor and rows alike).
 
+Host time is measured in short blocks (``HOST_BLOCK`` calls, synchronised between blocks, many rounds):
+at 4 MiB the GPU takes 7-9 µs a call against the host's 2-4 µs, so a long block fills CUDA's launch
+queue and then reads the GPU's pace, not the host's (the 12:07 and 12:10 UTC runs of 2026-11-27 read
+the bare launch itself at 3.2-3.3 µs that way, against 1.8 µs in other rounds of the same code).
+
 ``above_floor`` adds to every result of the benchmark each row minus its floor (the floors
 ``tools/ab_hot_path.sh`` also subtracts); ``check_list`` gives the target's pass/fail per row.
 """
@@ -35,6 +40,8 @@ BUFFERS = 8
 TARGETED = "jit "
 """Rows the target applies to: ``jit`` calls (the floor and the loop's own cost are references)."""
 LOOP_COST = "bare graph.launch() in the random-order loop (the loop's own cost)"
+HOST_BLOCK = 64
+"""Calls per host-time block: few enough that the launch queue never fills behind a slower GPU."""
 
 
 def _orders(rng: np.random.Generator) -> tuple[list[int], list[int]]:
@@ -52,6 +59,11 @@ def _checked(graphed: Any, fn: Any, inputs: list, *rest: Any) -> Any:
             if not np.array_equal(cupy.asnumpy(g), cupy.asnumpy(w)):
                 raise ValueError(f"{getattr(fn, '__name__', fn)}: jit differs from eager CuPy")
     return graphed
+
+
+def _host_rounds(reps: int) -> int:
+    """Rounds of ``HOST_BLOCK`` calls that give each competitor about ``reps`` timed calls (at least 31 rounds)."""
+    return max(31, reps // HOST_BLOCK)
 
 
 def one_kernel_rows(reps: int) -> dict:
@@ -96,7 +108,7 @@ def one_kernel_rows(reps: int) -> dict:
         calls[f"jit {mode} mode, two outputs, 8 inputs in random order"] = in_order(
             jit(two_outputs, mode), xs, shuffled)
     return {"workload": "one kernel [1, 256], 8 input buffers (issue 30 target)",
-            "host_us": rotated(host_block, calls, reps)}
+            "host_us": rotated(host_block, calls, HOST_BLOCK, rounds=_host_rounds(reps))}
 
 
 def large_output_rows(reps: int) -> dict:
@@ -119,13 +131,13 @@ def large_output_rows(reps: int) -> dict:
         calls[f"jit {mode} mode, 8 inputs in turn"] = in_order(graphed, xs, turn)
         calls[f"jit {mode} mode, 8 inputs in random order"] = in_order(graphed, xs, shuffled)
     return {"workload": "one kernel [1, 1048576], a 4 MiB output, 8 input buffers (issue 30 target)",
-            "host_us": rotated(host_block, calls, reps), "gpu_us": rotated(gpu_block, calls, reps, rounds=5)}
+            "host_us": rotated(host_block, calls, HOST_BLOCK, rounds=_host_rounds(reps)),
+            "gpu_us": rotated(gpu_block, calls, reps, rounds=5)}
 
 
 def target_results(reps: int) -> list[dict]:
     """Both groups (each an error row instead where it fails: an older tree may lack what a row uses);
-    the one-kernel rows in blocks of ``5 * reps`` calls as ``tools/bench_zero_copy.py``'s own, the 4 MiB
-    ones in blocks of ``reps`` (fewer launches queued ahead of a GPU that may be the slower side)."""
+    the one-kernel rows with ``5 * reps`` timed calls per competitor, the 4 MiB ones with ``reps``."""
     out = []
     for rows, calls in ((one_kernel_rows, 5 * reps), (large_output_rows, reps)):
         try:
