@@ -211,7 +211,7 @@ class CUDAGraphEntry:
         if not self.compiled_ready or shortcut.rows != self.padded or not hasattr(binder, "record"):
             return None
         as_is = tuple(how is AS_IS for how in self.returned)
-        return binder.record(shortcut, self, arguments, as_is, lock, self.backend.family)
+        return binder.record(shortcut, self, arguments, as_is, lock)
 
     def rebind_constants(self, arrays: Sequence[tuple[int, Any]]) -> bool:
         """Point the graph at new constant arrays ((position, array), of the captured shapes, dtypes and
