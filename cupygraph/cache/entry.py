@@ -195,23 +195,16 @@ class CUDAGraphEntry:
             self.binding = binder
             self.copy_rows = self.backend.copy_rows
 
-    @property
-    def compiled_ready(self) -> bool:
-        """Whether the compiled replay may serve this entry: a bound strategy with nothing to finish after
-        the launch, no launch hooks."""
-        binder = self.binding
-        return (self.strategy in ("bound_plain", "bound") and self._hooked is None and self.alive
-                and binder is not None and not binder.needs_finish)
-
     def fast_record(self, shortcut: Any, lock: Any, arguments: tuple[Any, ...]) -> Any:
         """The compiled replay's record of ``shortcut``'s calls (``backends/fastpath/record.py``) where each
-        is a bound run at the captured rows under no launch hook, else None. ``arguments``: what each
-        call position must be (``Shortcuts.signature``)."""
+        is a bound run at the captured rows under no launch hook, with nothing to finish after the launch
+        (the GPU's binder; the host reference's finishes every call in Python), else None. ``arguments``:
+        what each call position must be (``Shortcuts.signature``)."""
         binder = self.binding
-        if not self.compiled_ready or shortcut.rows != self.padded or not hasattr(binder, "record"):
+        if (binder is None or binder.needs_finish or self.strategy not in ("bound_plain", "bound")
+                or self._hooked is not None or not self.alive or shortcut.rows != self.padded):
             return None
-        as_is = tuple(how is AS_IS for how in self.returned)
-        return binder.record(shortcut, self, arguments, as_is, lock, self.backend.family)
+        return binder.record(shortcut, self, arguments, tuple(how is AS_IS for how in self.returned), lock)
 
     def rebind_constants(self, arrays: Sequence[tuple[int, Any]]) -> bool:
         """Point the graph at new constant arrays ((position, array), of the captured shapes, dtypes and

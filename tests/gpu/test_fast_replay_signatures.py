@@ -160,3 +160,25 @@ def test_a_written_argument_overlapping_another_is_handed_back_and_runs_eagerly(
     same(g(a, a), want)  # the same array twice: the function writes through both, as eagerly
     same(a, mine)
     assert g.record is None or g.record.passed > passed
+
+
+def test_a_written_argument_partly_overlapping_another_is_never_served():
+    rng = np.random.default_rng(9)
+
+    def f(x, y):
+        x *= 2.0  # element by element: eager is deterministic though y overlaps x
+        return x + y
+
+    g = jit(f)
+    assert steady(g, f, lambda: (rand(rng, 8, COLS), rand(rng, 8, COLS))) > 0
+    for _ in range(3):  # again and again: no bank may come to hold these addresses and serve them
+        record = g.record
+        served = 0 if record is None else record.served
+        buf = rand(rng, 12, COLS)
+        x, y = buf[:8], buf[4:]  # rows 4 to 7 shared
+        mine = buf.copy()
+        mx, my = mine[:8], mine[4:]
+        want = f(mx, my)
+        same(g(x, y), want)
+        same(buf, mine)
+        assert g.record is None or g.record is not record or g.record.served == served

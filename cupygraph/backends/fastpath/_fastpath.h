@@ -19,7 +19,7 @@
 
 #define MAX_ARGUMENTS 8   /* array arguments of one call */
 #define MAX_POSITIONS 32  /* arguments of one call, arrays or not */
-#define MAX_SLOTS 32      /* addresses one executable holds: arrays, outputs, constants */
+#define MAX_SLOTS 32      /* addresses a record compares: the call's arrays and bound outputs */
 #define MAX_BANKS 8
 
 /* cuGraphLaunch(CUgraphExec, CUstream) from libcuda, found by driver/__init__.py; 0 = not found. */
@@ -52,16 +52,13 @@ typedef struct {
     long device;                              /* each array's device is checked; -1: one GPU */
     long long generation;                     /* the family's generation this record describes */
     unsigned long long stream;                /* calls must come on this stream (the last replay's) */
-    Py_ssize_t npositions, narrays, nslots, noutputs, nwritten, nfixed, nbanks;
+    Py_ssize_t npositions, narrays, nslots, noutputs, nbanks;
     signed char kinds[MAX_POSITIONS];         /* per call position: ARG_* */
     Py_ssize_t array_of[MAX_POSITIONS];       /* per ARG_ARRAY position: its array (= its slot) */
-    unsigned long long spans[MAX_ARGUMENTS];  /* per array: its bytes (the overlap check of written ones) */
-    Py_ssize_t written[MAX_ARGUMENTS];        /* arrays the function writes into */
-    Py_ssize_t fixed_slot[MAX_SLOTS];         /* slots whose address never changes (constants)... */
-    unsigned long long fixed_address[MAX_SLOTS]; /* ...and that address */
     signed char output_kind[MAX_SLOTS];       /* per result leaf: OUT_* */
     Py_ssize_t output_slot[MAX_SLOTS];        /* per bound result leaf (ring or fresh): its slot */
-    unsigned long long addresses[MAX_BANKS][MAX_SLOTS]; /* per bank: the address each slot holds */
+    unsigned long long addresses[MAX_BANKS][MAX_SLOTS]; /* per bank: the address each compared slot holds */
+    long long bank_index[MAX_BANKS];          /* per bank: its place among the recording's (counts.last_bank) */
     void *handles[MAX_BANKS];                 /* per bank: its one executable (0: launch through Python) */
     PyObject *array_type, *shapes, *strides, *dtypes; /* the arrays' exact type and layout */
     PyObject *expected;                       /* per position: None, the object (SAME) or (type, value) (EQUAL) */

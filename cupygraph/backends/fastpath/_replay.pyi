@@ -29,10 +29,9 @@ class Record:
     counts: ReplayCounts
     def __init__(
         self, *, array_type: type, arguments: tuple[Any, ...], shapes: tuple[tuple[int, ...], ...],
-        strides: tuple[tuple[int, ...], ...], dtypes: tuple[Any, ...], spans: tuple[int, ...],
-        written: tuple[int, ...], outputs: tuple[tuple[Any, ...], ...], structure: Any,
-        allocate: Callable[..., Any], fixed: tuple[tuple[int, int], ...], device: int, stream: int,
-        banks: tuple[tuple[int, tuple[int, ...], Callable[[], Any]], ...], rows: int, counts: ReplayCounts,
+        strides: tuple[tuple[int, ...], ...], dtypes: tuple[Any, ...], outputs: tuple[tuple[Any, ...], ...],
+        structure: Any, allocate: Callable[..., Any], device: int, stream: int,
+        banks: tuple[tuple[int, int, tuple[int, ...], Callable[[], Any]], ...], rows: int, counts: ReplayCounts,
         family: FamilyState, generation: int, lock: Any, current_stream: Callable[[], Any], graph_launch: int = 0,
     ) -> None: ...
     def replay(self, args: tuple[Any, ...]) -> Any: ...

@@ -106,8 +106,10 @@ static int take_leaf(Record *self, Py_ssize_t k, unsigned long long stream, PyOb
 }
 
 /* Under the family lock: the record still valid, the stream, the result's leaves, the bank that holds
- * every slot's address; then the launch and the counts. Sets *out (a new reference) when SERVED;
- * changes nothing before the launch. */
+ * the address of every slot the call gives (arguments, bound outputs); then the launch and the counts.
+ * A bank of the record is one whose constants and written arguments record.py already checked: its
+ * addresses are all a served call can have. Sets *out (a new reference) when SERVED; changes nothing
+ * before the launch. */
 static int replay_locked(Record *self, unsigned long long *ptrs, PyObject **out) {
     if (((FamilyState *)self->family)->generation != self->generation) return MISS;
     PyObject *stream = PyObject_CallNoArgs(self->current_stream);
@@ -140,7 +142,7 @@ static int replay_locked(Record *self, unsigned long long *ptrs, PyObject **out)
     ReplayCounts *counts = (ReplayCounts *)self->counts;
     counts->replays++;
     counts->bound_calls++;
-    counts->last_bank = found;
+    counts->last_bank = self->bank_index[found];
     counts->last_used = next_tick();
     if (count_hit(self) < 0) { drop_leaves(leaves, taken); return FAILED; }
     *out = build_result(self, leaves);
@@ -170,20 +172,6 @@ static int argument_matches(Record *self, Py_ssize_t p, PyObject *a, unsigned lo
     return ok;
 }
 
-/* Whether an array the function writes into shares bytes with another argument: the Python path then
- * raises AliasedWrite and runs the call eagerly. */
-static int written_overlaps(Record *self, const unsigned long long *ptrs) {
-    for (Py_ssize_t w = 0; w < self->nwritten; w++) {
-        Py_ssize_t i = self->written[w];
-        for (Py_ssize_t j = 0; j < self->narrays; j++) {
-            if (j != i && self->spans[i] && self->spans[j] && ptrs[i] < ptrs[j] + self->spans[j] &&
-                ptrs[j] < ptrs[i] + self->spans[i])
-                return 1;
-        }
-    }
-    return 0;
-}
-
 /* record.replay(args): the result, or None when the Python path must serve this call. */
 CG_INTERNAL PyObject *Record_replay(Record *self, PyObject *args) {
     if (self->shapes == NULL) goto pass;  /* never initialised, or cleared */
@@ -194,8 +182,6 @@ CG_INTERNAL PyObject *Record_replay(Record *self, PyObject *args) {
         if (ok < 0) return NULL;
         if (!ok) goto pass;
     }
-    if (written_overlaps(self, ptrs)) goto pass;
-    for (Py_ssize_t f = 0; f < self->nfixed; f++) ptrs[self->fixed_slot[f]] = self->fixed_address[f];
 
     PyObject *r = PyObject_CallNoArgs(self->acquire);
     if (r == NULL) return NULL;

@@ -35,14 +35,20 @@ static int tuple_of(PyObject *value, Py_ssize_t size, const char *name) {
     return 1;
 }
 
-/* A slot index in [0, nslots), marked in ``covered`` (each slot is an array's, an output's or a fixed one,
- * exactly once): 0, or -1 with an exception. */
+/* A slot index in [0, nslots), marked in ``covered`` (each slot is an array's or a bound output's, exactly
+ * once): 0, or -1 with an exception. */
 static int cover(PyObject *value, Py_ssize_t nslots, char *covered, Py_ssize_t *slot) {
     Py_ssize_t s = PyLong_Check(value) ? PyLong_AsSsize_t(value) : -1;
     if (s == -1 && PyErr_Occurred()) return -1;
     if (s < 0 || s >= nslots || covered[s]) return bad("each slot (0 to the banks' address count) is given exactly once");
     covered[s] = 1;
     *slot = s;
+    return 0;
+}
+
+static int all_covered(const char *covered, Py_ssize_t nslots) {
+    for (Py_ssize_t s = 0; s < nslots; s++)
+        if (!covered[s]) return bad("every slot is an array's or a bound output's");
     return 0;
 }
 
@@ -110,85 +116,63 @@ static int parse_outputs(Record *self, PyObject *outputs, Py_ssize_t nslots, cha
     return 0;
 }
 
-/* banks: per bank (handle, addresses of every slot, launch); fixed: ((slot, address), ...). */
-static int parse_banks(Record *self, PyObject *banks, PyObject *fixed, Py_ssize_t nslots, char *covered) {
+/* banks: per bank (index, handle, addresses of every slot, launch), the index its place among the recording's. */
+static int parse_banks(Record *self, PyObject *banks, Py_ssize_t nslots) {
     Py_ssize_t nbanks = PyTuple_GET_SIZE(banks);
     PyObject *launches = PyTuple_New(nbanks);
     if (launches == NULL) return -1;
     for (Py_ssize_t k = 0; k < nbanks; k++) {
         PyObject *bank = PyTuple_GET_ITEM(banks, k);
-        if (!PyTuple_CheckExact(bank) || PyTuple_GET_SIZE(bank) != 3 || !PyLong_Check(PyTuple_GET_ITEM(bank, 0)) ||
-            !tuple_of(PyTuple_GET_ITEM(bank, 1), nslots, "each bank's addresses (one per slot)") ||
-            !PyCallable_Check(PyTuple_GET_ITEM(bank, 2))) {
-            if (!PyErr_Occurred()) bad("each bank is (handle, addresses, launch)");
+        if (!PyTuple_CheckExact(bank) || PyTuple_GET_SIZE(bank) != 4 || !PyLong_Check(PyTuple_GET_ITEM(bank, 0)) ||
+            !PyLong_Check(PyTuple_GET_ITEM(bank, 1)) ||
+            !tuple_of(PyTuple_GET_ITEM(bank, 2), nslots, "each bank's addresses (one per slot)") ||
+            !PyCallable_Check(PyTuple_GET_ITEM(bank, 3))) {
+            if (!PyErr_Occurred()) bad("each bank is (index, handle, addresses, launch)");
             Py_DECREF(launches);
             return -1;
         }
-        self->handles[k] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(bank, 0));
+        self->bank_index[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(bank, 0));
+        if (self->bank_index[k] < 0) {
+            if (!PyErr_Occurred()) bad("each bank's index is 0 or more");
+            Py_DECREF(launches);
+            return -1;
+        }
+        self->handles[k] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(bank, 1));
         for (Py_ssize_t i = 0; i < nslots; i++)
-            self->addresses[k][i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(PyTuple_GET_ITEM(bank, 1), i));
+            self->addresses[k][i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(PyTuple_GET_ITEM(bank, 2), i));
         if (PyErr_Occurred()) { Py_DECREF(launches); return -1; }
-        Py_INCREF(PyTuple_GET_ITEM(bank, 2));
-        PyTuple_SET_ITEM(launches, k, PyTuple_GET_ITEM(bank, 2));
+        Py_INCREF(PyTuple_GET_ITEM(bank, 3));
+        PyTuple_SET_ITEM(launches, k, PyTuple_GET_ITEM(bank, 3));
     }
     self->launches = launches;
     self->nbanks = nbanks;
-    self->nfixed = PyTuple_GET_SIZE(fixed);
-    for (Py_ssize_t f = 0; f < self->nfixed; f++) {
-        PyObject *pair = PyTuple_GET_ITEM(fixed, f);
-        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) return bad("fixed holds (slot, address) pairs");
-        if (cover(PyTuple_GET_ITEM(pair, 0), nslots, covered, &self->fixed_slot[f]) < 0) return -1;
-        self->fixed_address[f] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(pair, 1));
-        if (PyErr_Occurred()) return -1;
-    }
-    for (Py_ssize_t s = 0; s < nslots; s++)
-        if (!covered[s]) return bad("every slot is an array's, an output's or a fixed one");
     return 0;
 }
 
-/* written: the arrays the function writes into; spans: each array's bytes. */
-static int parse_written(Record *self, PyObject *written, PyObject *spans, Py_ssize_t narrays) {
-    if (!tuple_of(spans, narrays, "spans") || !PyTuple_CheckExact(written) || PyTuple_GET_SIZE(written) > narrays)
-        return PyErr_Occurred() ? -1 : bad("written must be a tuple of array indexes");
-    for (Py_ssize_t i = 0; i < narrays; i++) {
-        self->spans[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(spans, i));
-        if (PyErr_Occurred()) return -1;
-    }
-    self->nwritten = PyTuple_GET_SIZE(written);
-    for (Py_ssize_t w = 0; w < self->nwritten; w++) {
-        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(written, w));
-        if (i == -1 && PyErr_Occurred()) return -1;
-        if (i < 0 || i >= narrays) return bad("written holds array indexes");
-        self->written[w] = i;
-    }
-    return 0;
-}
-
-/* Record(*, array_type, arguments, shapes, strides, dtypes, spans, written, outputs, structure, allocate, fixed,
- *        device, stream, banks, rows, counts, family, generation, lock, current_stream, graph_launch): every field
- * checked here, never changed after. */
+/* Record(*, array_type, arguments, shapes, strides, dtypes, outputs, structure, allocate, device, stream, banks,
+ *        rows, counts, family, generation, lock, current_stream, graph_launch): every field checked here, never
+ * changed after. A bank's addresses are those of the slots a call gives, arrays then bound outputs: which banks
+ * may serve (constants, written arguments) record.py decided. */
 static int Record_init(Record *self, PyObject *args, PyObject *kwds) {
-    static char *names[] = {"array_type", "arguments", "shapes", "strides", "dtypes", "spans", "written", "outputs",
-                            "structure", "allocate", "fixed", "device", "stream", "banks", "rows", "counts",
-                            "family", "generation", "lock", "current_stream", "graph_launch", NULL};
-    PyObject *array_type = NULL, *arguments = NULL, *shapes = NULL, *strides = NULL, *dtypes = NULL, *spans = NULL,
-             *written = NULL, *outputs = NULL, *structure = NULL, *allocate = NULL, *fixed = NULL, *banks = NULL,
-             *rows = NULL, *counts = NULL, *family = NULL, *lock = NULL, *current_stream = NULL;
+    static char *names[] = {"array_type", "arguments", "shapes", "strides", "dtypes", "outputs", "structure",
+                            "allocate", "device", "stream", "banks", "rows", "counts", "family", "generation", "lock",
+                            "current_stream", "graph_launch", NULL};
+    PyObject *array_type = NULL, *arguments = NULL, *shapes = NULL, *strides = NULL, *dtypes = NULL, *outputs = NULL,
+             *structure = NULL, *allocate = NULL, *banks = NULL, *rows = NULL, *counts = NULL, *family = NULL,
+             *lock = NULL, *current_stream = NULL;
     long device = -1;
     unsigned long long stream = 0;
     long long generation = 0;
     Py_ssize_t graph_launch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOOOlKOOOOLOOn", names, &array_type, &arguments, &shapes,
-                                     &strides, &dtypes, &spans, &written, &outputs, &structure, &allocate, &fixed,
-                                     &device, &stream, &banks, &rows, &counts, &family, &generation, &lock,
-                                     &current_stream, &graph_launch))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOlKOOOOLOOn", names, &array_type, &arguments, &shapes,
+                                     &strides, &dtypes, &outputs, &structure, &allocate, &device, &stream, &banks,
+                                     &rows, &counts, &family, &generation, &lock, &current_stream, &graph_launch))
         return -1;
-    PyObject *given[] = {array_type, arguments, shapes, strides, dtypes, spans, written, outputs, structure, allocate,
-                         fixed, banks, rows, counts, family, lock, current_stream};
-    const char *given_names[] = {"array_type", "arguments", "shapes", "strides", "dtypes", "spans", "written",
-                                 "outputs", "structure", "allocate", "fixed", "banks", "rows", "counts", "family",
-                                 "lock", "current_stream"};
-    for (int i = 0; i < 17; i++) {
+    PyObject *given[] = {array_type, arguments, shapes, strides, dtypes, outputs, structure, allocate, banks, rows,
+                         counts, family, lock, current_stream};
+    const char *given_names[] = {"array_type", "arguments", "shapes", "strides", "dtypes", "outputs", "structure",
+                                 "allocate", "banks", "rows", "counts", "family", "lock", "current_stream"};
+    for (int i = 0; i < (int)(sizeof(given) / sizeof(given[0])); i++) {
         if (given[i] == NULL) {
             PyErr_Format(PyExc_TypeError, "Record() needs the keyword argument %s", given_names[i]);
             return -1;
@@ -208,21 +192,21 @@ static int Record_init(Record *self, PyObject *args, PyObject *kwds) {
             return bad("each of shapes and strides must be a tuple");
     }
     if (!PyTuple_CheckExact(arguments) || PyTuple_GET_SIZE(arguments) > MAX_POSITIONS ||
-        !PyTuple_CheckExact(outputs) || PyTuple_GET_SIZE(outputs) < 1 || PyTuple_GET_SIZE(outputs) > MAX_SLOTS ||
-        !PyTuple_CheckExact(fixed) || PyTuple_GET_SIZE(fixed) > MAX_SLOTS) {
-        PyErr_Format(PyExc_TypeError, "Record: arguments must be a tuple of up to %d, outputs of 1 to %d and fixed "
-                     "of up to %d items", MAX_POSITIONS, MAX_SLOTS, MAX_SLOTS);
+        !PyTuple_CheckExact(outputs) || PyTuple_GET_SIZE(outputs) < 1 || PyTuple_GET_SIZE(outputs) > MAX_SLOTS) {
+        PyErr_Format(PyExc_TypeError, "Record: arguments must be a tuple of up to %d and outputs of 1 to %d items",
+                     MAX_POSITIONS, MAX_SLOTS);
         return -1;
     }
     if (!PyTuple_CheckExact(banks) || PyTuple_GET_SIZE(banks) < 1 || PyTuple_GET_SIZE(banks) > MAX_BANKS) {
-        PyErr_Format(PyExc_TypeError, "Record: banks must be a tuple of 1 to %d (handle, addresses, launch)",
+        PyErr_Format(PyExc_TypeError, "Record: banks must be a tuple of 1 to %d (index, handle, addresses, launch)",
                      MAX_BANKS);
         return -1;
     }
     PyObject *first = PyTuple_GET_ITEM(banks, 0);
-    Py_ssize_t nslots = PyTuple_CheckExact(first) && PyTuple_GET_SIZE(first) == 3 &&
-                        PyTuple_CheckExact(PyTuple_GET_ITEM(first, 1)) ? PyTuple_GET_SIZE(PyTuple_GET_ITEM(first, 1)) : -1;
-    if (nslots < narrays || nslots > MAX_SLOTS) return bad("each bank is (handle, addresses, launch), one address a slot");
+    Py_ssize_t nslots = PyTuple_CheckExact(first) && PyTuple_GET_SIZE(first) == 4 &&
+                        PyTuple_CheckExact(PyTuple_GET_ITEM(first, 2)) ? PyTuple_GET_SIZE(PyTuple_GET_ITEM(first, 2)) : -1;
+    if (nslots < narrays || nslots > MAX_SLOTS)
+        return bad("each bank is (index, handle, addresses, launch), one address a slot");
     if (!PyLong_Check(rows) || !PyObject_TypeCheck(counts, &ReplayCountsType) ||
         !PyObject_TypeCheck(family, &FamilyStateType) || !PyCallable_Check(allocate) ||
         !(structure == Py_None || PyCallable_Check(structure)) ||
@@ -232,7 +216,7 @@ static int Record_init(Record *self, PyObject *args, PyObject *kwds) {
     Record_clear(self);
     char covered[MAX_SLOTS] = {0};
     if (parse_arguments(self, arguments, narrays, covered) < 0 || parse_outputs(self, outputs, nslots, covered) < 0 ||
-        parse_banks(self, banks, fixed, nslots, covered) < 0 || parse_written(self, written, spans, narrays) < 0) {
+        all_covered(covered, nslots) < 0 || parse_banks(self, banks, nslots) < 0) {
         Record_clear(self);
         return -1;
     }

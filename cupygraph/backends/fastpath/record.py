@@ -12,12 +12,13 @@ JAX ``fastpath_data`` model):
 * per call position, what the argument must be: an array of an exact type, shape, strides and dtype
   (batched or not: one to eight), the very object of the current constant set, or a static value of
   that type and value (the shortcut's key);
-* the arrays the function writes into, and each array's bytes: a call where one of those overlaps
-  another argument is handed back (the Python path runs it eagerly, ``AliasedWrite``);
 * per leaf of the result: an array of its ring (outputs up to 64 MiB), a fresh array (larger ones), or
   the object returned as it is (``output_mode="view"``), and how the leaves make the result;
-* each bank's one executable with the address each slot holds (arguments, bound outputs, then
-  constants, whose addresses the record fixes), and a launch to fall back on;
+* each bank's one executable with the address each slot a call gives holds (arguments, then bound
+  outputs), and a launch to fall back on: only the banks whose constants' slots hold the constants'
+  addresses and where no array the function writes into overlaps another argument (a call at any
+  other bank's addresses is handed back: the Python path rebinds, or raises ``AliasedWrite`` and runs
+  it eagerly);
 * the stream of the last replay and the family's generation.
 
 A call is served when every position matches, it comes on that stream, each ringed output has a free
@@ -86,33 +87,51 @@ def _structure(spec: Any) -> Any:
     return functools.partial(unflatten, spec)
 
 
+def _may_serve(held: Sequence[int], fixed: tuple[tuple[int, int], ...], written: tuple[int, ...],
+               spans: tuple[int, ...]) -> bool:
+    """Whether a bank holding the addresses ``held`` may serve the record's calls. A call is served only at
+    a bank's own addresses, so what depends on them alone is decided once here, not per call: each
+    constant's slot holds that constant's address, and no array the function writes into shares bytes
+    with another argument (the Python path then raises ``AliasedWrite`` and runs the call eagerly).
+    Bytes are half-open spans from each array's address; an array of 0 bytes overlaps nothing."""
+    if any(held[slot] != address for slot, address in fixed):
+        return False
+    for i in written:
+        for j, span in enumerate(spans):
+            if j != i and spans[i] and span and held[i] < held[j] + span and held[j] < held[i] + spans[i]:
+                return False
+    return True
+
+
 def record_of(shortcut: Any, entry: Any, recording: Any, arguments: tuple[Any, ...], inputs: Sequence[Any],
-              outputs: tuple[Any, ...], fixed: tuple[tuple[int, int], ...], lock: Any, family: Any) -> Optional[Any]:
+              outputs: tuple[Any, ...], fixed: tuple[tuple[int, int], ...], lock: Any) -> Optional[Any]:
     """The compiled replay's record of ``shortcut``'s calls through ``recording``'s banks, or None where it
     could not serve them. ``arguments``: per call position, an array index or what the value must be
     (``Shortcuts.signature``); ``inputs``: the bound argument slots, one per array index; ``outputs``: per
     result leaf, ``("ring", slot, ring)``, ``("fresh", slot, shape, dtype)`` or ``("as_is", leaf)``;
-    ``fixed``: (slot, address) of the constants. Built under the family lock, right after a call that
-    bound these slots."""
+    ``fixed``: (slot, address) of the constants. A bank's slots are the binder's: arguments, bound outputs,
+    then constants; the record compares the ones a call gives and keeps only the banks ``_may_serve``.
+    Built under the family lock, right after a call that bound these slots."""
     count = len(inputs)
     backend = entry.backend
     stream = backend.last_stream_ptr()
-    slots = count + sum(1 for output in outputs if output[0] != "as_is") + len(fixed)
+    compared = count + sum(1 for output in outputs if output[0] != "as_is")
     if (Record is None or not 1 <= count <= MAX_ARGUMENTS or len(arguments) > MAX_POSITIONS
-            or slots > MAX_SLOTS or not recording.single or stream is None):
+            or compared > MAX_SLOTS or not recording.single or stream is None):
         return None
-    banks = []
-    for bank in recording.banks[:MAX_BANKS]:
-        if len(bank.current) != slots:
-            return None
-        banks.append((recording.handle(bank), tuple(int(a) for a in bank.current), bank.launch))
     shapes = tuple(tuple(slot.shape_dtype[0]) for slot in inputs)
     dtypes = tuple(slot.shape_dtype[1] for slot in inputs)
     strides = tuple(_contiguous_strides(shape, dtype.itemsize) for shape, dtype in zip(shapes, dtypes))
     spans = tuple(math.prod(shape) * dtype.itemsize for shape, dtype in zip(shapes, dtypes))
+    written = tuple(entry.written)
+    banks = tuple((bank.index, recording.handle(bank), tuple(int(a) for a in bank.current[:compared]), bank.launch)
+                  for bank in recording.banks[:MAX_BANKS] if _may_serve(bank.current, fixed, written, spans))
+    if not banks:
+        return None
+    family = backend.family
     return Record(
-        array_type=cupy.ndarray, arguments=arguments, shapes=shapes, strides=strides, dtypes=dtypes, spans=spans,
-        written=tuple(entry.written), outputs=outputs, structure=_structure(entry.spec), allocate=cupy.ndarray,
-        fixed=fixed, device=backend.device_id if backend.per_device else -1, stream=int(stream), banks=tuple(banks),
-        rows=int(shortcut.rows), counts=entry.counts, family=family, generation=family.generation, lock=lock,
-        current_stream=cupy.cuda.get_current_stream, graph_launch=graph_launch_address())
+        array_type=cupy.ndarray, arguments=arguments, shapes=shapes, strides=strides, dtypes=dtypes, outputs=outputs,
+        structure=_structure(entry.spec), allocate=cupy.ndarray, device=backend.device_id if backend.per_device else -1,
+        stream=int(stream), banks=banks, rows=int(shortcut.rows), counts=entry.counts, family=family,
+        generation=family.generation, lock=lock, current_stream=cupy.cuda.get_current_stream,
+        graph_launch=graph_launch_address())

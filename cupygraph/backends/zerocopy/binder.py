@@ -258,8 +258,7 @@ class CupyBinder:
         self._constant_rebinds.clear()
         self._made, self._made_seconds, self._made_bytes, self._repointed = 0, 0.0, 0, 0
 
-    def record(self, shortcut: Any, entry: Any, arguments: tuple[Any, ...], as_is: Sequence[bool], lock: Any,
-               family: Any) -> Any:
+    def record(self, shortcut: Any, entry: Any, arguments: tuple[Any, ...], as_is: Sequence[bool], lock: Any) -> Any:
         """The compiled replay's record of ``shortcut``'s calls (``fastpath.record``), whose ``arguments`` say
         what each call position must be: for arguments that may all be bound, each output bound (from
         its ring, or fresh) or returned as it is (``as_is``, per leaf of ``entry.leaves``), the constants
@@ -280,7 +279,7 @@ class CupyBinder:
                 return None
         start = len(inputs) + len(self._outputs)
         fixed = tuple((k, self._want[k]) for k in range(start, len(self._slots)))
-        return record_of(shortcut, entry, self._recording, arguments, inputs, tuple(outputs), fixed, lock, family)
+        return record_of(shortcut, entry, self._recording, arguments, inputs, tuple(outputs), fixed, lock)
 
     @property
     def output_positions(self) -> list[int]:
