@@ -21,7 +21,7 @@ from typing import Any, Optional
 import numpy as np
 
 from cupygraph.linalg import _lt_binding, _lt_plans
-from cupygraph.linalg._binding import CublasError
+from cupygraph.linalg._library import CublasError
 from cupygraph.linalg._shapes import matmul_shapes, resolve, scale_dtype
 
 DTYPES = {0: np.float32, 1: np.float64, 2: np.float16}  # cudaDataType_t
@@ -204,7 +204,7 @@ class FakeLt:
 
 
 def c_library(fake: FakeLt) -> Any:
-    """``fake`` as a C library: one ctypes callback per symbol of ``_lt_binding.SIGNATURES``."""
+    """``fake`` as a C library: one ctypes callback per symbol of ``_lt_binding.CUBLASLT``."""
 
     def status(fn: Any) -> Any:
         def call(*args: Any) -> int:
@@ -255,7 +255,7 @@ def c_library(fake: FakeLt) -> Any:
         "cublasLtMatmulAlgoGetHeuristic": status(heuristic), "cublasLtMatmul": status(fake.matmul),
     }
     lib = types.SimpleNamespace()
-    for symbol, (restype, argtypes) in _lt_binding.SIGNATURES.items():
+    for symbol, (restype, argtypes) in _lt_binding.CUBLASLT.signatures().items():
         setattr(lib, symbol, ctypes.CFUNCTYPE(restype, *argtypes)(impl[symbol]))
     return lib
 

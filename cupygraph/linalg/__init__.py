@@ -51,8 +51,9 @@ from typing import Any, Optional
 import numpy as np
 
 from ..backends.base import on_gpu as _on_gpu
-from ._binding import BINDINGS, CublasError, load_binding
+from ._binding import load_binding
 from ._contract import einsum, tensordot
+from ._library import BINDINGS, CublasError
 from ._linear import linear
 from ._public_solvers import LinAlgFailure, check, cholesky, det, eigh, inv, qr, slogdet, solve, spmm, svd
 from ._shapes import SUPPORTED, scale_dtype

@@ -33,7 +33,8 @@ import numpy as np
 from ..errors import CaptureError
 from ..logs import logger
 from ..reasons import FallbackReason
-from ._binding import COMPUTE_TYPE, DATA_TYPE, OP_N, OP_T, CublasError
+from ._binding import COMPUTE_TYPE, DATA_TYPE, OP_N, OP_T
+from ._library import CublasError
 from ._lt_binding import (
     DESC_BIAS_POINTER,
     DESC_EPILOGUE,

@@ -371,9 +371,10 @@ def _ctype(c_type: str):
 
 
 def test_the_ctypes_signatures_are_cublaslt_h_prototypes():
-    assert set(_lt_binding.SIGNATURES) == set(HEADER)
+    signatures = _lt_binding.CUBLASLT.signatures()
+    assert set(signatures) == set(HEADER)
     for symbol, (restype, params) in HEADER.items():
-        bound_restype, bound_args = _lt_binding.SIGNATURES[symbol]
+        bound_restype, bound_args = signatures[symbol]
         assert bound_restype is _ctype(restype), symbol
         assert bound_args == [_ctype(p) for p in params], symbol
 
@@ -396,7 +397,7 @@ def test_the_structs_and_attribute_types_have_cublaslt_h_sizes():
 
 def test_products_through_the_ctypes_binding_match_the_emulator():
     fake = FakeLt()
-    binding = _lt_binding.CtypesCublasLt(lib=c_library(fake), library_path="(ctypes callbacks)")
+    binding = _lt_binding.CUBLASLT.ctypes(c_library(fake), "(ctypes callbacks)")
     plans, handle = _lt_plans.PlanCache(binding), binding.create()
     assert binding.version() == fake.version() and handle in fake.objects
     rng = np.random.default_rng(9)
@@ -417,7 +418,7 @@ def test_products_through_the_ctypes_binding_match_the_emulator():
 
 def test_the_ctypes_binding_reports_a_failed_status():
     fake = FakeLt(matmul_status=13)
-    binding = _lt_binding.CtypesCublasLt(lib=c_library(fake), library_path="(ctypes callbacks)")
+    binding = _lt_binding.CUBLASLT.ctypes(c_library(fake), "(ctypes callbacks)")
     plans, handle = _lt_plans.PlanCache(binding), binding.create()
     failed = r"cublasLtMatmul failed with CUBLAS_STATUS_EXECUTION_FAILED \(13\)"
     with pytest.raises(cg.linalg.CublasError, match=failed):

@@ -123,7 +123,7 @@ def test_a_bad_tuning_mode_names_the_variable(monkeypatch):
 
 def test_the_ctypes_binding_reads_every_proposal():
     fake = FakeLt(proposals=5)
-    binding = _lt_binding.CtypesCublasLt(lib=c_library(fake), library_path="(ctypes callbacks)")
+    binding = _lt_binding.CUBLASLT.ctypes(c_library(fake), "(ctypes callbacks)")
     plans, handle = _lt_plans.PlanCache(binding), binding.create()
     x, w, b, out = operands(rows=1)
     timer = CostTimer(fake, {0: 5e-6, 1: 4e-6, 2: 3e-6, 3: 1e-6, 4: 2e-6})
