@@ -59,7 +59,7 @@ def test_the_ctypes_binding_runs_each_entry_with_its_prototype():
 
 
 def test_a_symbol_missing_from_the_library_is_named():
-    with pytest.raises(BackendUnavailableError, match="no cublasLtMatmul in fake.so"):
+    with pytest.raises(BackendUnavailableError, match=r"no cublasLtMatmul in fake\.so"):
         CublasLt(CtypesVia(FakeC(missing=frozenset({"cublasLtMatmul"})), "fake.so"))
 
 
