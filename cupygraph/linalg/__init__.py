@@ -221,9 +221,9 @@ def binding_info() -> dict[str, Any]:
     import cupy
 
     from ._cublas_handles import handle_for
-    from ._lt_binding import lt_binding
+    from ._lt_binding import CUBLASLT
 
     handle = handle_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream())
-    lib, lt = handle.lib, lt_binding()
+    lib, lt = handle.lib, CUBLASLT.binding()
     return {"binding": lib.name, "library": lib.library_path, "version": lib.version(handle.ptr),
             "lt_binding": lt.name, "lt_library": lt.library_path, "lt_version": lt.version()}

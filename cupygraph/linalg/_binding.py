@@ -33,7 +33,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Protocol
 
-from ._library import Call, Library, TableBinding, Via, requested_binding
+from ._library import Call, Library, TableBinding, Via
 
 # cuBLAS / CUDA library enums (cublas_api.h, library_types.h); the GPU tests check them against nvmath's.
 OP_N, OP_T = 0, 1
@@ -119,8 +119,3 @@ def load_binding(name: str) -> Binding:
     Raises ``BackendUnavailableError`` saying what is missing.
     """
     return CUBLAS.load(name)
-
-
-def binding() -> Binding:
-    """The binding this process uses (``CUPYGRAPH_CUBLAS_BINDING``, read at the first product)."""
-    return CUBLAS.load(requested_binding())

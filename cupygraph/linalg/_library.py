@@ -217,6 +217,10 @@ class Library(Generic[B]):
             made = self.nvmath() if name == "nvmath" else self.ctypes()
         return self._loaded.setdefault(name, made)
 
+    def binding(self) -> B:
+        """The binding this process uses (``CUPYGRAPH_CUBLAS_BINDING``, read at the first call)."""
+        return self.load(requested_binding())
+
     def ctypes(self, lib: Any = None, library_path: str = "") -> B:
         """The ctypes binding; ``lib``: an already loaded library (tests pass a stand-in), else the one
         CuPy's libcublas loaded."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Protocol
 
-from ._library import Call, Library, TableBinding, requested_binding
+from ._library import Call, Library, TableBinding
 
 # cublasLtEpilogue_t
 EPILOGUE_DEFAULT, EPILOGUE_RELU, EPILOGUE_BIAS, EPILOGUE_GELU = 1, 2, 4, 32
@@ -125,13 +125,3 @@ class CublasLt(TableBinding):
 
 
 CUBLASLT = Library("cuBLASLt", "libcublasLt.so", "cublasLt", "cuBLASLtError", CublasLt)
-
-
-def load_lt_binding(name: str) -> LtBinding:
-    """The cuBLASLt binding ``name`` (``auto``: nvmath where installed, else ctypes), loaded once."""
-    return CUBLASLT.load(name)
-
-
-def lt_binding() -> LtBinding:
-    """The cuBLASLt binding of this process: the one ``CUPYGRAPH_CUBLAS_BINDING`` names, as for cuBLAS."""
-    return CUBLASLT.load(requested_binding())

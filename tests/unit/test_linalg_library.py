@@ -88,3 +88,26 @@ def test_the_nvmath_binding_calls_each_entry_by_nvmaths_name():
     with pytest.raises(CublasError, match=r"nvmath.bindings.cublasLt.matmul failed with CUBLAS_STATUS_NOT_SUPPORTED"):
         lt.matmul(*range(16))
 
+
+
+def test_handles_of_both_libraries_are_counted_by_their_library(monkeypatch):
+    import gc
+
+    from lt_emulator import FakeLt
+
+    from cupygraph.linalg import _binding, _cublas_handles, _lt_binding, _retire
+
+    monkeypatch.setattr(_retire, "_retired", [])  # this test's handles are queued here, never destroyed
+    base = _cublas_handles.resources()
+    cublas, lt = Cublas(CtypesVia(FakeC(), "fake.so")), FakeLt()
+    monkeypatch.setattr(_binding.CUBLAS, "binding", lambda: cublas)
+    monkeypatch.setattr(_lt_binding.CUBLASLT, "binding", lambda: lt)
+    handles = [_cublas_handles.Handle(0), _cublas_handles.Handle(0), _cublas_handles.LtHandle(0)]
+    assert [h.ptr for h in handles[:2]] == [HANDLE, HANDLE] and handles[2].ptr in lt.objects
+    counts = _cublas_handles.resources()
+    assert (counts["handles"], counts["lt_handles"]) == (base["handles"] + 2, base["lt_handles"] + 1)
+    handles.clear()
+    gc.collect()
+    # gone from the registry, queued for destruction under the same library names
+    assert _cublas_handles.resources() == counts
+    assert (_retire.pending(_binding.CUBLAS.name), _retire.pending(_lt_binding.CUBLASLT.name)) == (2, 1)
