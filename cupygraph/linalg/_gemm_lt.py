@@ -110,5 +110,6 @@ def apply_unfused(target: Any, epilogue: Epilogue) -> None:
     if _kernel is None:
         _kernel = cupy.ElementwiseKernel("T bias, int32 act", "T y", _BODY, "cupygraph_gemm_epilogue",
                                          preamble=_PREAMBLE)
-    bias = epilogue.bias if epilogue.bias is not None else cupy.zeros((), dtype=target.dtype)
+    # No bias: a host scalar zero, passed by value; a device zero would be a memset node in every capture.
+    bias = epilogue.bias if epilogue.bias is not None else target.dtype.type(0)
     _kernel(bias, np.int32(_ACTIVATION_CODE[epilogue.activation]), target)
