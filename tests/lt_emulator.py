@@ -265,9 +265,10 @@ _WORKSPACE = np.zeros(1 << 16, np.uint8)
 
 def lt_product(lib: Any, plans: Any, handle: int, a: np.ndarray, b: np.ndarray, out: np.ndarray,
                bias: Optional[np.ndarray], activation: Optional[str], alpha: float = 1.0, beta: float = 0.0,
-               capturing: bool = False, timer: Any = None) -> tuple[bool, Any]:
+               capturing: bool = False, timer: Any = None, make_timer: Any = None) -> tuple[bool, Any]:
     """``out = activation(alpha a @ b + beta out + bias)`` through cupygraph's cuBLASLt planning on ``lib``,
-    laid out as ``_gemm_cupy.product`` lays a fused product out; (whether it ran fused, the GemmCall)."""
+    laid out as ``_gemm_cupy.product`` lays a fused product out; (whether it ran fused, the GemmCall).
+    ``timer``: the timer a new plan times with; ``make_timer``: what makes it (``timer`` given: returns it)."""
     batch, m, k, n = matmul_shapes(a.shape, b.shape, "lt_product")
 
     def temporary() -> np.ndarray:
@@ -284,7 +285,7 @@ def lt_product(lib: Any, plans: Any, handle: int, a: np.ndarray, b: np.ndarray, 
                                   0 if bias is None else bias.ctypes.data, alpha_v.ctypes.data, beta_v.ctypes.data)
     fused = _lt_plans.execute(lib, handle, plans, 0, call, out.dtype.char, _lt_plans.EPILOGUES[(bias is not None,
                               activation)], 0, operands, _WORKSPACE.ctypes.data, _WORKSPACE.nbytes, 0, capturing,
-                              timer)
+                              make_timer if timer is None else lambda: timer)
     if fused and target is not out:
         out[...] = target
     return fused, call

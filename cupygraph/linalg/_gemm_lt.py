@@ -82,7 +82,7 @@ def fused_product(call: GemmCall, first: Any, second: Any, target: Any, scalars:
                         0 if epilogue.bias is None else int(epilogue.bias.data.ptr), alpha, beta)
     return execute(handle.lib, handle.ptr, handle.plans, device_id, call, target.dtype.char, epilogue.code,
                    scalars.mode, operands, workspace.ptr, workspace.nbytes, int(stream.ptr),
-                   stream_is_capturing(stream), GraphTimer(stream))
+                   stream_is_capturing(stream), lambda: GraphTimer(stream))
 
 
 _PREAMBLE = """
