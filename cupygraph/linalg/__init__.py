@@ -51,6 +51,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..backends.base import on_gpu as _on_gpu
+from . import _gemm_backend
 from ._binding import load_binding
 from ._contract import einsum, tensordot
 from ._library import BINDINGS, CublasError
@@ -118,15 +119,8 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, tr
     ``"relu"`` or ``"gelu"``, tanh approximation) make it one cuBLASLt product with that epilogue
     fused (float16, float32 and float64 only).
     """
-    if _on_gpu(a, b, c, out):
-        from . import _gemm_cupy
-
-        return _gemm_cupy.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out, bias=bias,
-                               activation=activation)
-    from . import _gemm_host
-
-    return _gemm_host.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out, bias=bias,
-                           activation=activation)
+    return _gemm_backend.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out, bias=bias,
+                              activation=activation)
 
 
 def gemm_strided_batched(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0,

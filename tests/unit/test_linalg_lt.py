@@ -97,6 +97,21 @@ def test_linear_takes_leading_axes_and_vectors():
     close(cg.linalg.linear(x3[0], w.T.copy().T, b), reference(x3[0], w, b, None), np.float32)
 
 
+def test_linear_and_gemm_choose_their_backend_in_one_place(monkeypatch):
+    from cupygraph.linalg import _gemm_backend
+
+    asked = []
+    on_gpu = _gemm_backend.on_gpu
+    monkeypatch.setattr(_gemm_backend, "on_gpu", lambda *arrays: asked.append(arrays) or on_gpu(*arrays))
+    rng = np.random.default_rng(4)
+    x, w, b = rand(rng, (2, 3, 6), np.float32), rand(rng, (6, 4), np.float32), rand(rng, (4,), np.float32)
+    cg.linalg.linear(x, w, b, activation="relu")
+    cg.linalg.gemm(x[0], w, bias=b)
+    assert [len(arrays) for arrays in asked] == [4, 4] and asked[0][1] is w and asked[1][1] is w
+    with pytest.raises(ValueError, match=r"cupygraph\.linalg\.linear: bias"):  # the caller's name, from either backend
+        cg.linalg.linear(x, w, np.ones(5, np.float32))
+
+
 def test_relu_keeps_a_nan_as_cublaslts_epilogue_does():
     x = np.array([[np.nan, 1.0], [2.0, -3.0]], np.float32)
     got = cg.linalg.linear(x, np.eye(2, dtype=np.float32), np.zeros(2, np.float32), activation="relu")
