@@ -21,7 +21,7 @@ from typing import Any, Optional
 import numpy as np
 
 from cupygraph.linalg import _lt_binding, _lt_plans
-from cupygraph.linalg._binding import CublasError
+from cupygraph.linalg._library import CublasError
 from cupygraph.linalg._shapes import matmul_shapes, resolve, scale_dtype
 
 DTYPES = {0: np.float32, 1: np.float64, 2: np.float16}  # cudaDataType_t
@@ -204,7 +204,7 @@ class FakeLt:
 
 
 def c_library(fake: FakeLt) -> Any:
-    """``fake`` as a C library: one ctypes callback per symbol of ``_lt_binding.SIGNATURES``."""
+    """``fake`` as a C library: one ctypes callback per symbol of ``_lt_binding.CUBLASLT``."""
 
     def status(fn: Any) -> Any:
         def call(*args: Any) -> int:
@@ -255,7 +255,7 @@ def c_library(fake: FakeLt) -> Any:
         "cublasLtMatmulAlgoGetHeuristic": status(heuristic), "cublasLtMatmul": status(fake.matmul),
     }
     lib = types.SimpleNamespace()
-    for symbol, (restype, argtypes) in _lt_binding.SIGNATURES.items():
+    for symbol, (restype, argtypes) in _lt_binding.CUBLASLT.signatures().items():
         setattr(lib, symbol, ctypes.CFUNCTYPE(restype, *argtypes)(impl[symbol]))
     return lib
 
@@ -265,9 +265,10 @@ _WORKSPACE = np.zeros(1 << 16, np.uint8)
 
 def lt_product(lib: Any, plans: Any, handle: int, a: np.ndarray, b: np.ndarray, out: np.ndarray,
                bias: Optional[np.ndarray], activation: Optional[str], alpha: float = 1.0, beta: float = 0.0,
-               capturing: bool = False, timer: Any = None) -> tuple[bool, Any]:
+               capturing: bool = False, timer: Any = None, make_timer: Any = None) -> tuple[bool, Any]:
     """``out = activation(alpha a @ b + beta out + bias)`` through cupygraph's cuBLASLt planning on ``lib``,
-    laid out as ``_gemm_cupy.product`` lays a fused product out; (whether it ran fused, the GemmCall)."""
+    laid out as ``_gemm_cupy.product`` lays a fused product out; (whether it ran fused, the GemmCall).
+    ``timer``: the timer a new plan times with; ``make_timer``: what makes it (``timer`` given: returns it)."""
     batch, m, k, n = matmul_shapes(a.shape, b.shape, "lt_product")
 
     def temporary() -> np.ndarray:
@@ -284,7 +285,7 @@ def lt_product(lib: Any, plans: Any, handle: int, a: np.ndarray, b: np.ndarray, 
                                   0 if bias is None else bias.ctypes.data, alpha_v.ctypes.data, beta_v.ctypes.data)
     fused = _lt_plans.execute(lib, handle, plans, 0, call, out.dtype.char, _lt_plans.EPILOGUES[(bias is not None,
                               activation)], 0, operands, _WORKSPACE.ctypes.data, _WORKSPACE.nbytes, 0, capturing,
-                              timer)
+                              make_timer if timer is None else lambda: timer)
     if fused and target is not out:
         out[...] = target
     return fused, call

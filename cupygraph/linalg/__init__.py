@@ -51,8 +51,10 @@ from typing import Any, Optional
 import numpy as np
 
 from ..backends.base import on_gpu as _on_gpu
-from ._binding import BINDINGS, CublasError, load_binding
+from . import _gemm_backend
+from ._binding import load_binding
 from ._contract import einsum, tensordot
+from ._library import BINDINGS, CublasError
 from ._linear import linear
 from ._public_solvers import LinAlgFailure, check, cholesky, det, eigh, inv, qr, slogdet, solve, spmm, svd
 from ._shapes import SUPPORTED, scale_dtype
@@ -117,15 +119,8 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, tr
     ``"relu"`` or ``"gelu"``, tanh approximation) make it one cuBLASLt product with that epilogue
     fused (float16, float32 and float64 only).
     """
-    if _on_gpu(a, b, c, out):
-        from . import _gemm_cupy
-
-        return _gemm_cupy.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out, bias=bias,
-                               activation=activation)
-    from . import _gemm_host
-
-    return _gemm_host.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out, bias=bias,
-                           activation=activation)
+    return _gemm_backend.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out=out, bias=bias,
+                              activation=activation)
 
 
 def gemm_strided_batched(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0,
@@ -220,9 +215,9 @@ def binding_info() -> dict[str, Any]:
     import cupy
 
     from ._cublas_handles import handle_for
-    from ._lt_binding import lt_binding
+    from ._lt_binding import CUBLASLT
 
     handle = handle_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream())
-    lib, lt = handle.lib, lt_binding()
+    lib, lt = handle.lib, CUBLASLT.binding()
     return {"binding": lib.name, "library": lib.library_path, "version": lib.version(handle.ptr),
             "lt_binding": lt.name, "lt_library": lt.library_path, "lt_version": lt.version()}

@@ -33,14 +33,15 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from ..backends.capturing import stream_is_capturing
 from ..backends.holding import hold, holding_active
 from ..errors import CaptureError
 from ..reasons import FallbackReason
-from ._binding import Binding, binding
-from ._lt_binding import LtBinding, lt_binding
+from ._binding import CUBLAS, Binding
+from ._library import Library
+from ._lt_binding import CUBLASLT, LtBinding
 from ._lt_plans import PlanCache
 from ._retire import destroy_retired, pending, retire, thread_handle
 
@@ -84,19 +85,37 @@ class Workspace:
         return [(self.ptr, self.nbytes, "cupygraph.linalg's cuBLAS workspace, held by the graph")]
 
 
-class Handle:
+class LibraryHandle:
+    """One thread's handle of ``library`` on one device, made by the binding this process uses, counted
+    while alive and destroyed at a safe point once nothing holds it (``_retire``)."""
+
+    library: Library[Any]
+
+    def __init__(self, device_id: int):
+        self.lib: Any = self.library.binding()
+        self.device_id = device_id
+        self.ptr: int = self.lib.create()
+        with _lock:
+            _handles.add(self)
+        weakref.finalize(self, retire, self.closer(), device_id, self.library.name)
+
+    def closer(self) -> Callable[[], None]:
+        """What destroys this handle, holding no reference to the handle object."""
+        return functools.partial(self.lib.destroy, self.ptr)
+
+
+class Handle(LibraryHandle):
     """One thread's cuBLAS handle on one device, and the stream/workspace/pointer mode it is set to."""
 
-    def __init__(self, lib: Binding, device_id: int):
-        self.lib, self.device_id = lib, device_id
-        self.ptr = lib.create()
+    library = CUBLAS
+    lib: Binding
+
+    def __init__(self, device_id: int):
+        super().__init__(device_id)
         self.stream_ptr: Optional[int] = None
         # Weak: a handle must not keep a graph's workspace alive after the graph is released.
         self._workspace: Any = lambda: None
         self.pointer_mode = 0
-        with _lock:
-            _handles.add(self)
-        weakref.finalize(self, retire, functools.partial(lib.destroy, self.ptr), device_id, "cublas")
 
     def bind(self, stream_ptr: int, workspace: Workspace) -> None:
         if self.stream_ptr != stream_ptr or self._workspace() is not workspace:
@@ -110,16 +129,18 @@ class Handle:
             self.pointer_mode = mode
 
 
-class LtHandle:
+class LtHandle(LibraryHandle):
     """One thread's cuBLASLt handle on one device, with that thread's plans (``_lt_plans``)."""
 
-    def __init__(self, lib: LtBinding, device_id: int):
-        self.lib, self.device_id = lib, device_id
-        self.ptr = lib.create()
-        self.plans = PlanCache(lib)
-        with _lock:
-            _lt_handles.add(self)
-        weakref.finalize(self, retire, functools.partial(_close_lt, lib, self.ptr, self.plans), device_id, "cublasLt")
+    library = CUBLASLT
+    lib: LtBinding
+
+    def __init__(self, device_id: int):
+        self.plans = PlanCache(self.library.binding())  # before the handle: its closer closes them too
+        super().__init__(device_id)
+
+    def closer(self) -> Callable[[], None]:
+        return functools.partial(_close_lt, self.lib, self.ptr, self.plans)
 
 
 def _close_lt(lib: LtBinding, ptr: int, plans: PlanCache) -> None:
@@ -132,8 +153,7 @@ _local = threading.local()
 _live: weakref.WeakValueDictionary[tuple[int, int, int], Workspace] = weakref.WeakValueDictionary()
 _eager: dict[tuple[int, int, int], Workspace] = {}
 _workspaces: weakref.WeakSet[Workspace] = weakref.WeakSet()
-_handles: weakref.WeakSet[Handle] = weakref.WeakSet()
-_lt_handles: weakref.WeakSet[LtHandle] = weakref.WeakSet()
+_handles: weakref.WeakSet[LibraryHandle] = weakref.WeakSet()
 
 
 def _stream_key(device_id: int, stream: Any) -> tuple[int, int, int]:
@@ -166,24 +186,28 @@ def workspace_for(device_id: int, stream: Any) -> Workspace:
     return workspace
 
 
-def _thread_handle(kind: str, device_id: int, stream: Any, make: Callable[[], Any]) -> Any:
-    """This thread's handle of ``kind`` ("cuBLAS" or "cuBLASLt") on ``device_id``, made by ``make`` on first
-    use (never while ``stream`` captures), held by the graph being recorded."""
-    return thread_handle(_local.__dict__.setdefault(kind, {}), device_id, stream, make,
-                         lambda: _not_prepared(f"{kind} handle", stream))
+H = TypeVar("H", bound=LibraryHandle)
+
+
+def _thread_handle(kind: type[H], device_id: int, stream: Any) -> H:
+    """This thread's handle of ``kind`` on ``device_id``, made on first use (never while ``stream``
+    captures), held by the graph being recorded."""
+    name = kind.library.name
+    found: H = thread_handle(_local.__dict__.setdefault(name, {}), device_id, stream, lambda: kind(device_id),
+                             lambda: _not_prepared(f"{name} handle", stream))
+    return found
 
 
 def handle_for(device_id: int, stream: Any) -> Handle:
     """This thread's handle on ``device_id``, bound to ``stream`` and its workspace."""
-    handle: Handle = _thread_handle("cuBLAS", device_id, stream, lambda: Handle(binding(), device_id))
+    handle = _thread_handle(Handle, device_id, stream)
     handle.bind(int(stream.ptr), workspace_for(device_id, stream))
     return handle
 
 
 def lt_handle_for(device_id: int, stream: Any) -> tuple[LtHandle, Workspace]:
     """This thread's cuBLASLt handle on ``device_id`` and the workspace of ``stream`` (cuBLAS's)."""
-    handle: LtHandle = _thread_handle("cuBLASLt", device_id, stream, lambda: LtHandle(lt_binding(), device_id))
-    return handle, workspace_for(device_id, stream)
+    return _thread_handle(LtHandle, device_id, stream), workspace_for(device_id, stream)
 
 
 def release_unused() -> dict[str, int]:
@@ -204,8 +228,8 @@ def release_unused() -> dict[str, int]:
 def resources() -> dict[str, int]:
     """Live cuBLAS and cuBLASLt handles (not yet destroyed), workspaces and workspace bytes, in this process."""
     with _lock:
-        handles = len(_handles) + pending("cublas")
-        lt_handles = len(_lt_handles) + pending("cublasLt")
+        live = [handle.library.name for handle in _handles]
         workspaces = list(_workspaces)
+    handles, lt_handles = (live.count(name) + pending(name) for name in (CUBLAS.name, CUBLASLT.name))
     return {"handles": handles, "lt_handles": lt_handles, "workspaces": len(workspaces),
             "workspace_bytes": sum(w.nbytes for w in workspaces)}

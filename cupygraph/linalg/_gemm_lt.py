@@ -82,7 +82,7 @@ def fused_product(call: GemmCall, first: Any, second: Any, target: Any, scalars:
                         0 if epilogue.bias is None else int(epilogue.bias.data.ptr), alpha, beta)
     return execute(handle.lib, handle.ptr, handle.plans, device_id, call, target.dtype.char, epilogue.code,
                    scalars.mode, operands, workspace.ptr, workspace.nbytes, int(stream.ptr),
-                   stream_is_capturing(stream), GraphTimer(stream))
+                   stream_is_capturing(stream), lambda: GraphTimer(stream))
 
 
 _PREAMBLE = """
@@ -110,5 +110,6 @@ def apply_unfused(target: Any, epilogue: Epilogue) -> None:
     if _kernel is None:
         _kernel = cupy.ElementwiseKernel("T bias, int32 act", "T y", _BODY, "cupygraph_gemm_epilogue",
                                          preamble=_PREAMBLE)
-    bias = epilogue.bias if epilogue.bias is not None else cupy.zeros((), dtype=target.dtype)
+    # No bias: a host scalar zero, passed by value; a device zero would be a memset node in every capture.
+    bias = epilogue.bias if epilogue.bias is not None else target.dtype.type(0)
     _kernel(bias, np.int32(_ACTIVATION_CODE[epilogue.activation]), target)

@@ -1,8 +1,8 @@
 """``linalg.linear``: a dense layer, ``activation(x @ weight + bias)``, as one fused GEMM.
 
 Backend-neutral: the leading axes of ``x`` become the rows of one 2-D product, which runs as
-``gemm(..., bias=, activation=)`` of the backend the arrays live on (cuBLASLt with the epilogue
-fused on the GPU, NumPy on the host).
+``gemm(..., bias=, activation=)`` on the backend the arrays live on (``_gemm_backend`` chooses, as for
+``linalg.gemm``: cuBLASLt with the epilogue fused on the GPU, NumPy on the host).
 """
 
 from __future__ import annotations
@@ -10,19 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..backends.base import on_gpu as _on_gpu
+from ._gemm_backend import gemm
 
 WHAT = "cupygraph.linalg.linear"
-
-
-def _gemm(x: Any, weight: Any, bias: Any, activation: Any, out: Any) -> Any:
-    if _on_gpu(x, weight, out):
-        from ._gemm_cupy import gemm
-
-        return gemm(x, weight, bias=bias, activation=activation, out=out, what=WHAT)
-    from ._gemm_host import gemm as host_gemm
-
-    return host_gemm(x, weight, bias=bias, activation=activation, out=out, what=WHAT)
 
 
 def linear(x: Any, weight: Any, bias: Any = None, *, activation: Any = None, out: Any = None) -> Any:
@@ -41,7 +31,7 @@ def linear(x: Any, weight: Any, bias: Any = None, *, activation: Any = None, out
                          f"has {features} rows; weight is (in_features, out_features) and the layer computes "
                          "x @ weight (pass weight.T for a PyTorch-style (out_features, in_features) weight)")
     if x.ndim == 2:
-        return _gemm(x, weight, bias, activation, out)
+        return gemm(x, weight, bias=bias, activation=activation, out=out, what=WHAT)
     lead = tuple(x.shape[:-1])
     rows = math.prod(lead)
     flat_out = None
@@ -53,5 +43,5 @@ def linear(x: Any, weight: Any, bias: Any = None, *, activation: Any = None, out
             raise ValueError(f"{WHAT}: out must be C-contiguous where x is not 2-D (it is written through a 2-D "
                              "view of it)")
         flat_out = out.reshape(rows, outputs)
-    result = _gemm(x.reshape(rows, features), weight, bias, activation, flat_out)
+    result = gemm(x.reshape(rows, features), weight, bias=bias, activation=activation, out=flat_out, what=WHAT)
     return out if out is not None else result.reshape(*lead, outputs)

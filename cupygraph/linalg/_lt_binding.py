@@ -10,17 +10,15 @@ Both take and return plain ints (handles, descriptors, device and host addresses
 are ctypes objects, passed by address and size, as ``cublasLt*SetAttribute`` reads them. Enum values
 and attribute types are those of ``cublasLt.h`` (checked against nvmath-python's generated
 ``cycublasLt.pxd`` and its attribute-size tables; the GPU tests compare them with the installed nvmath).
+The entry points are a table (``CublasLt``) that ``_library`` turns into either binding.
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
-import importlib
 from typing import Any, Protocol
 
-from ..errors import BackendUnavailableError
-from ._binding import BINDINGS, NVMATH_INSTALL, CublasError, mapped_library, requested_binding
+from ._library import Call, Library, TableBinding
 
 # cublasLtEpilogue_t
 EPILOGUE_DEFAULT, EPILOGUE_RELU, EPILOGUE_BIAS, EPILOGUE_GELU = 1, 2, 4, 32
@@ -81,214 +79,49 @@ class LtBinding(Protocol):
                stream: int) -> None: ...
 
 
-def _proposed(results: Any, count: ctypes.c_int) -> list[Algo]:
-    return [Algo.from_buffer_copy(result.algo) for result in results[:max(0, count.value)] if result.state == 0]
-
-
-# -- ctypes: the libcublasLt libcublas loaded ------------------------------------------------------
-
 _P, _I, _SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
-SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
-    # symbol: (return type, argument types), in cublasLt.h's order; out-parameters are addresses
-    "cublasLtCreate": (_I, [_P]),
-    "cublasLtDestroy": (_I, [_P]),
-    "cublasLtGetVersion": (_SZ, []),
-    "cublasLtMatmulDescCreate": (_I, [_P, _I, _I]),
-    "cublasLtMatmulDescDestroy": (_I, [_P]),
-    "cublasLtMatmulDescSetAttribute": (_I, [_P, _I, _P, _SZ]),
-    "cublasLtMatrixLayoutCreate": (_I, [_P, _I, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int64]),
-    "cublasLtMatrixLayoutDestroy": (_I, [_P]),
-    "cublasLtMatrixLayoutSetAttribute": (_I, [_P, _I, _P, _SZ]),
-    "cublasLtMatmulPreferenceCreate": (_I, [_P]),
-    "cublasLtMatmulPreferenceDestroy": (_I, [_P]),
-    "cublasLtMatmulPreferenceSetAttribute": (_I, [_P, _I, _P, _SZ]),
+_SET = [_P, _I, _P, _SZ]  # object, attribute, address of the value, its size
+
+
+class CublasLt(TableBinding):
+    """cuBLASLt's entry points (cublasLt.h's prototypes; nvmath.bindings.cublasLt's names), through either
+    binding. A ``*_create`` writes the object it makes through its first argument and returns it here."""
+
+    create = Call("cublasLtCreate", "create", [_P], made=_P)
+    destroy = Call("cublasLtDestroy", "destroy", [_P])
+    version = Call("cublasLtGetVersion", "get_version", [], restype=_SZ)
+    desc_create = Call("cublasLtMatmulDescCreate", "matmul_desc_create", [_P, _I, _I], made=_P)
+    desc_destroy = Call("cublasLtMatmulDescDestroy", "matmul_desc_destroy", [_P])
+    desc_set_address = Call("cublasLtMatmulDescSetAttribute", "matmul_desc_set_attribute", _SET)
+    layout_create = Call("cublasLtMatrixLayoutCreate", "matrix_layout_create",
+                         [_P, _I, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int64], made=_P)
+    layout_destroy = Call("cublasLtMatrixLayoutDestroy", "matrix_layout_destroy", [_P])
+    layout_set_address = Call("cublasLtMatrixLayoutSetAttribute", "matrix_layout_set_attribute", _SET)
+    pref_create = Call("cublasLtMatmulPreferenceCreate", "matmul_preference_create", [_P], made=_P)
+    pref_destroy = Call("cublasLtMatmulPreferenceDestroy", "matmul_preference_destroy", [_P])
+    pref_set_address = Call("cublasLtMatmulPreferenceSetAttribute", "matmul_preference_set_attribute", _SET)
     # handle, operation, A, B, C, D layouts, preference, requested count, results array, returned count
-    "cublasLtMatmulAlgoGetHeuristic": (_I, [_P, _P, _P, _P, _P, _P, _P, _I, _P, _P]),
+    heuristic_into = Call("cublasLtMatmulAlgoGetHeuristic", "matmul_algo_get_heuristic",
+                          [_P, _P, _P, _P, _P, _P, _P, _I, _P, _P])
     # handle, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, workspace, its size, stream
-    "cublasLtMatmul": (_I, [_P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _SZ, _P]),
-}
+    matmul = Call("cublasLtMatmul", "matmul", [_P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _SZ, _P])
 
-
-class CtypesCublasLt:
-    """cuBLASLt through ctypes, on the libcublasLt that CuPy's libcublas loaded."""
-
-    name = "ctypes"
-
-    def __init__(self, lib: Any = None, library_path: str = "") -> None:
-        """``lib``: an already loaded library (tests pass a stand-in); else libcublasLt is found."""
-        if lib is None:
-            lib, library_path = _load_cublaslt()
-        self.library_path = library_path
-        self._fn: dict[str, Any] = {}
-        for symbol, (restype, argtypes) in SIGNATURES.items():
-            fn = getattr(lib, symbol)
-            fn.argtypes, fn.restype = argtypes, restype
-            self._fn[symbol] = fn
-        self._matmul = self._fn["cublasLtMatmul"]
-
-    def _call(self, symbol: str, *args: Any) -> None:
-        status = self._fn[symbol](*args)
-        if status:
-            raise CublasError(symbol, status)
-
-    def _create(self, symbol: str, *args: Any) -> int:
-        made = _P()
-        self._call(symbol, ctypes.addressof(made), *args)
-        return int(made.value or 0)
-
-    def create(self) -> int:
-        return self._create("cublasLtCreate")
-
-    def destroy(self, handle: int) -> None:
-        self._call("cublasLtDestroy", handle)
-
-    def version(self) -> int:
-        return int(self._fn["cublasLtGetVersion"]())
-
-    def desc_create(self, compute_type: int, scale_type: int) -> int:
-        return self._create("cublasLtMatmulDescCreate", compute_type, scale_type)
-
-    def desc_destroy(self, desc: int) -> None:
-        self._call("cublasLtMatmulDescDestroy", desc)
-
+    # cublasLt*SetAttribute reads a value by address and size: these take the ctypes value itself.
     def desc_set(self, desc: int, attr: int, value: Any) -> None:
-        self._call("cublasLtMatmulDescSetAttribute", desc, attr, ctypes.addressof(value), ctypes.sizeof(value))
-
-    def layout_create(self, data_type: int, rows: int, cols: int, ld: int) -> int:
-        return self._create("cublasLtMatrixLayoutCreate", data_type, rows, cols, ld)
-
-    def layout_destroy(self, layout: int) -> None:
-        self._call("cublasLtMatrixLayoutDestroy", layout)
+        self.desc_set_address(desc, attr, ctypes.addressof(value), ctypes.sizeof(value))
 
     def layout_set(self, layout: int, attr: int, value: Any) -> None:
-        self._call("cublasLtMatrixLayoutSetAttribute", layout, attr, ctypes.addressof(value), ctypes.sizeof(value))
-
-    def pref_create(self) -> int:
-        return self._create("cublasLtMatmulPreferenceCreate")
-
-    def pref_destroy(self, pref: int) -> None:
-        self._call("cublasLtMatmulPreferenceDestroy", pref)
+        self.layout_set_address(layout, attr, ctypes.addressof(value), ctypes.sizeof(value))
 
     def pref_set(self, pref: int, attr: int, value: Any) -> None:
-        self._call("cublasLtMatmulPreferenceSetAttribute", pref, attr, ctypes.addressof(value), ctypes.sizeof(value))
+        self.pref_set_address(pref, attr, ctypes.addressof(value), ctypes.sizeof(value))
 
     def heuristic(self, handle: int, desc: int, a: int, b: int, c: int, d: int, pref: int,
                   requested: int) -> list[Algo]:
         results, count = (HeuristicResult * requested)(), ctypes.c_int(0)
-        self._call("cublasLtMatmulAlgoGetHeuristic", handle, desc, a, b, c, d, pref, requested,
-                   ctypes.addressof(results), ctypes.addressof(count))
-        return _proposed(results, count)
-
-    def matmul(self, *args: int) -> None:
-        status = self._matmul(*args)
-        if status:
-            raise CublasError("cublasLtMatmul", status)
+        self.heuristic_into(handle, desc, a, b, c, d, pref, requested, ctypes.addressof(results),
+                            ctypes.addressof(count))
+        return [Algo.from_buffer_copy(result.algo) for result in results[:max(0, count.value)] if result.state == 0]
 
 
-def _load_cublaslt() -> tuple[Any, str]:
-    try:
-        import cupy_backends.cuda.libs.cublas  # noqa: F401  (loads CuPy's libcublas, and with it libcublasLt)
-    except Exception as err:
-        raise BackendUnavailableError(
-            f"the ctypes cuBLASLt binding needs CuPy's libcublas: CuPy's cuBLAS module is not importable "
-            f"({type(err).__name__}: {err})") from err
-    path = mapped_library("libcublasLt.so")
-    candidates = [path] if path else ["libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"]
-    for candidate in candidates:
-        try:
-            return ctypes.CDLL(candidate), candidate
-        except OSError:
-            continue
-    raise BackendUnavailableError(f"the ctypes cuBLASLt binding found no libcublasLt (tried {candidates})")
-
-
-# -- nvmath-python ---------------------------------------------------------------------------------
-
-
-class NvmathCublasLt:
-    """cuBLASLt through ``nvmath.bindings.cublasLt``; its errors come back as ``CublasError``."""
-
-    name = "nvmath"
-
-    def __init__(self) -> None:
-        try:  # by name: nvmath is optional and ships no type information
-            lt = importlib.import_module("nvmath.bindings.cublasLt")
-        except Exception as err:
-            raise BackendUnavailableError(
-                f"the nvmath cuBLASLt binding needs nvmath-python ({NVMATH_INSTALL}): "
-                f"{type(err).__name__}: {err}") from err
-        self._lib = lt
-        self._error: type[BaseException] = getattr(lt, "cuBLASLtError", Exception)
-        self.library_path = mapped_library("libcublasLt.so") or "libcublasLt (loaded by nvmath)"
-
-    def _call(self, name: str, *args: Any) -> Any:
-        try:
-            return getattr(self._lib, name)(*args)
-        except self._error as err:
-            raise CublasError(f"nvmath.bindings.cublasLt.{name}", int(getattr(err, "status", -1))) from err
-
-    def create(self) -> int:
-        return int(self._call("create"))
-
-    def destroy(self, handle: int) -> None:
-        self._call("destroy", handle)
-
-    def version(self) -> int:
-        return int(self._call("get_version"))
-
-    def desc_create(self, compute_type: int, scale_type: int) -> int:
-        return int(self._call("matmul_desc_create", compute_type, scale_type))
-
-    def desc_destroy(self, desc: int) -> None:
-        self._call("matmul_desc_destroy", desc)
-
-    def desc_set(self, desc: int, attr: int, value: Any) -> None:
-        self._call("matmul_desc_set_attribute", desc, attr, ctypes.addressof(value), ctypes.sizeof(value))
-
-    def layout_create(self, data_type: int, rows: int, cols: int, ld: int) -> int:
-        return int(self._call("matrix_layout_create", data_type, rows, cols, ld))
-
-    def layout_destroy(self, layout: int) -> None:
-        self._call("matrix_layout_destroy", layout)
-
-    def layout_set(self, layout: int, attr: int, value: Any) -> None:
-        self._call("matrix_layout_set_attribute", layout, attr, ctypes.addressof(value), ctypes.sizeof(value))
-
-    def pref_create(self) -> int:
-        return int(self._call("matmul_preference_create"))
-
-    def pref_destroy(self, pref: int) -> None:
-        self._call("matmul_preference_destroy", pref)
-
-    def pref_set(self, pref: int, attr: int, value: Any) -> None:
-        self._call("matmul_preference_set_attribute", pref, attr, ctypes.addressof(value), ctypes.sizeof(value))
-
-    def heuristic(self, handle: int, desc: int, a: int, b: int, c: int, d: int, pref: int,
-                  requested: int) -> list[Algo]:
-        results, count = (HeuristicResult * requested)(), ctypes.c_int(0)
-        self._call("matmul_algo_get_heuristic", handle, desc, a, b, c, d, pref, requested, ctypes.addressof(results),
-                   ctypes.addressof(count))
-        return _proposed(results, count)
-
-    def matmul(self, *args: int) -> None:
-        self._call("matmul", *args)
-
-
-@functools.cache
-def load_lt_binding(name: str) -> LtBinding:
-    """The cuBLASLt binding ``name`` (``auto``: nvmath where installed, else ctypes), loaded once."""
-    if name not in BINDINGS:
-        raise ValueError(f"unknown cuBLAS binding {name!r}; valid: {', '.join(BINDINGS)}")
-    if name == "nvmath":
-        return NvmathCublasLt()
-    if name == "ctypes":
-        return CtypesCublasLt()
-    try:
-        return load_lt_binding("nvmath")
-    except BackendUnavailableError:
-        return load_lt_binding("ctypes")
-
-
-def lt_binding() -> LtBinding:
-    """The cuBLASLt binding of this process: the one ``CUPYGRAPH_CUBLAS_BINDING`` names, as for cuBLAS."""
-    return load_lt_binding(requested_binding())
+CUBLASLT = Library("cuBLASLt", "libcublasLt.so", "cublasLt", "cuBLASLtError", CublasLt)

@@ -33,7 +33,8 @@ import numpy as np
 from ..errors import CaptureError
 from ..logs import logger
 from ..reasons import FallbackReason
-from ._binding import COMPUTE_TYPE, DATA_TYPE, OP_N, OP_T, CublasError
+from ._binding import COMPUTE_TYPE, DATA_TYPE, OP_N, OP_T
+from ._library import CublasError
 from ._lt_binding import (
     DESC_BIAS_POINTER,
     DESC_EPILOGUE,
@@ -247,11 +248,16 @@ class PlanCache:
         self._lib = lib
         self._plans: OrderedDict[LtKey, Plan] = OrderedDict()
 
-    def plan(self, key: LtKey, handle: int, bias_ptr: int, capturing: bool, trial: Optional[Trial] = None) -> Plan:
+    def find(self, key: LtKey) -> Optional[Plan]:
+        """The key's plan where this thread made one (kept as the most recently used), else None."""
         found = self._plans.get(key)
         if found is not None:
             self._plans.move_to_end(key)
-            return found
+        return found
+
+    def make(self, key: LtKey, handle: int, bias_ptr: int, capturing: bool, trial: Optional[Trial] = None) -> Plan:
+        """A new plan of ``key`` (its algorithm chosen, timed where ``trial`` allows); refused while
+        ``capturing``."""
         if capturing:
             raise CaptureError(
                 f"{FallbackReason.LIBRARY_CALL.text}: cupygraph.linalg has no cuBLASLt plan for {describe(key)} in "
@@ -292,15 +298,20 @@ class Operands(NamedTuple):
 
 def execute(lib: LtBinding, handle: int, plans: PlanCache, device: int, call: GemmCall, dtype: str, epilogue: int,
             pointer_mode: int, operands: Operands, workspace: int, workspace_bytes: int, stream: int,
-            capturing: bool, timer: Optional[Timer] = None) -> bool:
+            capturing: bool, make_timer: Optional[Callable[[], Timer]] = None) -> bool:
     """``c = epilogue(alpha * op(a) @ op(b) + beta * c)`` for ``call`` (cuBLAS's
     A = ``operands.a``) on its key's plan; False where the key has no algorithm (run it unfused).
-    ``timer``: where given, a key's first product times the heuristic's proposals on ``stream``."""
+    ``make_timer``: where given, a key's first product times the heuristic's proposals on ``stream`` with the
+    timer it makes (made only then: a product whose plan exists makes none)."""
     key = LtKey(device, dtype, call, epilogue, pointer_mode,
                 (alignment(operands.a), alignment(operands.b), alignment(operands.c),
                  alignment(operands.bias) if operands.bias else MAX_ALIGNMENT), workspace_bytes)
-    trial = None if timer is None else Trial(timer, operands, workspace, workspace_bytes, stream)
-    plan = plans.plan(key, handle, operands.bias, capturing, trial)
+    plan = plans.find(key)
+    if plan is None:
+        trial = None
+        if make_timer is not None and not capturing:  # capturing: ``make`` refuses, and needs no timer
+            trial = Trial(make_timer(), operands, workspace, workspace_bytes, stream)
+        plan = plans.make(key, handle, operands.bias, capturing, trial)
     if plan.algo is None:
         return False
     if epilogue & EPILOGUE_BIAS:

@@ -13,7 +13,7 @@ import cupy
 
 from ..errors import BackendUnavailableError, CaptureError
 from ..reasons import FallbackReason
-from ._binding import NVMATH_INSTALL
+from ._library import NVMATH_INSTALL
 from ._retire import retire, thread_handle
 
 

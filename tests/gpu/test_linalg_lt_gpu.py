@@ -338,3 +338,36 @@ def test_lt_enums_and_attribute_sizes_match_nvmath():
         if size_of is not None:  # nvmath's table of each attribute's value type
             assert np.dtype(size_of(attr)).itemsize == ctypes.sizeof(ctype), name
     assert lt.PointerMode.HOST == 0 and lt.PointerMode.DEVICE == 1
+
+
+def test_the_unfused_epilogue_without_a_bias_replays_as_eager_and_adds_no_memset(monkeypatch):
+    """A key cuBLASLt has no algorithm for runs cublasGemmEx, then one elementwise kernel. Without a bias
+    that kernel adds a host scalar zero: its graph has no more memset nodes than the same layer with a
+    zero bias vector (a device zero made per call was one more memset node in every capture)."""
+    from cupygraph.diagnostics.topology import function_topology
+
+    monkeypatch.setattr(_lt_plans, "_choices", {})
+    monkeypatch.setattr(_lt_plans, "_choice", lambda *args: _lt_plans.Choice(None, "forced unfused by the test"))
+
+    def check():
+        rng = np.random.default_rng(15)
+        w, zero = rand(rng, (64, 48), np.float32), cupy.zeros(48, np.float32)
+        memsets = {}
+        for with_bias in (False, True):
+            fn = (lambda x, w, b: cg.linalg.linear(x, w, b, activation="relu")) if with_bias else \
+                (lambda x, w: cg.linalg.linear(x, w, activation="relu"))
+            args = (w, zero) if with_bias else (w,)
+            graphed = cg.jit(fn, constant_argnums=tuple(range(1, 1 + len(args))),
+                             config={"mode": "FULL", "capture_sizes": [8]})
+            graphed(rand(rng, (8, 64), np.float32), *args)  # warm-up and capture
+            x = rand(rng, (8, 64), np.float32)
+            poison_static_buffers(graphed, cupy)
+            got, replay = replayed(graphed, x, *args)
+            assert replay
+            np.testing.assert_array_equal(cupy.asnumpy(got), cupy.asnumpy(fn(x, *args)))
+            [graph] = function_topology(graphed).values()
+            memsets[with_bias] = graph["nodes_by_kind"].get("memset", 0)
+        assert cg.linalg.gemm_plans() and not any(plan["fused"] for plan in cg.linalg.gemm_plans())
+        assert memsets[False] == memsets[True], memsets
+
+    in_thread(check)

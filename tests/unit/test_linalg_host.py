@@ -23,7 +23,7 @@ from repo_files import load_example
 
 import cupygraph as cg
 from cupygraph.errors import BackendUnavailableError
-from cupygraph.linalg import _binding
+from cupygraph.linalg import _binding, _library
 from cupygraph.linalg._shapes import SUPPORTED, matmul_shapes, resolve
 
 DTYPES = [np.float16, np.float32, np.float64, np.complex64, np.complex128]
@@ -342,19 +342,19 @@ def test_library_path_is_found_in_a_memory_map():
         "7f20-7f30 r-xp 00000000 08:01 2 /opt/venv/nvidia/cu13/lib/libcublas.so.13",
         "7f40-7f50 rw-p 00000000 00:00 0 [heap]",
     ])
-    assert _binding.library_in_maps(maps) == "/opt/venv/nvidia/cu13/lib/libcublas.so.13"
-    assert _binding.library_in_maps(maps, "libcublasLt.so") == "/usr/lib/libcublasLt.so.13.1.0"
-    assert _binding.library_in_maps("7f40-7f50 rw-p 0 00:00 0 [heap]") is None
+    assert _library.library_in_maps(maps) == "/opt/venv/nvidia/cu13/lib/libcublas.so.13"
+    assert _library.library_in_maps(maps, "libcublasLt.so") == "/usr/lib/libcublasLt.so.13.1.0"
+    assert _library.library_in_maps("7f40-7f50 rw-p 0 00:00 0 [heap]") is None
 
 
 def test_binding_names_are_checked(monkeypatch):
     with pytest.raises(ValueError, match="unknown cuBLAS binding 'mkl'; valid: auto, nvmath, ctypes"):
         _binding.load_binding("mkl")
-    monkeypatch.setenv(_binding.ENV, "Ctypes ")
-    assert _binding.requested_binding() == "ctypes"
-    monkeypatch.setenv(_binding.ENV, "cublaslt")
+    monkeypatch.setenv(_library.ENV, "Ctypes ")
+    assert _library.requested_binding() == "ctypes"
+    monkeypatch.setenv(_library.ENV, "cublaslt")
     with pytest.raises(ValueError, match="CUPYGRAPH_CUBLAS_BINDING='cublaslt' is not a cuBLAS binding"):
-        _binding.requested_binding()
+        _library.requested_binding()
 
 
 def _importable(name: str) -> bool:

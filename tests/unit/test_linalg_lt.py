@@ -97,6 +97,21 @@ def test_linear_takes_leading_axes_and_vectors():
     close(cg.linalg.linear(x3[0], w.T.copy().T, b), reference(x3[0], w, b, None), np.float32)
 
 
+def test_linear_and_gemm_choose_their_backend_in_one_place(monkeypatch):
+    from cupygraph.linalg import _gemm_backend
+
+    asked = []
+    on_gpu = _gemm_backend.on_gpu
+    monkeypatch.setattr(_gemm_backend, "on_gpu", lambda *arrays: asked.append(arrays) or on_gpu(*arrays))
+    rng = np.random.default_rng(4)
+    x, w, b = rand(rng, (2, 3, 6), np.float32), rand(rng, (6, 4), np.float32), rand(rng, (4,), np.float32)
+    cg.linalg.linear(x, w, b, activation="relu")
+    cg.linalg.gemm(x[0], w, bias=b)
+    assert [len(arrays) for arrays in asked] == [4, 4] and asked[0][1] is w and asked[1][1] is w
+    with pytest.raises(ValueError, match=r"cupygraph\.linalg\.linear: bias"):  # the caller's name, from either backend
+        cg.linalg.linear(x, w, np.ones(5, np.float32))
+
+
 def test_relu_keeps_a_nan_as_cublaslts_epilogue_does():
     x = np.array([[np.nan, 1.0], [2.0, -3.0]], np.float32)
     got = cg.linalg.linear(x, np.eye(2, dtype=np.float32), np.zeros(2, np.float32), activation="relu")
@@ -371,9 +386,10 @@ def _ctype(c_type: str):
 
 
 def test_the_ctypes_signatures_are_cublaslt_h_prototypes():
-    assert set(_lt_binding.SIGNATURES) == set(HEADER)
+    signatures = _lt_binding.CUBLASLT.signatures()
+    assert set(signatures) == set(HEADER)
     for symbol, (restype, params) in HEADER.items():
-        bound_restype, bound_args = _lt_binding.SIGNATURES[symbol]
+        bound_restype, bound_args = signatures[symbol]
         assert bound_restype is _ctype(restype), symbol
         assert bound_args == [_ctype(p) for p in params], symbol
 
@@ -396,7 +412,7 @@ def test_the_structs_and_attribute_types_have_cublaslt_h_sizes():
 
 def test_products_through_the_ctypes_binding_match_the_emulator():
     fake = FakeLt()
-    binding = _lt_binding.CtypesCublasLt(lib=c_library(fake), library_path="(ctypes callbacks)")
+    binding = _lt_binding.CUBLASLT.ctypes(c_library(fake), "(ctypes callbacks)")
     plans, handle = _lt_plans.PlanCache(binding), binding.create()
     assert binding.version() == fake.version() and handle in fake.objects
     rng = np.random.default_rng(9)
@@ -417,7 +433,7 @@ def test_products_through_the_ctypes_binding_match_the_emulator():
 
 def test_the_ctypes_binding_reports_a_failed_status():
     fake = FakeLt(matmul_status=13)
-    binding = _lt_binding.CtypesCublasLt(lib=c_library(fake), library_path="(ctypes callbacks)")
+    binding = _lt_binding.CUBLASLT.ctypes(c_library(fake), "(ctypes callbacks)")
     plans, handle = _lt_plans.PlanCache(binding), binding.create()
     failed = r"cublasLtMatmul failed with CUBLAS_STATUS_EXECUTION_FAILED \(13\)"
     with pytest.raises(cg.linalg.CublasError, match=failed):

@@ -123,7 +123,7 @@ def test_a_bad_tuning_mode_names_the_variable(monkeypatch):
 
 def test_the_ctypes_binding_reads_every_proposal():
     fake = FakeLt(proposals=5)
-    binding = _lt_binding.CtypesCublasLt(lib=c_library(fake), library_path="(ctypes callbacks)")
+    binding = _lt_binding.CUBLASLT.ctypes(c_library(fake), "(ctypes callbacks)")
     plans, handle = _lt_plans.PlanCache(binding), binding.create()
     x, w, b, out = operands(rows=1)
     timer = CostTimer(fake, {0: 5e-6, 1: 4e-6, 2: 3e-6, 3: 1e-6, 4: 2e-6})
@@ -196,3 +196,31 @@ def test_a_scratch_result_the_device_cannot_hold_costs_the_timing_not_the_produc
     assert "MemoryError: out of memory allocating" in caplog.text
     assert ran_positions(fake) == [0]
     np.testing.assert_allclose(out, reference(x, w, b, "relu"), rtol=2e-5, atol=2e-5)
+
+
+def test_the_timer_and_trial_are_made_only_when_a_plan_is(monkeypatch):
+    """A product whose plan is made already builds no timer and no trial: an eager call pays for them once
+    per key, not every call."""
+    made = []
+
+    class CountedTrial(_lt_plans.Trial):
+        def __new__(cls, *args):
+            made.append("trial")
+            return super().__new__(cls, *args)
+
+    monkeypatch.setattr(_lt_plans, "Trial", CountedTrial)
+    fake = FakeLt(proposals=3)
+    plans, handle = _lt_plans.PlanCache(fake), fake.create()
+    timer = CostTimer(fake, {0: 3e-6, 1: 1e-6, 2: 2e-6})
+
+    def make_timer():
+        made.append("timer")
+        return timer
+
+    arrays = {rows: operands(rows) for rows in (4, 2)}  # the same arrays: the same alignments, so the same key
+    for rows in (4, 4, 4, 2, 2, 4):
+        x, w, b, out = arrays[rows]
+        assert lt_product(fake, plans, handle, x, w, out, b, "relu", make_timer=make_timer)[0]
+        np.testing.assert_allclose(out, reference(x, w, b, "relu"), rtol=2e-5, atol=2e-5)
+    assert made == ["timer", "trial"] * 2  # one of each per key (4 rows, 2 rows)
+    assert ran_positions(fake)[-1] == 1
