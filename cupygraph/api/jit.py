@@ -197,11 +197,12 @@ class GraphedFunction(FastFunction):
 
     def _resolve(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], *, force: bool = False,
-        descriptor: Optional[Any] = None, traffic: bool = False,
+        descriptor: Optional[Any] = None, traffic: bool = False, synthetic: bool = False,
     ) -> tuple[Union[Shortcut, Eager, FirstCall], bool]:
         """The miss path: (the shortcut to this call's entry, whether it was captured now), or (why it
         runs eagerly, False). ``traffic``: a user's call, counted in the batch sizes; one that captures, or
-        the key's first padded one, runs the function as it is: a ``FirstCall`` (``cache/first_call.py``)."""
+        the key's first padded one, runs the function as it is: a ``FirstCall`` (``cache/first_call.py``).
+        ``synthetic``: ``warmup()``'s call, on its fill (``CaptureRequest.synthetic``)."""
         batched, whole, signature = self._rules.classify(args, kwargs)
         rows = self._rules.rows(args, batched)
         if traffic and rows:
@@ -215,7 +216,7 @@ class GraphedFunction(FastFunction):
         if decision.reason is not None:
             return Eager(decision.reason, decision.detail), False
         key = GraphKey(decision.padded, decision.mode, signature)
-        request = CaptureRequest(self._fn, args, kwargs, batched, whole, self.out_batched)
+        request = CaptureRequest(self._fn, args, kwargs, batched, whole, self.out_batched, synthetic=synthetic)
         if traffic:  # a user's call: it runs the function as it is where it captures its key
             found, captured = self.registry.find_or_capture(
                 key, request, name=self.__name__, force=force, watch=self._recaptures,
@@ -338,7 +339,8 @@ class GraphedFunction(FastFunction):
         check_pad_value(template_args, self.batch_argnums, self.config.pad_value, self.__name__)
         calls = calls_per_size(template_args, self.batch_argnums, chosen, self.backend.xp, self.config.pad_value,
                                self.config.pad_mode)
-        return capture_each(self.__name__, calls, chosen, lambda args: self._resolve(args, template_kwargs, force=True),
+        return capture_each(self.__name__, calls, chosen,
+                            lambda args: self._resolve(args, template_kwargs, force=True, synthetic=True),
                             raises=self.registry.raises, progress=progress, budget_s=budget)
 
     def call_with_descriptor(self, descriptor: BatchDescriptor, *args: Any, **kwargs: Any) -> Any:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Optional
 
 from ..errors import CaptureError
@@ -64,6 +65,11 @@ class Recording(abc.ABC):
     watches: Sequence[Watch] = ()
     """Arrays the recording reads by address without owning them (found at capture in a closure
     or global); ``check_references`` tells whether they are still alive and bound."""
+
+    relay_landings: Mapping[int, Any] = MappingProxyType({})
+    """Per argument position a relay carries (``backends/relay.py``), the internal copy the recorded function
+    reads and writes instead of the static buffer: what a launch wrote there is readable right after it,
+    until the family's next launch. Empty where nothing is relayed."""
 
     @abc.abstractmethod
     def launch(self) -> None:

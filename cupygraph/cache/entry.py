@@ -75,9 +75,12 @@ class CUDAGraphEntry:
         name: str = "",
         constants: Sequence[tuple[int, Any]] = (),
         check_first_replay: bool = False,
+        landings: Sequence[Optional[Any]] = (),
     ):
-        """``check_first_replay``: nothing ran on the static buffers at capture (no warm-up), so the
-        first replay is the first chance to see whether the function writes into them."""
+        """``check_first_replay``: nothing ran on the static buffers at capture on a caller's data (no
+        warm-up, or ``warmup()``'s fill), so the first replay is the first chance to see whether the
+        function writes into them. ``landings``: per static buffer (static_inputs, then whole_inputs), the
+        relay's internal copy the function reads and writes instead (``Recording.relay_landings``), or None."""
         self.key = key
         self.name = name or "the function"
         self.recording = recording
@@ -136,6 +139,9 @@ class CUDAGraphEntry:
         count = len(static_inputs) + len(self.whole_inputs)
         self.labels = list(labels) + [argument_label(i) for i in range(len(labels), count)]
         """How messages and statistics name static_inputs + whole_inputs (the caller's argument positions)."""
+        self.landings: list[Optional[Any]] = list(landings) + [None] * (count - len(landings))
+        """Per static buffer, where the function's writes into it land: the relay's internal copy, or None
+        (the buffer itself)."""
         self.written: tuple[int, ...] = ()
         """Inputs the function writes into (positions in static_inputs + whole_inputs)."""
         self.write_back: Optional[WriteBack] = None
@@ -157,7 +163,12 @@ class CUDAGraphEntry:
     def choose_strategy(self, written: Sequence[int] = ()) -> None:
         if written:
             self.written = tuple(written)
-            self.write_back = WriteBack(self.arena, self.static_inputs, self.whole_inputs, self.written)
+            self.write_back = WriteBack(self.arena, self.static_inputs, self.whole_inputs, self.written,
+                                        self.landings)
+            if self.binding is not None and any(self.landings[k] is not None for k in self.written):
+                # Writes that land in a relay's copy never reach a bound array: every call is copied in.
+                self.binding.point_at_static_buffers()
+                self.binding = None
         binder = self.binding
         if self.check_writes:
             self.strategy, run = "first_replay_check", run_checking_writes

@@ -49,7 +49,9 @@ class CaptureRequest:
     ``warmups``: eager runs before the capture (None: the config's ``num_warmups``; 0 where they
     would write again where the call itself wrote, ``cache/first_call.py``). ``written``: positions of
     copied arguments the function is known to write into (the call's own run changed them, so the
-    static copies already hold what a warm-up would write there).
+    static copies already hold what a warm-up would write there). ``synthetic``: the arrays hold
+    ``warmup()``'s fill, not a caller's data, so a write that keeps the fill as it was (``x *= 2`` on
+    zeros) cannot show in the warm-ups: the first replay on a caller's data checks again.
     """
 
     fn: Callable[..., Any]
@@ -60,6 +62,7 @@ class CaptureRequest:
     out_batched: Any = None
     warmups: Optional[int] = None
     written: Sequence[int] = ()
+    synthetic: bool = False
 
     @property
     def name(self) -> str:
@@ -128,8 +131,10 @@ def record(
             constants=[(i, a) for i, a in enumerate(request.args)
                        if i not in staging.positions and backend.is_array(a)],
             # Nothing ran on the static buffers without warm-ups (a stream capture only records; the host
-            # undoes its capture run): the first replay is the first chance to see writes into them.
-            check_first_replay=warmups == 0,
+            # undoes its capture run), and warmup()'s fill hides writes that keep it: the first replay on a
+            # caller's data is the first chance to see writes into them.
+            check_first_replay=warmups == 0 or request.synthetic,
+            landings=[staging.recording.relay_landings.get(p) for p in staging.positions],
         )
         staging.recording = None  # the entry owns it now
         recording = entry.recording

@@ -25,27 +25,32 @@ class WriteBack:
 
     Under a graph the function writes into the static copies; the eager call would have changed
     the caller's arrays. After each launch the rows it wrote are copied back, and the padding it
-    may have written is marked for rewriting.
+    may have written is marked for rewriting. Behind a relay the writes land in the relay's internal
+    copy (``landings``), never in the static buffer nor a bound caller's array: copied back from there.
     """
 
     __slots__ = ("arena", "batched", "count", "whole")
 
     def __init__(self, arena: Any, static_inputs: Sequence[Any], whole_inputs: Sequence[Any],
-                 written: Sequence[int]):
+                 written: Sequence[int], landings: Sequence[Any] = ()):
         count = self.count = len(static_inputs)
         self.arena = arena
-        self.batched = [(k, static_inputs[k]) for k in written if k < count]
-        self.whole = [(k - count, whole_inputs[k - count]) for k in written if k >= count]
+        landed = list(landings) + [None] * (count + len(whole_inputs) - len(landings))
+        # (index, where the writes land, whether they land there even when the argument was bound)
+        self.batched = [(k, static_inputs[k] if landed[k] is None else landed[k], landed[k] is not None)
+                        for k in written if k < count]
+        self.whole = [(k - count, whole_inputs[k - count] if landed[k] is None else landed[k], landed[k] is not None)
+                      for k in written if k >= count]
 
     def __call__(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any], copied: int = -1) -> None:
         """``copied``: a bit per buffer (batched, then whole) that held the call's data; a bound
-        argument was written in place by the graph itself."""
-        for k, buf in self.batched:
-            if copied >> k & 1:
+        argument was written in place by the graph itself (unless behind a relay)."""
+        for k, buf, relayed in self.batched:
+            if relayed or copied >> k & 1:
                 inputs[k][...] = buf[:rows]
         count = self.count
-        for k, buf in self.whole:
-            if copied >> (count + k) & 1:
+        for k, buf, relayed in self.whole:
+            if relayed or copied >> (count + k) & 1:
                 whole[k][...] = buf
         self.arena.state = None
 
@@ -60,6 +65,7 @@ class Replayable(Protocol):
     written: tuple[int, ...]
     static_inputs: list[Any]
     whole_inputs: list[Any]
+    landings: list[Any]
     binding: Any
     write_back: Optional[WriteBack]
     arena: InputArena

@@ -145,3 +145,51 @@ def test_a_write_only_the_first_captures_warm_ups_showed_reaches_the_caller():
         np.testing.assert_array_equal(cupy.asnumpy(g(x)), want, err_msg=f"call {i}")
         np.testing.assert_array_equal(cupy.asnumpy(x), cupy.asnumpy(want_x), err_msg=f"call {i}: x not clipped")
     assert g.backend.relays.decided is False  # as on the host reference (tests/unit: the same function)
+
+
+@pytest.mark.parametrize("output_mode", ["copy", "view"])
+@pytest.mark.parametrize("rows", [3, ROWS])
+def test_a_write_warmup_hid_behind_a_relay_reaches_the_caller(output_mode, rows):
+    """``warmup()``'s zeros stay zeros under ``x *= 2``: no warm-up shows the write and the family relays, so the
+    function writes the relay's internal copy. The first replay on the caller's data compares that copy with
+    what the call brought (``cache/checks/writes.py``): the write shows there, the family relays no more, and
+    this call and every later one write the caller's array back from the copy, padded or not."""
+
+    def scaled_then_transformed(x):
+        x *= 2
+        return cupy.abs(cupy.fft.rfft(x, axis=1))
+
+    g = jit(scaled_then_transformed, output_mode=output_mode)
+    assert g.warmup(cupy.zeros((ROWS, WIDTH), cupy.float32)) == 1
+    assert g.backend.relays.decided is True  # the zeros showed nothing
+    rng = np.random.default_rng(5)
+    for i in range(4):
+        x = rand(rng, rows, WIDTH)
+        want_x = x.copy()
+        want = cupy.asnumpy(scaled_then_transformed(want_x))
+        poison_static_buffers(g, cupy)
+        np.testing.assert_array_equal(cupy.asnumpy(g(x)), want, err_msg=f"call {i}")
+        np.testing.assert_array_equal(cupy.asnumpy(x), cupy.asnumpy(want_x), err_msg=f"call {i}: x not doubled")
+    assert g.backend.relays.decided is False
+    assert g.stats().fallbacks == 0
+
+
+@pytest.mark.parametrize("rows", [3, ROWS])
+def test_a_write_warmup_hid_without_relays_reaches_the_caller(rows):
+    """The same with nothing relayed (a plain kernel): padded calls copy the argument in, and the written rows
+    go back to the caller; an unpadded call binds it and the graph writes it in place."""
+
+    def relu_in_place(x):
+        cupy.maximum(x, 0, out=x)
+        return x * 3
+
+    g = jit(relu_in_place)
+    assert g.warmup(cupy.zeros((ROWS, WIDTH), cupy.float32)) == 1
+    rng = np.random.default_rng(6)
+    for i in range(4):
+        x = rand(rng, rows, WIDTH)
+        want_x = x.copy()
+        want = cupy.asnumpy(relu_in_place(want_x))
+        poison_static_buffers(g, cupy)
+        np.testing.assert_array_equal(cupy.asnumpy(g(x)), want, err_msg=f"call {i}")
+        np.testing.assert_array_equal(cupy.asnumpy(x), cupy.asnumpy(want_x), err_msg=f"call {i}: x not written")

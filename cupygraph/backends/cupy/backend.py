@@ -37,7 +37,7 @@ from .fingerprint import fingerprint as device_fingerprint
 from .pieces import MEMCPY_D2D, PiecewiseRecorder, end_piece
 from .pool import DeviceBlocks, fill_free_blocks
 from .recording import CupyRecording
-from .relayed import check_warmup, copy_reasons, relayed, relayed_addresses
+from .relayed import check_warmup, copy_reasons, landings_of, relayed, relayed_addresses
 from .timing import EventSample
 
 _runtime = cupy.cuda.runtime
@@ -268,6 +268,7 @@ class CupyBackend(Backend):
                 recording.pdl = pdl_summary
                 recording.baked_uploads = tuple(uploads.baked)  # host uploads as constants (cupy_uploads)
                 recording.bindings = bindings
+                recording.relay_landings = landings_of(call)
                 recording.graphs = snapshots
                 audit_capture(self, recording, snapshots.all, fn, args, kwargs, unread=snapshots.problem)
                 return recording

@@ -42,7 +42,8 @@ class RelayedCall:
 
     def __init__(self, fn: Callable[..., Any], request: RelayRequest):
         self.fn, self.request = fn, request
-        self._copies: list[tuple[Any, Any]] = []
+        self._copies: list[tuple[int, Any, Any]] = []
+        """(position, static buffer, internal copy) of the last run."""
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -52,7 +53,7 @@ class RelayedCall:
             static = call[position]
             if _relayed_array(static):
                 inner = _fresh_copy(static)
-                self._copies.append((static, inner))
+                self._copies.append((position, static, inner))
                 call[position] = inner
         result = self.fn(*call, **kwargs)
         if not self.request.outputs:
@@ -63,10 +64,26 @@ class RelayedCall:
     def check_unwritten(self) -> None:
         """After an eager run: raise ``WritesArguments`` where the function changed a copy (byte for byte,
         so a NaN that stayed a NaN is no change)."""
-        for static, inner in self._copies:
+        for _, static, inner in self._copies:
             if bool((_bytes(static) != _bytes(inner)).any()):
                 raise WritesArguments(f"{self.__name__}() writes into an argument: recorded without relays")
         self._copies = []
+
+
+    def landings(self) -> dict[int, Any]:
+        """After the capture run: per relayed position, a view of the internal copy the graph reads and
+        writes (``Recording.relay_landings``). The view owns nothing: the memory is the recording's own
+        graph memory, which lives as long as the recording, so no second buffer is held for it."""
+        return {position: _unowned_view(inner) for position, _, inner in self._copies}
+
+
+def _unowned_view(array: Any) -> Any:
+    memory = cupy.cuda.UnownedMemory(int(array.data.ptr), int(array.nbytes), None, array.device.id)
+    return cupy.ndarray(array.shape, array.dtype, cupy.cuda.MemoryPointer(memory, 0), array.strides)
+
+
+def landings_of(call: Callable[..., Any]) -> dict[int, Any]:
+    return call.landings() if isinstance(call, RelayedCall) else {}
 
 
 def _bytes(array: Any) -> Any:

@@ -109,7 +109,9 @@ class HostRecording(Recording):
             # write the capture did not see reaches neither the static buffer nor the caller's array.
             args = list(args)
             for p in relayed_positions(args, self.relayed, _is_numpy):
-                args[p] = args[p].copy()
+                landing = self.relay_landings[p]
+                np.copyto(landing, args[p])
+                args[p] = landing
         with self._routing():
             if not self._snapshots:
                 return self._fn(*args, **self._kwargs)
@@ -244,6 +246,7 @@ class HostBackend(Backend):
         elif self.relays.first(request) or self.relays.retry(
                 request, ["library_state"] if recording.library_state and relays_carry else []):
             recording.relayed = request
+            recording.relay_landings = {p: args[p].copy() for p in relayed_positions(args, request, _is_numpy)}
         # What the GPU backend's audit reports, the reference reports too (warning, debug checks).
         # One warning per array and family (set here: subclasses need not call an __init__).
         warned = self.__dict__.setdefault("_foreign_warned", set())

@@ -27,11 +27,13 @@ def changed(xp: Any, buffers: Sequence[Any], snapshots: Sequence[Any]) -> list[i
 
 
 def run_checking_writes(entry: Replayable, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
-    """The first replay of an entry captured without warm-ups: a CUDA stream capture executes
-    nothing (the host backend undoes its capture run to match), so only now can writes into the
-    static inputs show. They are copied before the launch and compared after it; if the function
-    wrote into them, the write-back is chosen from now on and applied to this call. A write that
-    leaves a value as it was cannot be seen by comparing bytes. A replay that raises keeps the check."""
+    """The first replay of an entry captured without warm-ups (a CUDA stream capture executes
+    nothing; the host backend undoes its capture run to match) or by ``warmup()`` (its fill hides
+    writes that keep it): only now can writes into the static inputs show. They are copied before the
+    launch and compared after it with where the writes land (the buffer, or a relay's internal copy);
+    if the function wrote into them, the write-back is chosen from now on and applied to this call. A
+    write that leaves a value as it was cannot be seen by comparing bytes. A replay that raises keeps
+    the check."""
     backend = entry.backend
     # Writes not known yet: any argument may be written, so any overlap could hide one.
     entry.check_not_aliased(inputs, whole, range(len(inputs) + len(whole)))
@@ -41,9 +43,15 @@ def run_checking_writes(entry: Replayable, inputs: Sequence[Any], rows: int, who
     buffers = entry.static_inputs + entry.whole_inputs
     snapshots = [backend.copy_out(buf, stream) for buf in buffers]
     entry.launch()
-    written = changed(backend.xp, buffers, snapshots)
-    del snapshots
+    # Behind a relay the function reads and writes the relay's internal copy, not the static buffer.
+    landed = [buf if landing is None else landing for buf, landing in zip(buffers, entry.landings)]
+    written = changed(backend.xp, landed, snapshots)
+    del snapshots, landed
     entry.check_writes = False
+    if any(entry.landings[k] is not None for k in written):
+        # Its relayed warm-ups ran on warmup()'s fill and could not show the write: the family relays no
+        # more, and this entry copies its arguments in and writes back from the relay's copies.
+        backend.relays.give_up()
     entry.choose_strategy(written)
     if written:
         logger.info(
