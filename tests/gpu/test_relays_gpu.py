@@ -147,6 +147,19 @@ def test_a_write_only_the_first_captures_warm_ups_showed_reaches_the_caller():
     assert g.backend.relays.decided is False  # as on the host reference (tests/unit: the same function)
 
 
+def calls_write_like_eager(g, f, rows, seed, calls=4):
+    """``calls`` calls on fresh data (static buffers poisoned first), each equal to eager: its result, and the
+    caller's array written as the eager call writes it."""
+    rng = np.random.default_rng(seed)
+    for i in range(calls):
+        x = rand(rng, rows, WIDTH)
+        want_x = x.copy()
+        want = cupy.asnumpy(f(want_x))
+        poison_static_buffers(g, cupy)
+        np.testing.assert_array_equal(cupy.asnumpy(g(x)), want, err_msg=f"call {i}")
+        np.testing.assert_array_equal(cupy.asnumpy(x), cupy.asnumpy(want_x), err_msg=f"call {i}: the caller's array")
+
+
 @pytest.mark.parametrize("output_mode", ["copy", "view"])
 @pytest.mark.parametrize("rows", [3, ROWS])
 def test_a_write_warmup_hid_behind_a_relay_reaches_the_caller(output_mode, rows):
@@ -162,14 +175,7 @@ def test_a_write_warmup_hid_behind_a_relay_reaches_the_caller(output_mode, rows)
     g = jit(scaled_then_transformed, output_mode=output_mode)
     assert g.warmup(cupy.zeros((ROWS, WIDTH), cupy.float32)) == 1
     assert g.backend.relays.decided is True  # the zeros showed nothing
-    rng = np.random.default_rng(5)
-    for i in range(4):
-        x = rand(rng, rows, WIDTH)
-        want_x = x.copy()
-        want = cupy.asnumpy(scaled_then_transformed(want_x))
-        poison_static_buffers(g, cupy)
-        np.testing.assert_array_equal(cupy.asnumpy(g(x)), want, err_msg=f"call {i}")
-        np.testing.assert_array_equal(cupy.asnumpy(x), cupy.asnumpy(want_x), err_msg=f"call {i}: x not doubled")
+    calls_write_like_eager(g, scaled_then_transformed, rows, seed=5)
     assert g.backend.relays.decided is False
     assert g.stats().fallbacks == 0
 
@@ -185,11 +191,4 @@ def test_a_write_warmup_hid_without_relays_reaches_the_caller(rows):
 
     g = jit(relu_in_place)
     assert g.warmup(cupy.zeros((ROWS, WIDTH), cupy.float32)) == 1
-    rng = np.random.default_rng(6)
-    for i in range(4):
-        x = rand(rng, rows, WIDTH)
-        want_x = x.copy()
-        want = cupy.asnumpy(relu_in_place(want_x))
-        poison_static_buffers(g, cupy)
-        np.testing.assert_array_equal(cupy.asnumpy(g(x)), want, err_msg=f"call {i}")
-        np.testing.assert_array_equal(cupy.asnumpy(x), cupy.asnumpy(want_x), err_msg=f"call {i}: x not written")
+    calls_write_like_eager(g, relu_in_place, rows, seed=6)

@@ -92,6 +92,18 @@ def test_arrays_above_the_relay_limit_are_not_relayed(monkeypatch):
     assert binds(HOLDS_STATE["FFT"]) == {"output 0": 3}  # the (4, 2) output fits, the argument does not
 
 
+def calls_write_like_eager(graphed, fn, seed, calls=3):
+    """``calls`` calls on fresh data, each equal to eager: its result, and the caller's array written as the
+    eager call writes it."""
+    rng = np.random.default_rng(seed)
+    for i in range(calls):
+        x = rng.standard_normal((4, 3))
+        want_x = x.copy()
+        want = fn(want_x, W)
+        np.testing.assert_array_equal(graphed(x, W), want, err_msg=f"call {i}")
+        np.testing.assert_array_equal(x, want_x, err_msg=f"call {i}: the caller's array")
+
+
 def test_a_write_warmup_hid_behind_a_relay_reaches_the_caller_from_the_first_call():
     """``warmup()`` fills a batched argument with ``pad_value`` (0): ``x *= 2`` leaves it as it was, so no warm-up
     shows the write and the family relays; the function then writes the relay's internal copy (on the GPU too).
@@ -105,21 +117,15 @@ def test_a_write_warmup_hid_behind_a_relay_reaches_the_caller_from_the_first_cal
     graphed = cg.jit(scaled_then_transformed, constant_argnums=1, config=HOST)
     assert graphed.warmup(np.zeros((4, 3)), W) == 1
     assert graphed.backend.relays.decided is True  # warmup()'s zeros showed nothing
-    rng = np.random.default_rng(2)
-    for i in range(3):
-        x = rng.standard_normal((4, 3))
-        want_x = x.copy()
-        want = scaled_then_transformed(want_x, W)
-        np.testing.assert_array_equal(graphed(x, W), want, err_msg=f"call {i}")
-        np.testing.assert_array_equal(x, want_x, err_msg=f"call {i}")  # doubled, as eagerly
+    calls_write_like_eager(graphed, scaled_then_transformed, seed=2)  # x doubled, as eagerly
     assert graphed.backend.relays.decided is False
     assert graphed.stats().fallbacks == 0
 
 
 def test_a_write_the_warm_ups_show_once_is_never_relayed():
     """``warmup()``'s zeros become 0.5 in the first warm-up, and stay 0.5 after: the write shows once, and the
-    family never relays (the GPU twin, ``tests/gpu/test_relays_gpu.py``, is expected to fail until its retry
-    behind relays also compares the static buffers with what they held before the first capture)."""
+    family never relays (the GPU twin: ``tests/gpu/test_relays_gpu.py``, whose retry behind relays compares the
+    static buffers with what they held before the first capture)."""
 
     def clipped_then_transformed(x, w):
         np.clip(x, 0.5, 1.0, out=x)
@@ -127,13 +133,7 @@ def test_a_write_the_warm_ups_show_once_is_never_relayed():
 
     graphed = cg.jit(clipped_then_transformed, constant_argnums=1, config=HOST)
     assert graphed.warmup(np.zeros((4, 3)), W) == 1
-    rng = np.random.default_rng(4)
-    for i in range(3):
-        x = rng.standard_normal((4, 3))
-        want_x = x.copy()
-        want = clipped_then_transformed(want_x, W)
-        np.testing.assert_array_equal(graphed(x, W), want, err_msg=f"call {i}")
-        np.testing.assert_array_equal(x, want_x, err_msg=f"call {i}")
+    calls_write_like_eager(graphed, clipped_then_transformed, seed=4)
     assert graphed.backend.relays.decided is False
 
 
