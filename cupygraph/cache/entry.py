@@ -79,8 +79,7 @@ class CUDAGraphEntry:
     ):
         """``check_first_replay``: nothing ran on the static buffers at capture on a caller's data (no
         warm-up, or ``warmup()``'s fill), so the first replay is the first chance to see whether the
-        function writes into them. ``landings``: per static buffer (static_inputs, then whole_inputs), the
-        relay's internal copy the function reads and writes instead (``Recording.relay_landings``), or None."""
+        function writes into them. ``landings``: see ``self.landings``."""
         self.key = key
         self.name = name or "the function"
         self.recording = recording
@@ -140,8 +139,7 @@ class CUDAGraphEntry:
         self.labels = list(labels) + [argument_label(i) for i in range(len(labels), count)]
         """How messages and statistics name static_inputs + whole_inputs (the caller's argument positions)."""
         self.landings: list[Optional[Any]] = list(landings) + [None] * (count - len(landings))
-        """Per static buffer, where the function's writes into it land: the relay's internal copy, or None
-        (the buffer itself)."""
+        """Per static buffer, the relay's copy its writes land in (``Recording.relay_landings``), or None."""
         self.written: tuple[int, ...] = ()
         """Inputs the function writes into (positions in static_inputs + whole_inputs)."""
         self.write_back: Optional[WriteBack] = None
