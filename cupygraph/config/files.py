@@ -108,6 +108,11 @@ class _NoAliasLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):  # `? [a, b]` or `{a: 1}: 2`: no field is named so
+                kind = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a key must be a field name, got a {kind}", key_node.start_mark,
+                )
             key = key_node.value
             if key in seen:
                 raise yaml.constructor.ConstructorError(
