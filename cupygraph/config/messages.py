@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from typing import Any, Optional
 
@@ -25,6 +26,15 @@ def field_path(loc: tuple[Any, ...]) -> str:
     return path or "<config>"
 
 
+def did_you_mean(name: Any, choices: Iterable[str]) -> str:
+    """`` did you mean 'capture_sizes'?`` for a misspelt ``name`` (any case); empty when nothing is close."""
+    if not isinstance(name, str) or len(name) > 80:
+        return ""
+    by_lower = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f" did you mean '{by_lower[close[0]]}'?" if close else ""
+
+
 def format_validation_error(
     err: ValidationError, *, source: Optional[str] = None, line_of: Any = None, fields: Iterable[str] = ()
 ) -> str:
@@ -41,7 +51,8 @@ def format_validation_error(
         if problem.get("type") == "less_than_equal" and problem.get("ctx", {}).get("le") == MAX_INT:
             message += ", the largest a 32-bit CUDA or cuBLAS dimension holds"
         if problem.get("type") == "extra_forbidden":
-            message = f"unknown field; valid fields: {', '.join(fields)}"
+            hint = did_you_mean(loc[-1], fields) if loc else ""
+            message = f"unknown field;{hint} valid fields: {', '.join(fields)}"
         where = source or "config"
         line = line_of(loc) if line_of is not None else None
         if line is not None:
