@@ -106,7 +106,7 @@ class GraphedFunction(FastFunction):
         if not callable(fn):
             raise TypeError(f"jit needs a callable, got {type(fn).__name__}")
         if options is None:
-            options = JitOptions(**fields)
+            options = JitOptions.given("GraphedFunction", fields)
         elif fields:
             raise TypeError(f"give GraphedFunction its options or their fields, not both (got {sorted(fields)})")
         functools.update_wrapper(self, fn)
@@ -393,7 +393,7 @@ def jit(fn: Optional[Callable[..., Any]] = None, /, **options: Any) -> Any:
     by address), a replay once on the host backend and never on the GPU: side effects repeat.
     README.md, "What a call runs", has the table, checked by tests.
     """
-    chosen = JitOptions(**options)
+    chosen = JitOptions.given("jit", options)
     if fn is None:
         return lambda f: GraphedFunction(f, chosen)
     return GraphedFunction(fn, chosen)

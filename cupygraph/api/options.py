@@ -13,6 +13,7 @@ from typing import Any, Optional, ParamSpec, Protocol, TypeVar, Union, cast, ove
 
 from ..config.defaults import apply_env_overrides, default_config
 from ..config.files import load_config
+from ..config.messages import did_you_mean
 from ..config.model import CUDAGraphConfig
 from .arguments import Argnums, Positions
 
@@ -59,6 +60,17 @@ class JitOptions:
         positions = self.positions()  # errors now, where the options are given
         if not positions.batch and self.descriptor_fn is None:
             raise ValueError("give batch_argnums (arrays whose leading axis is the batch) or a descriptor_fn")
+
+    @classmethod
+    def given(cls, front: str, options: dict[str, Any]) -> JitOptions:
+        """The options a front door (``front``: "jit", as messages name it) was given as keywords; an
+        unknown name is a TypeError that names ``front`` and suggests the closest option."""
+        names = [field.name for field in dataclasses.fields(cls)]
+        for name in options:
+            if name not in names:
+                raise TypeError(f"{front}() got an unknown option {name!r};{did_you_mean(name, names)} "
+                                f"options: {', '.join(names)}")
+        return cls(**options)
 
     def positions(self) -> Positions:
         return Positions.parse(self.batch_argnums, self.static_argnums, self.constant_argnums)

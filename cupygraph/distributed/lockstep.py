@@ -250,7 +250,7 @@ def jit(fn: Optional[Callable[..., Any]] = None, /, *, comm: Communicator, equal
     """
     if not isinstance(comm, Communicator):
         raise TypeError(f"comm must be a cupygraph.distributed Communicator (from init()), got {type(comm).__name__}")
-    chosen = JitOptions(**options)
+    chosen = JitOptions.given("cupygraph.distributed.jit", options)
     if fn is None:
         return lambda f: LockstepFunction(f, comm, chosen, equal_batches=equal_batches)
     return LockstepFunction(fn, comm, chosen, equal_batches=equal_batches)

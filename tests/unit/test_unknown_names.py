@@ -36,3 +36,18 @@ def test_unknown_field_in_a_file_suggests_with_its_line(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert f"{path}:3: field 'capture_size': unknown field; did you mean 'capture_sizes'?" in str(info.value)
+
+
+@pytest.mark.parametrize("typo, meant", [
+    ("batch_argnum", "batch_argnums"), ("static_args", "static_argnums"), ("Config", "config"),
+    ("out_batch", "out_batched"),
+])
+def test_unknown_jit_option_names_jit_and_suggests_the_closest_option(typo, meant):
+    import cupygraph as cg
+
+    for make in (lambda: cg.jit(lambda x: x, **{typo: 0}), lambda: cg.jit(**{typo: 0})):
+        with pytest.raises(TypeError) as info:
+            make()
+        message = str(info.value)
+        assert f"jit() got an unknown option '{typo}'; did you mean '{meant}'?" in message, message
+        assert "options: config, batch_argnums, static_argnums" in message, message
