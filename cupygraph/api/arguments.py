@@ -8,6 +8,7 @@ of the graph cache, which pads them (``cache/padding.py``: ``check_pad_value``).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union, cast
 
@@ -69,11 +70,34 @@ class Positions:
         """Positions from ``jit``'s ``*_argnums`` options; an error names the option that is wrong."""
         positions = cls(argnums(batch, "batch_argnums"), argnums(static, "static_argnums"),
                         argnums(constant, "constant_argnums"))
-        for label, chosen in (("static_argnums", positions.static), ("constant_argnums", positions.constant)):
-            clash = set(chosen) & set(positions.batch)
+        pairs = (("batch_argnums", positions.batch, "static_argnums", positions.static),
+                 ("batch_argnums", positions.batch, "constant_argnums", positions.constant),
+                 ("static_argnums", positions.static, "constant_argnums", positions.constant))
+        for first, ones, second, others in pairs:
+            clash = set(ones) & set(others)
             if clash:
-                raise ValueError(f"argument {sorted(clash)[0]} is in both batch_argnums and {label}")
+                raise ValueError(f"argument {sorted(clash)[0]} is in both {first} and {second}")
         return positions
+
+    def check_fits(self, fn: Callable[..., Any]) -> None:
+        """A ValueError naming the option whose position ``fn`` has no parameter for (as ``jax.jit`` does);
+        nothing for a function with ``*args`` or one whose signature Python cannot read (a ufunc)."""
+        try:
+            parameters = inspect.signature(fn).parameters.values()
+        except (TypeError, ValueError):
+            return
+        if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+            return
+        count = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+        for label, chosen in (("batch_argnums", self.batch), ("static_argnums", self.static),
+                              ("constant_argnums", self.constant)):
+            beyond = [i for i in chosen if i >= count]
+            if beyond:
+                name = getattr(fn, "__name__", type(fn).__name__)
+                takes = f"{count} positional argument{'' if count == 1 else 's'}" + (
+                    f" (0 to {count - 1})" if count else "")
+                raise ValueError(f"{label} holds {beyond[0]}, but {name}() takes {takes}; "
+                                 f"argument positions count from 0")
 
 
 class ArgumentRules:

@@ -117,7 +117,7 @@ class GraphedFunction(FastFunction):
         self.config = resolve_config(options.config) if registry is None else registry.config
         self.registry = registry if registry is not None else CUDAGraphRegistry(self.config)
         self.backend = self.registry.backend
-        self._rules = ArgumentRules(self.__name__, self.backend, options.positions(), namespace)
+        self._rules = ArgumentRules(self.__name__, self.backend, options.positions(fn), namespace)
         self.batch_argnums = self._rules.batch
         self.static_argnums = self._rules.static
         self.constant_argnums = self._rules.constant

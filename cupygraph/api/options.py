@@ -15,6 +15,7 @@ from ..config.defaults import apply_env_overrides, default_config
 from ..config.files import load_config
 from ..config.messages import did_you_mean
 from ..config.model import CUDAGraphConfig
+from ..config.modes import short_repr
 from .arguments import Argnums, Positions
 
 ConfigLike = Union[CUDAGraphConfig, dict[str, Any], str, "os.PathLike[str]", None]
@@ -58,6 +59,10 @@ class JitOptions:
 
     def __post_init__(self) -> None:
         positions = self.positions()  # errors now, where the options are given
+        if self.descriptor_fn is not None and not callable(self.descriptor_fn):
+            raise TypeError(f"descriptor_fn must be a callable (given the call's arguments, it returns a "
+                            f"BatchDescriptor or a row count), got {type(self.descriptor_fn).__name__} "
+                            f"{short_repr(self.descriptor_fn)}")
         if not positions.batch and self.descriptor_fn is None:
             raise ValueError("give batch_argnums (arrays whose leading axis is the batch) or a descriptor_fn")
 
@@ -72,8 +77,12 @@ class JitOptions:
                                 f"options: {', '.join(names)}")
         return cls(**options)
 
-    def positions(self) -> Positions:
-        return Positions.parse(self.batch_argnums, self.static_argnums, self.constant_argnums)
+    def positions(self, fn: Optional[Callable[..., Any]] = None) -> Positions:
+        """The argument positions; given ``fn``, checked against its parameters too."""
+        positions = Positions.parse(self.batch_argnums, self.static_argnums, self.constant_argnums)
+        if fn is not None:
+            positions.check_fits(fn)
+        return positions
 
 
 P = ParamSpec("P")

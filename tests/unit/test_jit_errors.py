@@ -110,3 +110,28 @@ def test_warmup_names_the_sizes_it_cannot_capture(sizes):
         f.warmup(np.ones((1, 2)), sizes=sizes, progress=False)
     assert str(bad) in str(info.value) and "largest capture size 16" in str(info.value)
     assert f.registry.num_graphs() == 0
+
+
+def test_an_argument_both_static_and_constant_is_refused_at_jit_time():
+    with pytest.raises(ValueError, match=r"argument 1 is in both static_argnums and constant_argnums"):
+        cg.jit(lambda x, w: x * w, static_argnums=1, constant_argnums=(2, 1), config=HOST)
+
+
+def test_a_descriptor_fn_that_is_not_callable_is_refused_at_jit_time():
+    with pytest.raises(TypeError, match=r"descriptor_fn must be a callable .*got int 3"):
+        cg.jit(lambda x: x, descriptor_fn=3, config=HOST)
+
+
+@pytest.mark.parametrize("option", ["batch_argnums", "static_argnums", "constant_argnums"])
+def test_an_argument_position_past_the_functions_parameters_is_refused_at_jit_time(option):
+    def add(x, y):
+        return x + y
+
+    options = {"batch_argnums": 0, option: (0, 5) if option == "batch_argnums" else 5}
+    with pytest.raises(ValueError, match=rf"{option} holds 5, but add\(\) takes 2 positional arguments \(0 to 1\)"):
+        cg.jit(add, **options, config=HOST)
+
+
+def test_argument_positions_of_a_function_with_star_args_are_not_bounded():
+    f = cg.jit(lambda x, *rest: x + len(rest), static_argnums=3, config=HOST)
+    assert f(np.ones((2, 2)), 1, 2, 3).tolist() == [[4.0, 4.0]] * 2
