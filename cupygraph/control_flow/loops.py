@@ -95,7 +95,7 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Optional[Callable[[], 
     other branch run too. Branches return nothing (they write into arrays); so does ``cond``.
     """
     for name, fn in (("true_fn", true_fn), ("false_fn", false_fn)):
-        if fn is not None and not callable(fn):
+        if (fn is not None or name == "true_fn") and not callable(fn):  # only false_fn is optional
             raise TypeError(f"cond needs a callable {name}, got {type(fn).__name__}")
     stream = capturing_stream()
     with _in_body():

@@ -95,6 +95,15 @@ def test_cond_runs_only_the_chosen_branch():
     assert ran == ["t", "f"]
 
 
+@pytest.mark.parametrize("pred", [np.array([1]), np.array([0])])
+def test_cond_needs_a_true_fn_whichever_way_pred_points(pred):
+    """Regression: ``cond(pred, None)`` ran nothing, silently; only false_fn may be left out."""
+    with pytest.raises(TypeError, match="cond needs a callable true_fn, got NoneType"):
+        cg.cond(pred, None, lambda: None)
+    with pytest.raises(TypeError, match="cond needs a callable true_fn, got NoneType"):
+        cg.cond(pred, None)
+
+
 def test_cond_reads_pred_once_so_a_branch_writing_it_does_not_run_the_other():
     pred = np.array([1], np.int32)
     ran = []
