@@ -329,7 +329,7 @@ class GraphedFunction(FastFunction):
             example_args = (instance, *example_args) if example_args else ()
         if (elsewhere := self._devices.elsewhere(example_args)) is not None:
             return elsewhere.warmup(*example_args, sizes=sizes, progress=progress, budget_s=budget)
-        template_args, template_kwargs = example_call(self.__name__, example_args, self._template, self.batch_argnums)
+        template_args, template_kwargs = example_call(self, example_args, self._template, self.batch_argnums)
         if instance is not _UNBOUND and not example_args:  # the last call's arguments, this instance's
             template_args = (instance, *template_args[1:])
         chosen = most_used_first(self.config.cudagraph_capture_sizes if sizes is None

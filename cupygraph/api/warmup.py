@@ -12,6 +12,7 @@ by its first call, as without ``warmup``.
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import os
@@ -41,10 +42,13 @@ def remember_call(args: tuple[Any, ...], kwargs: dict[str, Any], copied: Sequenc
     return tuple(ArraySpec(a.shape, a.dtype) if i in positions else a for i, a in enumerate(args)), kwargs
 
 
-def example_call(name: str, example_args: tuple[Any, ...], remembered: Optional[Template],
+def example_call(fn: Callable[..., Any], example_args: tuple[Any, ...], remembered: Optional[Template],
                  batch_argnums: Sequence[int]) -> Template:
-    """The call ``warmup`` resizes: the examples given, else the last call's; checked for batch axes."""
+    """The call ``warmup`` of ``fn`` (a jitted function) resizes: the examples given, else the last call's;
+    checked for batch axes, and the examples against ``fn``'s parameters."""
+    name = fn.__name__
     if example_args:
+        _check_examples_fit(fn, example_args)
         template: Template = (example_args, {})
     elif remembered is not None:
         template = remembered
@@ -58,6 +62,20 @@ def example_call(name: str, example_args: tuple[Any, ...], remembered: Optional[
                 f"{'nothing' if i >= len(args) else type(args[i]).__name__} there"
             )
     return template
+
+
+def _check_examples_fit(fn: Callable[..., Any], example_args: tuple[Any, ...]) -> None:
+    """A TypeError before anything is captured where the examples could not call ``fn``: otherwise every
+    size's capture would fail inside with the function's own TypeError, and each key be marked failed."""
+    try:
+        signature = inspect.signature(fn)  # the function's own: jit's wrapper sets __wrapped__
+    except (TypeError, ValueError):  # no signature Python can read (a ufunc): the captures will tell
+        return
+    try:
+        signature.bind(*example_args)
+    except TypeError as err:
+        raise TypeError(f"{fn.__name__}.warmup(): the example arguments do not fit {fn.__name__}{signature}: {err}; "
+                        f"give the positional arguments of one call") from None
 
 
 def calls_per_size(template_args: tuple[Any, ...], batch_argnums: Sequence[int], sizes: Sequence[int], xp: Any,

@@ -135,3 +135,33 @@ def test_an_argument_position_past_the_functions_parameters_is_refused_at_jit_ti
 def test_argument_positions_of_a_function_with_star_args_are_not_bounded():
     f = cg.jit(lambda x, *rest: x + len(rest), static_argnums=3, config=HOST)
     assert f(np.ones((2, 2)), 1, 2, 3).tolist() == [[4.0, 4.0]] * 2
+
+
+@pytest.mark.parametrize("examples, problem", [
+    ((np.ones((2, 3)),), "missing a required argument: 'y'"),
+    ((np.ones((2, 3)), np.ones(3), np.ones(3)), "too many positional arguments"),
+])
+def test_warmup_examples_that_do_not_fit_the_function_are_an_error_and_mark_no_key(examples, problem):
+    """Regression: every size's capture failed inside with the function's TypeError, warmup() returned 0
+    and each key was remembered as failed."""
+    def add(x, y):
+        return x + y
+
+    f = cg.jit(add, config=dict(backend="host", capture_sizes=[1, 2, 4]))
+    with pytest.raises(TypeError, match=rf"add\.warmup\(\): the example arguments do not fit add\(x, y\): {problem}"):
+        f.warmup(*examples)
+    stats = f.stats()
+    assert stats.captures == 0 and stats.capture_failures == 0
+    assert f.warmup(np.ones((2, 3)), np.ones(3)) == 3
+
+
+def test_a_methods_warmup_examples_are_checked_without_self():
+    class Model:
+        @cg.jit(config=dict(backend="host", capture_sizes=[1, 2]), batch_argnums=1)
+        def forward(self, x, scale):
+            return x * scale
+
+    model = Model()
+    with pytest.raises(TypeError, match=r"missing a required argument: 'scale'"):
+        model.forward.warmup(np.ones((2, 3)))
+    assert model.forward.warmup(np.ones((2, 3)), 2.0) == 2
