@@ -7,6 +7,7 @@ Process-wide state kept apart from the model: ``set_default_config`` (the pytest
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Optional
 
 from ..logs import logger
@@ -38,16 +39,27 @@ def default_config() -> CUDAGraphConfig:
     return _DEFAULT_CONFIG if _DEFAULT_CONFIG is not None else CUDAGraphConfig()
 
 
-def env_flag(name: str) -> bool:
-    """Whether environment variable ``name`` is set to anything but empty, 0, false, no or off."""
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+_ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    """Environment switch ``name``: on for 1, true, yes or on; off for 0, false, no or off (any case);
+    ``default`` when unset or empty. Anything else keeps ``default`` with a warning naming the variable:
+    a typo must not flip a switch, and must not make ``import cupygraph`` fail either."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in _ON or value in _OFF:
+        return value in _ON
+    if value:
+        warnings.warn(f"{name}={os.environ[name]!r} is not a switch; use {', '.join(_ON[:-1])} or {_ON[-1]}, "
+                      f"or {', '.join(_OFF[:-1])} or {_OFF[-1]}; left at its default ({'on' if default else 'off'})",
+                      stacklevel=2)
+    return default
 
 
 def routes_library_calls(config: CUDAGraphConfig) -> bool:
     """Whether ``config``'s recordings route library calls (``backends/routing.py``): its
-    ``route_library_calls``, unless ``CUPYGRAPH_ROUTE_LIBRARY_CALLS`` is set to 0, false, no or off."""
-    value = os.environ.get("CUPYGRAPH_ROUTE_LIBRARY_CALLS", "").strip().lower()
-    return config.route_library_calls and value not in ("0", "false", "no", "off")
+    ``route_library_calls``, unless ``CUPYGRAPH_ROUTE_LIBRARY_CALLS`` is switched off (``env_flag``)."""
+    return config.route_library_calls and env_flag("CUPYGRAPH_ROUTE_LIBRARY_CALLS", default=True)
 
 
 def graphs_disabled_by_env() -> bool:
