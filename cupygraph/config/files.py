@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from ..errors import ConfigError
 from .model import CUDAGraphConfig, format_validation_error
+from .modes import short_repr
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -289,9 +290,16 @@ def _first_content_line(text: str) -> int:
     return 1
 
 
+def _config_path(path: Any, caller: str) -> Path:
+    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+        raise TypeError(f"{caller}: path must be a config file's path (a str or os.PathLike), "
+                        f"got {type(path).__name__} {short_repr(path)}")
+    return Path(path)
+
+
 def load_config(path: PathLike) -> CUDAGraphConfig:
     """Load and validate a config file; any problem raises ``ConfigError`` naming file, field, line."""
-    path = Path(path)
+    path = _config_path(path, "load_config")
     text = read_text_file(path)
     if not text.strip():
         raise ConfigError(f"{path}: config file is empty; write at least one field, e.g. 'mode: FULL'")
@@ -313,7 +321,7 @@ def load_config(path: PathLike) -> CUDAGraphConfig:
 
 def save_config(config: CUDAGraphConfig, path: PathLike) -> None:
     """Write ``config`` in the format its extension names (fields left at None are omitted)."""
-    path = Path(path)
+    path = _config_path(path, "save_config")
     data = {k: v for k, v in config.to_dict().items() if v is not None}
     suffix = path.suffix.lower()
     if suffix in (".yaml", ".yml"):

@@ -168,3 +168,13 @@ def test_small_and_disabled_yaml():
     disabled = load_config(REPO / "configs" / "disabled.yaml")
     assert disabled.mode is CUDAGraphMode.NONE and disabled.cudagraph_capture_sizes == ()
     assert not disabled.should_use_cudagraph(1)
+
+
+@pytest.mark.parametrize("path", [3, None, b"configs/default.yaml", ["configs/default.yaml"]])
+def test_a_path_that_is_not_a_path_names_the_argument(path):
+    """Regression: pathlib's TypeError ("expected str, bytes or os.PathLike object, not int") named nothing."""
+    with pytest.raises(TypeError, match=rf"load_config: path must be a config file's path \(a str or "
+                                        rf"os\.PathLike\), got {type(path).__name__}"):
+        load_config(path)
+    with pytest.raises(TypeError, match=r"save_config: path must be a config file's path"):
+        save_config(CUDAGraphConfig(), path)
