@@ -24,6 +24,7 @@ from typing import Any, Optional, Union
 
 from ..cache import RAISED, Eager, SizeHistogram
 from ..config.modes import short_repr
+from ..config.values import is_bool
 from ..errors import CaptureError, InputMismatchError
 from ..logs import logger
 from .arguments import ArraySpec
@@ -138,8 +139,11 @@ def capture_each(name: str, calls: Iterable[tuple[int, tuple[Any, ...]]], sizes:
     says what serves it and whether it captured now), none started once ``budget_s`` is spent; return how
     many it captured. A key that runs eagerly is logged, or, where the function raised under
     ``on_capture_error="raise"``, an error naming the size. The progress bar shows what is left."""
+    if not is_bool(progress):
+        raise TypeError(f"{name}.warmup(): progress must be True or False, got {type(progress).__name__} "
+                        f"{short_repr(progress)}")
     start = clock()
-    bar = progress_bar(len(sizes), f"capturing {name}", progress)
+    bar = progress_bar(len(sizes), f"capturing {name}", bool(progress))
     pending = list(sizes)
     captures = 0
     calls = iter(calls)  # arguments made only for the sizes captured now

@@ -165,3 +165,13 @@ def test_a_methods_warmup_examples_are_checked_without_self():
     with pytest.raises(TypeError, match=r"missing a required argument: 'scale'"):
         model.forward.warmup(np.ones((2, 3)))
     assert model.forward.warmup(np.ones((2, 3)), 2.0) == 2
+
+
+@pytest.mark.parametrize("progress", ["no", 0, None])
+def test_warmup_progress_must_be_a_bool(progress):
+    """Regression: progress="no" was truthy and showed the bar."""
+    f = cg.jit(lambda x: x + 1, config=dict(backend="host", capture_sizes=[1, 2]))
+    with pytest.raises(TypeError, match=rf"<lambda>\.warmup\(\): progress must be True or False, got "
+                                        rf"{type(progress).__name__}"):
+        f.warmup(np.ones((2, 3)), progress=progress)
+    assert f.stats().captures == 0
