@@ -91,12 +91,13 @@ class Shortcuts:
         which checks it.
         """
         array_type = self._array_type
-        # Static values carry their type: 1, 1.0 and True are equal but trace different graphs.
+        # Static values carry their type and key as the slow path keys them (``keyable``): 1, 1.0 and True,
+        # (2,) and (2.0,), 0.0 and -0.0 are equal but trace different graphs.
         if not self._const:
-            return tuple((a.shape, a.dtype) if type(a) is array_type else (type(a), a) for a in args)
+            return tuple((a.shape, a.dtype) if type(a) is array_type else (type(a), keyable(a)) for a in args)
         const = self._const
         return (len(args), *(
-            (a.shape, a.dtype) if type(a) is array_type else (type(a), a)
+            (a.shape, a.dtype) if type(a) is array_type else (type(a), keyable(a))
             for i, a in enumerate(args) if i not in const
         ))
 
@@ -141,8 +142,6 @@ class Shortcuts:
                 self._constants_now = constants
         if len(self._by_key) >= SHORTCUTS_LIMIT:
             self._drop_all()
-        if any(keyable(a) is not a for a in args if type(a) is not self._array_type):
-            return  # a NaN in a static value: a shortcut key would never equal it again (the slow path keys NaN as NaN)
         try:
             key = self.key(args)
             old = self._by_key.get(key)
@@ -161,6 +160,11 @@ class Shortcuts:
         (the current set's very object, as ``find`` checks), ``("equal", type, value)`` for a static value
         (its key)."""
         index = {position: i for i, position in enumerate((*shortcut.batched, *shortcut.whole))}
+        for p, a in enumerate(args):
+            if p not in index and p not in self._const and keyable(a) is not a:
+                # A record compares a static value by its type and ``==``, which cannot tell (2,) from (2.0,),
+                # 0.0 from -0.0 or NaN from NaN: such calls keep to ``find``, which keys them as ``keyable`` does.
+                raise ValueError(f"static argument {p} ({type(a).__name__}) equals values that trace otherwise")
         return tuple(index[p] if p in index else ("same", a) if p in self._const else ("equal", type(a), a)
                      for p, a in enumerate(args))
 

@@ -19,8 +19,9 @@ from ..backends.base import Backend, Recording
 from ..backends.fastpath.compiled import ReplayCounts, tick
 from ..backends.zerocopy.binding import argument_label
 from ..dispatch.descriptor import BatchDescriptor
-from ..errors import AliasedWrite, InputMismatchError
+from ..errors import InputMismatchError
 from ..pytree import expand_out_batched, flatten, unflatten
+from .checks.overlaps import refuse_hidden_writes
 from .checks.writes import run_checking_writes
 from .instruments.timing import KeyTiming
 from .key import GraphKey
@@ -76,10 +77,12 @@ class CUDAGraphEntry:
         constants: Sequence[tuple[int, Any]] = (),
         check_first_replay: bool = False,
         landings: Sequence[Optional[Any]] = (),
+        writes_constants: bool = False,
     ):
         """``check_first_replay``: nothing ran on the static buffers at capture on a caller's data (no
         warm-up, or ``warmup()``'s fill), so the first replay is the first chance to see whether the
-        function writes into them. ``landings``: see ``self.landings``."""
+        function writes into them. ``landings``: see ``self.landings``. ``writes_constants``: the call that
+        captured wrote into a constant argument (``cache/first_call.py``)."""
         self.key = key
         self.name = name or "the function"
         self.recording = recording
@@ -142,6 +145,9 @@ class CUDAGraphEntry:
         """Per static buffer, the relay's copy its writes land in (``Recording.relay_landings``), or None."""
         self.written: tuple[int, ...] = ()
         """Inputs the function writes into (positions in static_inputs + whole_inputs)."""
+        self.constants = [array for _, array in constants]
+        """The constant arrays the graph reads by address (``rebind_constants`` replaces them)."""
+        self.writes_constants = writes_constants and bool(self.constants)  # (``check_not_aliased``)
         self.write_back: Optional[WriteBack] = None
         self.binding: Any = None
         self.constants_token: Optional[object] = None
@@ -171,13 +177,17 @@ class CUDAGraphEntry:
         if self.check_writes:
             self.strategy, run = "first_replay_check", run_checking_writes
         elif binder is None:
-            self.strategy, run = ("writes_back", run_and_write_back) if self.write_back else ("copied", run_copied)
+            self.strategy, run = ("writes_back", run_and_write_back) if self.checks_overlaps else ("copied", run_copied)
         elif self.write_back is None and not binder.needs_finish and self.single_output and binder.binds_outputs:
             self.strategy, run = "bound_plain", run_bound_plain
         else:
             self.strategy, run = "bound", run_bound
         self._run = functools.partial(run, self)
         self._changed()
+
+    @property
+    def checks_overlaps(self) -> bool:  # whether a copied call checks overlaps first (``check_not_aliased``)
+        return self.write_back is not None or self.writes_constants
 
     def set_hooks(self, hooks: Sequence[LaunchHook]) -> None:
         """Wrap this entry's launch with ``hooks`` (innermost first), once, before it is first used."""
@@ -220,6 +230,7 @@ class CUDAGraphEntry:
         strides) instead of re-capturing; False (nothing changed) where one of them cannot be bound."""
         if self.binding is None or not self.binding.bind_constants(arrays):
             return False
+        self.constants = [array for _, array in arrays]
         self.constants_token = object()
         self._changed()
         return True
@@ -353,19 +364,10 @@ class CUDAGraphEntry:
         return unflatten(self.spec, result)
 
     def check_not_aliased(self, inputs: Sequence[Any], whole: Sequence[Any], written: Sequence[int]) -> None:
-        """``AliasedWrite`` when an argument the function writes into (or may: ``written`` lists the
-        positions in ``[*inputs, *whole]``) overlaps another argument. Two read-only arguments may
-        overlap: the replay reads both as the eager call does."""
-        arrays = [*inputs, *whole]
-        overlaps = self.backend.may_share_memory
-        for i in written:
-            for j in range(len(arrays)):
-                if j != i and overlaps(arrays[i], arrays[j]):
-                    first, second = sorted((i, j))
-                    raise AliasedWrite(
-                        f"{self.labels[first]} and {self.labels[second]} share memory, and the function writes (or "
-                        f"may write) into {self.labels[i]}: a replay of the graph for {self.key.descriptor} could not "
-                        "show the write through both; pass separate arrays (this call runs eagerly)")
+        """``AliasedWrite`` where a write the replay makes into a copy would not show through an overlapping
+        argument or constant (``checks/overlaps.py``); ``written``: positions in ``[*inputs, *whole]``."""
+        refuse_hidden_writes(self.backend.may_share_memory, [*inputs, *whole], written, self.constants,
+                             self.writes_constants, self.labels, self.key.descriptor)
 
     def replay(self, inputs: Sequence[Any], whole: Sequence[Any] = ()) -> Any:
         """Copy ``inputs`` in, launch, and return the outputs for the real batch."""

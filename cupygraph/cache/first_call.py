@@ -113,7 +113,8 @@ def capture_after_running(store: Any, key: GraphKey, request: CaptureRequest, ro
     del before
     copied = {*request.batched, *request.copied}
     # The static copies get the data the call already changed: their warm-up could not show the write.
-    request = dataclasses.replace(request, written=tuple(p for p, _, _ in written if p in copied))
+    request = dataclasses.replace(request, written=tuple(p for p, _, _ in written if p in copied),
+                                  writes_constants=any(p is not None and p not in copied for p, _, _ in written))
     outer = [f"{what} ({describe_array(array)})" for position, what, array in written if position not in copied]
     if outer and request.warmups != 0 and registry.config.num_warmups:
         logger.info("%s() wrote into %s, which it reads by address: its capture for %s runs no warm-up, so "

@@ -9,6 +9,7 @@ key (``explain.explain_new_key``) read the same parts.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -36,23 +37,51 @@ class _NaN:
         return hash((_NaN, self.type))
 
 
-_HOLDS_NAN = _NaN(type(None))
-"""Marks a tuple, frozenset or complex number rebuilt by ``keyable`` (no value the caller passes holds it)."""
+class _Rebuilt:
+    """A value as ``keyable`` rebuilt it: its type and the parts that tell it apart. Not a tuple: a NumPy
+    scalar compared with a tuple broadcasts instead of answering."""
+
+    __slots__ = ("parts", "type")
+
+    def __init__(self, kind: type, parts: Any):
+        self.type, self.parts = kind, parts
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Rebuilt) and other.type is self.type and bool(other.parts == self.parts)
+
+    def __hash__(self) -> int:
+        return hash((_Rebuilt, self.type, self.parts))
+
+_PLAIN_ITEMS = (str, bytes, type(None))
+"""Items whose equality already tells apart what traces differently: a tuple or frozenset of only
+these is its own key."""
+
+
+def _negative_zero(value: Any) -> bool:
+    return value == 0 and math.copysign(1.0, value) < 0
 
 
 def keyable(value: Any, depth: int = 0) -> Any:
-    """``value`` as a static key compares it: itself, unless it holds a NaN (a float, NumPy float or
-    complex part, also inside tuples and frozensets), which becomes one marker per type whatever its
-    payload or sign. Without this a NaN key never finds its graph: a capture per call."""
+    """``value`` as a static key compares it: itself where equality tells apart what traces differently,
+    else a rebuild that does. A NaN (a float, NumPy float or complex part, also inside tuples and
+    frozensets) becomes one marker per type whatever its payload or sign: without this a NaN key never
+    finds its graph (a capture per call). A zero keeps its sign (``1 / k`` is inf or -inf), and the items
+    of a tuple or frozenset keep their types: ``(2,) == (2.0,)``, yet ``x * k[0]`` is an int array with one
+    and a float array with the other, so one graph must not serve both."""
     if isinstance(value, (float, np.floating)):
-        return _NaN(type(value)) if value != value else value
+        if value != value:
+            return _NaN(type(value))
+        return _Rebuilt(type(value), "-0") if _negative_zero(value) else value
     if isinstance(value, (complex, np.complexfloating)):
-        return value if value == value else (_HOLDS_NAN, type(value), keyable(value.real), keyable(value.imag))
-    if isinstance(value, (tuple, frozenset)) and depth < 8:
-        parts = [keyable(item, depth + 1) for item in value]
-        if all(part is item for part, item in zip(parts, value)):
+        real, imag = value.real, value.imag
+        if real == real and imag == imag and not _negative_zero(real) and not _negative_zero(imag):
             return value
-        return (_HOLDS_NAN, type(value), tuple(parts) if isinstance(value, tuple) else frozenset(parts))
+        return _Rebuilt(type(value), (keyable(real), keyable(imag)))
+    if isinstance(value, (tuple, frozenset)) and depth < 8:
+        if all(type(item) in _PLAIN_ITEMS for item in value):
+            return value
+        parts = ((type(item), keyable(item, depth + 1)) for item in value)
+        return _Rebuilt(type(value), tuple(parts) if isinstance(value, tuple) else frozenset(parts))
     return value
 
 

@@ -49,9 +49,11 @@ class CaptureRequest:
     ``warmups``: eager runs before the capture (None: the config's ``num_warmups``; 0 where they
     would write again where the call itself wrote, ``cache/first_call.py``). ``written``: positions of
     copied arguments the function is known to write into (the call's own run changed them, so the
-    static copies already hold what a warm-up would write there). ``synthetic``: the arrays hold
-    ``warmup()``'s fill, not a caller's data, so a write that keeps the fill as it was (``x *= 2`` on
-    zeros) cannot show in the warm-ups: the first replay on a caller's data checks again.
+    static copies already hold what a warm-up would write there); ``writes_constants``: that run changed a
+    constant argument (the entry then refuses calls where a constant overlaps a copied argument).
+    ``synthetic``: the arrays hold ``warmup()``'s fill, not a caller's data, so a write that keeps the
+    fill as it was (``x *= 2`` on zeros) cannot show in the warm-ups: the first replay on a caller's data
+    checks again.
     """
 
     fn: Callable[..., Any]
@@ -62,6 +64,7 @@ class CaptureRequest:
     out_batched: Any = None
     warmups: Optional[int] = None
     written: Sequence[int] = ()
+    writes_constants: bool = False
     synthetic: bool = False
 
     @property
@@ -135,6 +138,7 @@ def record(
             # caller's data is the first chance to see writes into them.
             check_first_replay=warmups == 0 or request.synthetic,
             landings=[staging.recording.relay_landings.get(p) for p in staging.positions],
+            writes_constants=request.writes_constants,
         )
         staging.recording = None  # the entry owns it now
         recording = entry.recording

@@ -76,6 +76,9 @@ class Replayable(Protocol):
     spec: Any
     check_writes: bool
 
+    @property
+    def checks_overlaps(self) -> bool: ...
+
     def load_inputs(self, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any: ...
     def launch(self) -> None: ...
     def outputs(self, rows: int, stream: Any = None) -> Any: ...
@@ -91,16 +94,17 @@ def run_copied(entry: Replayable, inputs: Sequence[Any], rows: int, whole: Seque
 
 
 def run_and_write_back(entry: Replayable, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
-    """``run_copied`` for a function that writes into its copied arguments (found at capture)."""
+    """``run_copied`` for a function that writes into its copied arguments or its constants (found at capture)."""
     entry.check_not_aliased(inputs, whole, entry.written)
     stream = entry.load_inputs(inputs, rows, whole)
     entry.launch()
-    entry.write_back(inputs, rows, whole)  # type: ignore[misc]
+    if entry.write_back is not None:
+        entry.write_back(inputs, rows, whole)
     return entry.outputs(rows, stream)
 
 
 def run_copied_or_back(entry: Replayable, inputs: Sequence[Any], rows: int, whole: Sequence[Any]) -> Any:
-    return (run_and_write_back if entry.write_back is not None else run_copied)(entry, inputs, rows, whole)
+    return (run_and_write_back if entry.checks_overlaps else run_copied)(entry, inputs, rows, whole)
 
 
 def run_bound_plain(entry: Replayable, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:

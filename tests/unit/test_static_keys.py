@@ -1,7 +1,8 @@
 """Static arguments are keyed by value; a key must equal itself, so NaN keys as NaN (every payload,
 Python's and NumPy's floats, complex parts, inside tuples and frozensets, as keywords), and a
 static value that never compares equal is reported instead of silently capturing a graph per call
-(issue 27)."""
+(issue 27). Values that are equal but trace otherwise ((2,) and (2.0,), 0.0 and -0.0) are other keys,
+on the slow path, the shortcuts and the compiled record alike."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 import cupygraph as cg
-from cupygraph.cache.key import Kwargs, StaticArg
+from cupygraph.cache.key import Kwargs, StaticArg, keyable
 
 HOST = {"backend": "host", "capture_sizes": [4]}
 
@@ -123,3 +124,73 @@ def test_distinct_functions_or_objects_of_other_contents_are_not_reported(caplog
         for value in (np.sin, np.cos, np.tan, abs, Scale(1), Scale(2), Scale(3)):
             graphed(x, value)  # really different values, each seen once so far
     assert not [r for r in caplog.records if "never" in r.getMessage()]
+
+
+# Values that compare equal but trace differently: the element types of a tuple or frozenset (``x * k[0]``
+# is int32 with ``(2,)`` and float64 with ``(2.0,)``) and the sign of a zero (``1 / k`` is inf or -inf).
+EQUAL_BUT_DIFFERENT = {
+    "tuple of int, of float": ((2,), (2.0,)),
+    "tuple of NumPy int, of NumPy float": ((np.int32(2),), (np.float64(2),)),
+    "nested tuple": (((1, (2,)),), ((1, (2.0,)),)),
+    "frozenset": (frozenset({2}), frozenset({2.0})),
+    "0.0 and -0.0": (0.0, -0.0),
+    "NumPy 0.0 and -0.0": (np.float32(0.0), np.float32(-0.0)),
+    "complex with 0.0 and -0.0 parts": (complex(1.0, 0.0), complex(1.0, -0.0)),
+    "tuple of 0.0, of -0.0": ((0.0,), (-0.0,)),
+}
+
+
+def _first_part(x, k):
+    first = k
+    while isinstance(first, (tuple, frozenset)):
+        first = next(iter(first))
+    return x * first, np.divide(x + 1, first)
+
+
+@pytest.mark.parametrize("case", sorted(EQUAL_BUT_DIFFERENT))
+@pytest.mark.parametrize("as_keyword", [False, True])
+def test_static_values_equal_but_of_other_types_or_signs_never_share_a_graph(case, as_keyword):
+    def plain(x, k):
+        return _first_part(x, k)
+
+    def by_keyword(x, *, k):
+        return _first_part(x, k)
+
+    graphed = (cg.jit(by_keyword, config=HOST) if as_keyword
+               else cg.jit(plain, config=HOST, static_argnums=(1,)))
+    x = np.arange(6, dtype=np.int32).reshape(3, 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for k in EQUAL_BUT_DIFFERENT[case] * 3:
+            got = graphed(x, k=k) if as_keyword else graphed(x, k)
+            want = plain(x, k)
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype, (case, k)
+                for part in (np.real, np.imag):
+                    np.testing.assert_array_equal(np.signbit(part(g)), np.signbit(part(w)), err_msg=f"{case}: {k!r}")
+                np.testing.assert_array_equal(g, w)
+    assert graphed.registry.num_graphs() == 2
+
+
+def test_equal_values_of_other_types_or_signs_are_other_keys():
+    for a, b in EQUAL_BUT_DIFFERENT.values():
+        assert StaticArg(type(a), a) != StaticArg(type(b), b), (a, b)
+        assert Kwargs((("k", type(a), a),)) != Kwargs((("k", type(b), b),)), (a, b)
+    assert StaticArg(tuple, (2, "a")) == StaticArg(tuple, (2, "a"))
+    assert hash(StaticArg(tuple, (0.0, (1,)))) == hash(StaticArg(tuple, (0.0, (1,))))
+
+
+@pytest.mark.parametrize("case", sorted(EQUAL_BUT_DIFFERENT))
+def test_a_compiled_record_is_never_asked_to_compare_values_equal_but_different(case):
+    # A compiled record (GPU) compares a static value by type and ``==``: (2,) would serve (2.0,).
+    from types import SimpleNamespace
+
+    from cupygraph.api.shortcuts import Shortcut, Shortcuts
+
+    shortcuts = Shortcuts(np.ndarray, ())
+    shortcut = Shortcut(SimpleNamespace(constants_token=None), "FULL", (0,), ())
+    x = np.ones((4, 2))
+    assert shortcuts.signature(shortcut, (x, 3)) == (0, ("equal", int, 3))
+    for value in EQUAL_BUT_DIFFERENT[case]:
+        if keyable(value) is not value:
+            with pytest.raises(ValueError, match="static argument 1"):
+                shortcuts.signature(shortcut, (x, value))

@@ -1,0 +1,66 @@
+"""A constant argument (read by address) that overlaps a copied argument, where the function writes into
+either: a replay works on the static copy, so the write made through one would not show through the other
+as it does eagerly. Such calls run eagerly (``aliased_write``), as overlapping written arguments do; read-only
+overlaps replay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cupygraph as cg
+
+HOST = {"backend": "host", "capture_sizes": [4, 8]}
+
+
+def _writes_the_batch(x, w):
+    x += 1
+    return x * w
+
+
+def _writes_the_constant(x, w):
+    w += 1
+    return x * 2
+
+
+def _writes_the_unbatched(x, v, w):
+    v += 1
+    return x * w
+
+
+def _reads_both(x, w):
+    return x * w
+
+
+CASES = {
+    # (function, arguments from one array, constant positions)
+    "writes the batch a constant views": (_writes_the_batch, lambda b: (b[1:], b[1]), (1,)),
+    "writes a constant that views the batch": (_writes_the_constant, lambda b: (b[1:], b[1]), (1,)),
+    "writes an unbatched argument a constant views": (_writes_the_unbatched, lambda b: (b[1:], b[0], b[0]), (2,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_writes_through_a_constant_overlapping_a_copied_argument_are_seen_as_eagerly(case):
+    fn, arguments, constants = CASES[case]
+    graphed = cg.jit(fn, config=HOST, constant_argnums=constants)
+    rng = np.random.default_rng(0)
+    for rows in [5, 3, 5, 3, 6, 2]:  # padded calls: the batch is copied into the static buffer
+        mine = rng.standard_normal((rows + 1, 4)).astype(np.float32)
+        theirs = mine.copy()
+        got = graphed(*arguments(mine))
+        want = fn(*arguments(theirs))
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(mine, theirs)
+    stats = graphed.stats()
+    assert stats.fallbacks_by_reason["aliased_write"] > 0
+    assert "constant argument" in stats.detail("aliased_write")
+
+
+def test_a_constant_overlapping_an_argument_nothing_writes_replays():
+    graphed = cg.jit(_reads_both, config=HOST, constant_argnums=(1,))
+    rng = np.random.default_rng(1)
+    for rows in [5, 3, 5, 3]:
+        b = rng.standard_normal((rows + 1, 4)).astype(np.float32)
+        np.testing.assert_array_equal(graphed(b[1:], b[1]), b[1:] * b[1])
+    assert graphed.stats().hits > 0 and not graphed.stats().fallbacks_by_reason
