@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
-from ..cache import CUDAGraphEntry, keyable
+from ..cache import CUDAGraphEntry, compared_exactly, keyable
 from ..logs import logger
 
 SHORTCUTS_LIMIT = 4096
@@ -161,9 +161,10 @@ class Shortcuts:
         (its key)."""
         index = {position: i for i, position in enumerate((*shortcut.batched, *shortcut.whole))}
         for p, a in enumerate(args):
-            if p not in index and p not in self._const and keyable(a) is not a:
-                # A record compares a static value by its type and ``==``, which cannot tell (2,) from (2.0,),
-                # 0.0 from -0.0 or NaN from NaN: such calls keep to ``find``, which keys them as ``keyable`` does.
+            if p not in index and p not in self._const and not compared_exactly(a):
+                # Equal to values that trace otherwise in a way the record's comparison cannot tell (a NumPy
+                # float's zero sign, a frozenset's item types): such calls keep to ``find``, which keys them
+                # as ``keyable`` does.
                 raise ValueError(f"static argument {p} ({type(a).__name__}) equals values that trace otherwise")
         return tuple(index[p] if p in index else ("same", a) if p in self._const else ("equal", type(a), a)
                      for p, a in enumerate(args))

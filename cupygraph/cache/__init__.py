@@ -33,6 +33,7 @@ from .key import (
     Signature,
     StaticArg,
     WholeArg,
+    compared_exactly,
     keyable,
 )
 from .padding import check_pad_value
@@ -69,6 +70,7 @@ __all__ = [
     "check_fresh",
     "check_output_shapes",
     "check_pad_value",
+    "compared_exactly",
     "key_label",
     "keyable",
     "run_eagerly",

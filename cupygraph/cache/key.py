@@ -85,6 +85,20 @@ def keyable(value: Any, depth: int = 0) -> Any:
     return value
 
 
+def compared_exactly(value: Any, depth: int = 0) -> bool:
+    """Whether the compiled replay's comparison of a static value (``same_static`` in
+    ``backends/fastpath/_replay_record.c``: the same type, then a float's value and zero sign, a tuple's
+    items one by one, anything else by ``==``) tells ``value`` apart from every value ``keyable`` keys
+    otherwise. Not for NumPy floating scalars, float or tuple subclasses and frozensets, whose ``==``
+    cannot tell a zero's sign or an item's type: their calls keep to the Python path's keys."""
+    kind = type(value)
+    if kind is float or kind is complex:
+        return True
+    if kind is tuple:
+        return depth < 8 and all(compared_exactly(item, depth + 1) for item in value)
+    return not isinstance(value, (float, complex, np.floating, np.complexfloating, tuple, frozenset))
+
+
 @dataclasses.dataclass(frozen=True)
 class BatchedArg:
     """An array whose leading axis is the batch: copied into a static buffer padded to the key's size."""

@@ -82,6 +82,26 @@ def test_static_values_are_served_and_another_value_is_its_own_graph():
     same(g(rand(rng, 8, COLS) * 0 + 1, 3.0), f(cupy.ones((8, COLS), np.float32), 3.0))
 
 
+@pytest.mark.parametrize(("first", "then"), [((2,), (2.0,)), (0.0, -0.0), ((1, (3,)), (1, (3.0,)))],
+                         ids=["int-float item", "zero sign", "nested item"])
+def test_a_static_value_equal_but_tracing_otherwise_is_never_served_by_the_first_ones_record(first, then):
+    """(2,) == (2.0,) and 0.0 == -0.0, yet the graphs differ (an int or a float scale, +inf or -inf): the record
+    made for the first value serves it, and hands the second back to its own graph."""
+    rng = np.random.default_rng(7)
+
+    def f(x, k):
+        while isinstance(k, tuple):
+            k = k[-1]
+        return (x + 1) / k
+
+    g = jit(f, static_argnums=(1,))
+    assert steady(g, f, lambda: (rand(rng, 8, COLS), first)) > 0
+    for _ in range(3):
+        x = rand(rng, 8, COLS)
+        same(g(x, then), f(x.copy(), then))
+    assert g.registry.num_graphs() == 2
+
+
 def test_an_array_copied_whole_is_bound_and_served():
     rng = np.random.default_rng(3)
     bias = rand(rng, COLS)

@@ -75,6 +75,22 @@ def test_a_static_value_must_have_the_keys_type_and_value(given, served):
     assert (result is out) is served and log == (["launched"] if served else [])
 
 
+@pytest.mark.parametrize(("made_for", "given", "served"), [
+    ((2,), (2,), True), ((2,), (2.0,), False), ((2,), (True,), False), ((1, (2,)), (1, (2.0,)), False),
+    ((1, (2,)), (1, (2,)), True), ((2, 3), (2,), False), (0.0, 0.0, True), (0.0, -0.0, False),
+    (-0.0, -0.0, True), (float("nan"), float("nan"), True), (1.0, float("nan"), False),
+    (complex(1, 0.0), complex(1, -0.0), False), (complex(1, 0.0), complex(1, 0.0), True),
+    ((0.0,), (-0.0,), False), ("a", "a", True)])
+def test_a_static_value_is_compared_as_the_python_paths_key_tells_it_apart(made_for, given, served):
+    """(2,) == (2.0,) and 0.0 == -0.0, yet ``x * k[0]`` and ``1 / k`` trace otherwise: the record compares item
+    types and zero signs (and a NaN equals a NaN, as ``keyable`` keys it)."""
+    out = Array(OUT)
+    record, log = _record((("equal", type(made_for), made_for), 0), (X, OUT),
+                          (("ring", 1, (_ring([out, STREAM, None]),)),))
+    result = record.replay((given, Array(X)))
+    assert (result is out) is served and log == (["launched"] if served else [])
+
+
 def test_a_static_value_whose_comparison_raises_is_handed_back_without_an_error():
     class Odd:
         def __eq__(self, other):

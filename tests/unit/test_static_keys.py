@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import cupygraph as cg
-from cupygraph.cache.key import Kwargs, StaticArg, keyable
+from cupygraph.cache.key import Kwargs, StaticArg
 
 HOST = {"backend": "host", "capture_sizes": [4]}
 
@@ -180,17 +180,25 @@ def test_equal_values_of_other_types_or_signs_are_other_keys():
 
 
 @pytest.mark.parametrize("case", sorted(EQUAL_BUT_DIFFERENT))
-def test_a_compiled_record_is_never_asked_to_compare_values_equal_but_different(case):
-    # A compiled record (GPU) compares a static value by type and ``==``: (2,) would serve (2.0,).
+def test_a_compiled_record_is_asked_only_for_values_its_comparison_tells_apart(case):
+    # A compiled record (GPU) compares a static value by type, then a float's value and zero sign and a
+    # tuple's items one by one, else by ``==`` (tests/unit/test_compiled_replay_signatures.py drives it):
+    # a value whose ``==`` hides what keys it otherwise (a NumPy zero's sign, a frozenset's item types) gets none.
     from types import SimpleNamespace
 
     from cupygraph.api.shortcuts import Shortcut, Shortcuts
+    from cupygraph.cache import compared_exactly
 
     shortcuts = Shortcuts(np.ndarray, ())
     shortcut = Shortcut(SimpleNamespace(constants_token=None), "FULL", (0,), ())
     x = np.ones((4, 2))
     assert shortcuts.signature(shortcut, (x, 3)) == (0, ("equal", int, 3))
     for value in EQUAL_BUT_DIFFERENT[case]:
-        if keyable(value) is not value:
+        if compared_exactly(value):
+            assert shortcuts.signature(shortcut, (x, value)) == (0, ("equal", type(value), value))
+        else:
             with pytest.raises(ValueError, match="static argument 1"):
                 shortcuts.signature(shortcut, (x, value))
+    exact = {"tuple of int, of float", "nested tuple", "0.0 and -0.0", "complex with 0.0 and -0.0 parts",
+             "tuple of 0.0, of -0.0"}
+    assert all(compared_exactly(v) for v in EQUAL_BUT_DIFFERENT[case]) is (case in exact)

@@ -2,6 +2,8 @@
  * is, cupygraph/backends/fastpath/record.py what a Record holds and when Python makes a new one). */
 #include "_fastpath.h"
 
+#include <math.h> /* signbit */
+
 #define MISS 0
 #define SERVED 1
 #define FAILED -1
@@ -149,17 +151,40 @@ static int replay_locked(Record *self, unsigned long long *ptrs, PyObject **out)
     return *out == NULL ? FAILED : SERVED;
 }
 
+/* Whether static value ``a`` is ``b`` as the slow path's key tells them apart (``cache/key.keyable``): the same
+ * type, a float's zero of the same sign and NaN equal to NaN (complex parts alike), a tuple's items alike one by
+ * one; other types by ``==``. ``Shortcuts.signature`` gives a record only values this compares exactly:
+ * 1, or 0 (hand the call back). */
+static int same_static(PyObject *a, PyObject *b, int depth) {
+    if (Py_TYPE(a) != Py_TYPE(b)) return 0;
+    if (PyFloat_CheckExact(a)) {
+        double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+        return x != x ? y != y : x == y && signbit(x) == signbit(y);
+    }
+    if (PyComplex_CheckExact(a)) {
+        Py_complex x = PyComplex_AsCComplex(a), y = PyComplex_AsCComplex(b);
+        return (x.real != x.real ? y.real != y.real : x.real == y.real && signbit(x.real) == signbit(y.real)) &&
+               (x.imag != x.imag ? y.imag != y.imag : x.imag == y.imag && signbit(x.imag) == signbit(y.imag));
+    }
+    if (PyTuple_CheckExact(a)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(a);
+        if (depth >= 8 || n != PyTuple_GET_SIZE(b)) return 0;
+        for (Py_ssize_t k = 0; k < n; k++)
+            if (!same_static(PyTuple_GET_ITEM(a, k), PyTuple_GET_ITEM(b, k), depth + 1)) return 0;
+        return 1;
+    }
+    int same = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (same < 0) { PyErr_Clear(); return 0; }  /* the Python path says what is wrong with it */
+    return same;
+}
+
 /* Whether argument ``a`` is what position ``p`` must be (arrays: their layout and device, and their
  * address into ptrs): 1, 0 (hand the call back), or -1 with an exception. */
 static int argument_matches(Record *self, Py_ssize_t p, PyObject *a, unsigned long long *ptrs) {
     PyObject *expected = PyTuple_GET_ITEM(self->expected, p);
     if (self->kinds[p] == ARG_SAME) return a == expected;
-    if (self->kinds[p] == ARG_EQUAL) {  /* a static value: its type and value, as the shortcut's key */
-        if ((PyObject *)Py_TYPE(a) != PyTuple_GET_ITEM(expected, 0)) return 0;
-        int same = PyObject_RichCompareBool(a, PyTuple_GET_ITEM(expected, 1), Py_EQ);
-        if (same < 0) { PyErr_Clear(); return 0; }  /* the Python path says what is wrong with it */
-        return same;
-    }
+    if (self->kinds[p] == ARG_EQUAL)  /* a static value: its type and value, as the shortcut's key */
+        return (PyObject *)Py_TYPE(a) == PyTuple_GET_ITEM(expected, 0) && same_static(a, PyTuple_GET_ITEM(expected, 1), 0);
     Py_ssize_t i = self->array_of[p];
     if ((PyObject *)Py_TYPE(a) != self->array_type) return 0;
     int ok = attr_equals(a, s_dtype, PyTuple_GET_ITEM(self->dtypes, i));
