@@ -11,6 +11,7 @@ from .api.streams import StreamDispatcher
 from .api.wrapper import CUDAGraphOptions, CUDAGraphWrapper
 from .backends import Backend, HostBackend, gpu_available, select_backend
 from .backends.graph_breaks import graph_break
+from .backends.guards.baked_numbers import BakedNumberWarning
 from .backends.guards.foreign import ForeignMemoryError, ForeignMemoryWarning
 from .backends.pdl.modules import pdl_header, pdl_kernel, pdl_module, with_pdl
 from .cache import CUDAGraphEntry, CUDAGraphRegistry, CUDAGraphStats, GraphKey, check_fresh
@@ -50,6 +51,7 @@ __all__ = [
     "AdaptiveDispatchPolicy",
     "Backend",
     "BackendUnavailableError",
+    "BakedNumberWarning",
     "BatchDescriptor",
     "CUDAGraphConfig",
     "CUDAGraphEntry",

@@ -15,6 +15,7 @@ from typing import Any, Optional
 from ..errors import CaptureError
 from ..reasons import FallbackReason
 from .fastpath.compiled import FamilyState
+from .guards.baked_numbers import BakedNumber, warn_changed
 from .guards.foreign import Watch, check_watches
 from .relay import NO_RELAY, FamilyRelays, RelayRequest
 from .timing import HostSample, Sample
@@ -66,6 +67,10 @@ class Recording(abc.ABC):
     """Arrays the recording reads by address without owning them (found at capture in a closure
     or global); ``check_references`` tells whether they are still alive and bound."""
 
+    baked_numbers: Sequence[BakedNumber] = ()
+    """Python numbers the function read besides its arguments, as the capture read them (set under
+    ``debug=True``): ``check_references`` warns when one changed since (``guards/baked_numbers.py``)."""
+
     relay_landings: Mapping[int, Any] = MappingProxyType({})
     """Per argument position a relay carries (``backends/relay.py``), the internal copy the recorded function
     reads and writes instead of the static buffer: what a launch wrote there is readable right after it,
@@ -93,9 +98,12 @@ class Recording(abc.ABC):
         ``hook(op, launch)`` gives the launch to run instead. Nothing to do without graph breaks."""
 
     def check_references(self, fn_name: str) -> None:
-        """Debug mode, before a replay: ``ForeignMemoryError`` when a watched array was freed or rebound."""
+        """Debug mode, before a replay: ``ForeignMemoryError`` when a watched array was freed or rebound, a
+        ``BakedNumberWarning`` when a number the graph was captured with changed."""
         if self.watches:
             check_watches(self.watches, fn_name)
+        if self.baked_numbers:
+            warn_changed(self.baked_numbers, fn_name)
 
     def to_dot(self) -> str:
         """The recorded graph in Graphviz DOT, where the backend can describe it."""

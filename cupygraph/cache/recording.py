@@ -19,6 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..backends.base import Backend, Recording
+from ..backends.guards.baked_numbers import find_baked_numbers
 from ..backends.guards.uploads import upload_policy
 from ..backends.relay import NO_RELAY, RelayRequest
 from ..backends.zerocopy.binding import argument_label
@@ -116,6 +117,8 @@ def record(
                 )
             seconds = time.perf_counter() - start
             staging.recording.routed_calls = tuple(dict.fromkeys(routed))  # each routed call once, in order
+            if config.debug:  # what the graph keeps of the numbers it read besides its arguments
+                staging.recording.baked_numbers = find_baked_numbers(request.fn, request.args)
         check_outputs(staging.recording.outputs, backend.is_array)
         written = sorted({*staging.written(), *(k for k, p in enumerate(staging.positions) if p in request.written)})
         if written:

@@ -32,9 +32,14 @@
    function returns (a NumPy scalar stays a scalar).
 15. The function runs several times on the first call of a key (the call itself as it is, its
    warm-ups, the capture): Python side effects happen each time (``test_execution_counts.py``).
+16. Python numbers read besides the arguments (``self.scale``, a global, a closure variable) are
+   baked into the graph as the capture read them; the host reference re-runs the function and reads
+   the new value. ``debug=True`` warns on a replay after such a number changed.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
@@ -235,3 +240,28 @@ def test_15_the_function_runs_several_times_on_the_first_call_of_a_key():
     assert runs == [3, 4, 4]  # the call as it is, the warm-up and the capture run (padded to 4)
     f(np.ones((3, 2)))
     assert runs[3:] == [4]  # a host replay runs it again (a GPU replay runs no Python)
+
+
+def test_16_numbers_read_besides_the_arguments_are_baked_and_debug_mode_says_so():
+    class Model:
+        def __init__(self):
+            self.scale, self.training = 2.0, True
+
+        @cg.jit(batch_argnums=1, config=dict(HOST, debug=True))
+        def forward(self, x):
+            return x * self.scale if self.training else x
+
+    model, x = Model(), np.ones((3, 2))
+    model.forward(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing changed: no warning
+        model.forward(x)
+    model.scale = 5.0
+    with pytest.warns(cg.BakedNumberWarning, match=r"self\.scale was 2\.0 .* is 5\.0 now"):
+        model.forward(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per name and value
+        model.forward(x)
+    model.training = False
+    with pytest.warns(cg.BakedNumberWarning, match=r"self\.training was True"):
+        model.forward(x)

@@ -37,7 +37,8 @@ __all__ = [
 ]
 
 _SKIPPED_MODULES = ("numpy", "cupy", "cupyx", "cupy_backends", "cupygraph", "builtins", "math", "functools")
-_MISSING = object()
+MISSING = object()
+"""What a watched path holds once it no longer resolves (a deleted global, a missing attribute)."""
 
 
 class ForeignMemoryWarning(UserWarning):
@@ -69,30 +70,30 @@ class Watch:
             self._ref = None
 
     def current(self) -> Any:
-        """What the path holds now (``_MISSING`` when it no longer resolves)."""
+        """What the path holds now (``MISSING`` when it no longer resolves)."""
         kind, holder, key = self._root
         try:
             if kind == "cell":
                 value = holder.cell_contents
             elif kind == "mapping":
-                value = holder.get(key, _MISSING)
+                value = holder.get(key, MISSING)
             elif kind == "object":
                 value = holder
             else:  # "attr"
-                value = getattr(holder, key, _MISSING)
+                value = getattr(holder, key, MISSING)
             for step, part in self._steps:
-                if value is _MISSING:
+                if value is MISSING:
                     break
-                value = getattr(value, part, _MISSING) if step == "attr" else value[part]
+                value = getattr(value, part, MISSING) if step == "attr" else value[part]
         except (ValueError, LookupError, TypeError):  # an emptied cell, a shorter list, a new type
-            return _MISSING
+            return MISSING
         return value
 
     def problem(self) -> Optional[str]:
         """None while the array is alive and still bound where it was found; else what happened."""
         current = self.current()
         if self._ref is not None and self._ref() is None:
-            if current is _MISSING:
+            if current is MISSING:
                 return "was deleted and its array freed"
             return "was rebound and the array the graph reads was freed"
         if id(current) != self._id:
@@ -123,7 +124,7 @@ class _Scan:
         self.is_array = is_array
         self.max_depth = max_depth
         self.budget = budget
-        self.found: dict[int, FoundArray] = {}
+        self.found: dict[Any, FoundArray] = {}
         self.seen_functions: set[int] = set()
 
     def visit(self, value: Any, name: str, root: tuple[str, Any, Any], steps: tuple[tuple[str, Any], ...],
@@ -132,8 +133,10 @@ class _Scan:
         if self.budget < 0:
             return
         if self.is_array(value):
-            if id(value) not in self.found:
-                self.found[id(value)] = FoundArray(name, value, Watch(name, root, steps, value))
+            # A number is found wherever it is bound (small ints and interned values share one object).
+            key: Any = (id(value), name) if isinstance(value, (int, float, complex)) else id(value)
+            if key not in self.found:
+                self.found[key] = FoundArray(name, value, Watch(name, root, steps, value))
             return
         if isinstance(value, (types.FunctionType, functools.partial, types.MethodType)):
             self.function(value, depth + 1)
@@ -195,8 +198,8 @@ class _Scan:
         names = set(_code_names(code))
         module_globals = fn.__globals__
         for var in sorted(names):
-            value = module_globals.get(var, _MISSING)
-            if value is _MISSING:
+            value = module_globals.get(var, MISSING)
+            if value is MISSING:
                 continue
             if isinstance(value, types.ModuleType):
                 self.module_attributes(value, var, names, depth)
@@ -213,8 +216,8 @@ class _Scan:
         if module.__name__.split(".", 1)[0] in _SKIPPED_MODULES:
             return
         for attr in sorted(names):
-            value = getattr(module, attr, _MISSING)
-            if value is not _MISSING and not isinstance(value, types.ModuleType):
+            value = getattr(module, attr, MISSING)
+            if value is not MISSING and not isinstance(value, types.ModuleType):
                 self.visit(value, f"module attribute {alias}.{attr}", ("attr", module, attr), (), depth)
 
 
