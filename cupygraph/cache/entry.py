@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
@@ -79,10 +80,9 @@ class CUDAGraphEntry:
         landings: Sequence[Optional[Any]] = (),
         writes_constants: bool = False,
     ):
-        """``check_first_replay``: nothing ran on the static buffers at capture on a caller's data (no
-        warm-up, or ``warmup()``'s fill), so the first replay is the first chance to see whether the
-        function writes into them. ``landings``: see ``self.landings``. ``writes_constants``: the call that
-        captured wrote into a constant argument (``cache/first_call.py``)."""
+        """``check_first_replay``: nothing ran on the static buffers on a caller's data at capture (no warm-up,
+        or ``warmup()``'s fill): the first replay checks for writes. ``writes_constants``: the call that
+        captured wrote into a constant (``cache/first_call.py``)."""
         self.key = key
         self.name = name or "the function"
         self.recording = recording
@@ -145,14 +145,13 @@ class CUDAGraphEntry:
         """Per static buffer, the relay's copy its writes land in (``Recording.relay_landings``), or None."""
         self.written: tuple[int, ...] = ()
         """Inputs the function writes into (positions in static_inputs + whole_inputs)."""
-        self.constants = [array for _, array in constants]
-        """The constant arrays the graph reads by address (``rebind_constants`` replaces them)."""
+        self.constants = [weakref.ref(array) for _, array in constants]
+        """Weakly, the constants the graph reads by address (the caller's: old weights must not stay alive)."""
         self.writes_constants = writes_constants and bool(self.constants)  # (``check_not_aliased``)
         self.write_back: Optional[WriteBack] = None
         self.binding: Any = None
         self.constants_token: Optional[object] = None
-        """Changes whenever ``rebind_constants`` points the graph at other constant arrays: a shortcut made
-        before is then stale (the fast path compares it)."""
+        """Changes whenever ``rebind_constants`` repoints constants: older shortcuts are then stale."""
         if input_binding == "auto":
             self._bind(constants, executables)
         self.check_writes = check_first_replay and bool(count) and not written
@@ -230,7 +229,7 @@ class CUDAGraphEntry:
         strides) instead of re-capturing; False (nothing changed) where one of them cannot be bound."""
         if self.binding is None or not self.binding.bind_constants(arrays):
             return False
-        self.constants = [array for _, array in arrays]
+        self.constants = [weakref.ref(array) for _, array in arrays]
         self.constants_token = object()
         self._changed()
         return True
@@ -366,7 +365,8 @@ class CUDAGraphEntry:
     def check_not_aliased(self, inputs: Sequence[Any], whole: Sequence[Any], written: Sequence[int]) -> None:
         """``AliasedWrite`` where a write the replay makes into a copy would not show through an overlapping
         argument or constant (``checks/overlaps.py``); ``written``: positions in ``[*inputs, *whole]``."""
-        refuse_hidden_writes(self.backend.may_share_memory, [*inputs, *whole], written, self.constants,
+        constants = [c for c in (ref() for ref in self.constants) if c is not None]
+        refuse_hidden_writes(self.backend.may_share_memory, [*inputs, *whole], written, constants,
                              self.writes_constants, self.labels, self.key.descriptor)
 
     def replay(self, inputs: Sequence[Any], whole: Sequence[Any] = ()) -> Any:
