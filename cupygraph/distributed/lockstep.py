@@ -31,8 +31,7 @@ import numpy as np
 from ..api.jit import GraphedFunction
 from ..api.options import JitOptions, resolve_config
 from ..backends.base import Backend
-from ..cache import CaptureRequest, CUDAGraphEntry, CUDAGraphRegistry, CUDAGraphStats, GraphKey
-from ..cache.checks.writes import same_bytes
+from ..cache import CaptureRequest, CUDAGraphEntry, CUDAGraphRegistry, CUDAGraphStats, GraphKey, same_bytes
 from ..config.model import CUDAGraphConfig
 from ..errors import CaptureError, ConfigError
 from ..pytree import flatten, unflatten
