@@ -47,7 +47,8 @@ class CUDAGraphOptions:
     gc_disable: freeze the garbage collector during capture: the config's ``gc_freeze`` under
         vLLM's name. None (default) keeps the config's value.
     weak_ref_output: return the static outputs themselves, which the next replay overwrites
-        (the config's ``output_mode="view"``); False returns copies the caller owns ("copy").
+        (the config's ``output_mode="view"``; a NumPy scalar the runnable returns stays a scalar);
+        False returns copies the caller owns ("copy").
     debug: check on every replay that the arguments are the captured arrays.
     """
 
@@ -227,8 +228,11 @@ class CUDAGraphWrapper:
         stream = self._order_after_last_use()
         entry.launch()
         # weak_ref_output: the static outputs themselves, as captured (no slicing: the context's
-        # descriptor is the padded size); else copies the caller owns.
-        return entry.recording.outputs if self._static_outputs else entry.outputs(entry.padded, stream)
+        # descriptor is the padded size); else copies the caller owns. A NumPy scalar the plain runnable
+        # returns is handed back as one (``entry.outputs``), never as the 0-d buffer the next replay rewrites.
+        if self._static_outputs and not entry.recording.scalar_outputs:
+            return entry.recording.outputs
+        return entry.outputs(entry.padded, stream)
 
     def _cache_entry(self, descriptor: BatchDescriptor, entry: CUDAGraphEntry) -> None:
         """Hold an entry made elsewhere for ``descriptor`` (evicting per the config)."""

@@ -18,6 +18,7 @@ diagnostics, api, testing or the CLI. Inside ``cache`` modules import each other
 """
 
 from .checks.freshness import check_arguments_fresh, check_fresh
+from .checks.writes import same_bytes
 from .entry import CUDAGraphEntry
 from .failures import EMPTY_BATCH, MODE_NONE, RAISED, Eager, run_eagerly
 from .first_call import FirstCall
@@ -74,5 +75,6 @@ __all__ = [
     "key_label",
     "keyable",
     "run_eagerly",
+    "same_bytes",
     "seed_inputs",
 ]

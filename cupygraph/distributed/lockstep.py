@@ -7,7 +7,8 @@ the graph made from the same capture. ``LockstepFunction`` keeps the ranks' grap
    the largest rows over ranks, and a code of the arguments' trailing shapes, dtypes and static
    values, which must be the same everywhere (a ``DistributedError`` on every rank otherwise).
    A rank with fewer rows pads its batched arguments to the agreed rows with ``pad_value`` and
-   gets its own rows back, so every rank asks for the same key, graphed or eager.
+   gets its own rows back (outputs cut on their leading axis, writes into its arguments copied
+   back), so every rank asks for the same key, graphed or eager.
    ``equal_batches=True`` skips the agreement when the caller guarantees equal batches.
 2. Every rank's cache starts equal and sees the same keys in the same order, so ``capture_after``
    counts and failed keys agree; eviction (``max_cached_graphs``, ``memory_budget``), which could
@@ -30,7 +31,7 @@ import numpy as np
 from ..api.jit import GraphedFunction
 from ..api.options import JitOptions, resolve_config
 from ..backends.base import Backend
-from ..cache import CaptureRequest, CUDAGraphEntry, CUDAGraphRegistry, CUDAGraphStats, GraphKey
+from ..cache import CaptureRequest, CUDAGraphEntry, CUDAGraphRegistry, CUDAGraphStats, GraphKey, same_bytes
 from ..config.model import CUDAGraphConfig
 from ..errors import CaptureError, ConfigError
 from ..pytree import flatten, unflatten
@@ -210,6 +211,7 @@ class LockstepFunction:
         backend = self.graphed.backend
         xp, fill = backend.xp, self.config.pad_value
         padded = list(args)
+        grown_at: list[tuple[int, Any]] = []
         for i in self.graphed.batch_argnums:
             arg = args[i]
             if not backend.is_array(arg) or arg.ndim == 0:
@@ -217,7 +219,14 @@ class LockstepFunction:
             grown = xp.full((agreed, *arg.shape[1:]), fill, dtype=arg.dtype)
             grown[:rows] = arg
             padded[i] = grown
+            grown_at.append((i, grown))
         out = self.graphed(*padded, **kwargs)
+        # The function ran on padded copies: what it wrote into this rank's rows goes back to the caller's
+        # arrays, as the plain call's write would have changed them (only where it wrote: the same array
+        # passed twice must not get one copy's old rows back over the other's write).
+        for i, grown in grown_at:
+            if not same_bytes(xp, grown[:rows], args[i]):
+                args[i][...] = grown[:rows]
         return cut_rows(out, self.graphed.out_batched, rows, agreed, backend.is_array)
 
     def _describe(self, args: Sequence[Any]) -> str:

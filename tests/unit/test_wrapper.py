@@ -89,6 +89,24 @@ def test_full_context_captures_then_replays_persistent_buffers():
     assert wrapper.get_cached_descriptors() == [desc]
 
 
+def test_a_numpy_scalar_output_stays_a_scalar_the_next_replay_leaves_alone():
+    # The plain runnable returns a NumPy scalar (a reduction): immutable, unlike the static 0-d buffer a
+    # replay rewrites. weak_ref_output covers the graph's arrays, not a scalar the caller was given.
+    def total(x):
+        return x.sum()
+
+    wrapper = CUDAGraphWrapper(total, FULL, backend=HostBackend())
+    x = rand(4)
+    with cudagraph_context(FULL, BatchDescriptor(4)):
+        wrapper(x)  # captures
+        held = wrapper(x)  # a replay
+        assert isinstance(held, np.generic) and held == x.sum()
+        x[:] = rand(4, 5)
+        wrapper(x)
+    assert held == rand(4).sum()
+    assert wrapper.stats().hits == 2
+
+
 def test_piecewise_wrapper_uses_piecewise_context():
     wrapper, _ = make(PIECEWISE)
     x, y = rand(2), rand(2, 1)
