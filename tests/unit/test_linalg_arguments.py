@@ -1,6 +1,7 @@
 """What ``cupygraph.linalg``'s products refuse, the same on the host reference as on the GPU
 (``tests/gpu/test_linalg_arguments_gpu.py``): a ``c`` that does not broadcast to the result is named,
-and an ``out`` that overlaps ``c`` without being it is refused (the GPU cannot read c while writing out)."""
+and an ``out`` that overlaps ``c`` without being it is refused (the GPU cannot read c while writing out);
+``tensordot`` takes NumPy integer axes as NumPy does, and ``scalar`` names a ``like`` that is no operand."""
 
 from __future__ import annotations
 
@@ -50,3 +51,17 @@ def test_gemm_refuses_an_out_that_overlaps_c_without_being_it(beta):
     c = np.ones((3, 5))
     assert L.gemm(a, b, c, beta=scale, out=c) is c  # out=c: c updated in place
     np.testing.assert_allclose(c, a @ b + 1)
+
+
+def test_tensordot_takes_numpy_integer_axes_as_numpy_does():
+    rng = np.random.default_rng(1)
+    a, b, c = rng.standard_normal((2, 3, 4)), rng.standard_normal((3, 4, 5)), rng.standard_normal((4, 3, 5))
+    cases = [(b, np.int64(2)), (c, (np.int64(2), np.int32(0))), (c, ([np.int64(1), 2], [np.int64(1), 0]))]
+    for other, axes in cases:
+        np.testing.assert_allclose(L.tensordot(a, other, axes), np.tensordot(a, other, axes), rtol=1e-12)
+
+
+@pytest.mark.parametrize("like", [[1.0], np.ones(2, dtype=np.int64)])
+def test_scalar_names_a_like_that_is_no_operand(like):
+    with pytest.raises(TypeError, match="scalar: like must be an operand array"):
+        L.scalar(1.0, like=like)
