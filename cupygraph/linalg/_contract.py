@@ -34,8 +34,8 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
         a_axes, b_axes = list(range(a.ndim - axes, a.ndim)), list(range(axes))
     else:
         try:
-            a_axes, b_axes = ([axes[0]] if isinstance(axes[0], (int, np.integer)) else list(axes[0]),
-                              [axes[1]] if isinstance(axes[1], (int, np.integer)) else list(axes[1]))
+            a_axes, b_axes = ([int(axes[0])] if isinstance(axes[0], (int, np.integer)) else list(axes[0]),
+                              [int(axes[1])] if isinstance(axes[1], (int, np.integer)) else list(axes[1]))
         except (TypeError, IndexError) as err:
             raise ValueError(f"cupygraph.linalg.tensordot: axes must be an int or a pair of axis lists, got {axes!r}"
                              ) from err
