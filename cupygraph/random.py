@@ -76,6 +76,24 @@ def _float_dtype(dtype: Any, method: str) -> np.dtype:
     return found
 
 
+def _draw_shape(method: str, size: Any, *params: Any) -> Any:
+    """The shape a draw with array parameters makes: ``size``, which must hold their broadcast shape (NumPy's
+    rule: a smaller ``size`` would draw once per element of it and reuse each draw across the parameters'
+    extra axes), or that broadcast shape where ``size`` is None."""
+    broadcast = np.broadcast_shapes(*(np.shape(p) for p in params))
+    if size is None:
+        return broadcast
+    shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+    try:
+        fits = np.broadcast_shapes(shape, broadcast) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"cupygraph.random: {method} got size={shape} but its parameters broadcast to {broadcast}; "
+                         "size must be that shape or one they broadcast to (NumPy's rule)")
+    return size
+
+
 def _bound(value: Any, name: str) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"cupygraph.random: integers needs Python ints for {name} (CuPy's generator takes no "
@@ -186,14 +204,12 @@ class Generator:
 
     def normal(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None, dtype: Any = np.float64) -> Any:
         """``loc + scale * standard_normal``; ``size=None`` takes the broadcast shape of loc and scale."""
-        if size is None:
-            size = np.broadcast_shapes(np.shape(loc), np.shape(scale))
+        size = _draw_shape("normal", size, loc, scale)
         return self._done(loc + scale * self.standard_normal(size, dtype))
 
     def uniform(self, low: Any = 0.0, high: Any = 1.0, size: Any = None, dtype: Any = np.float64) -> Any:
         """``low + (high - low) * random``: uniform on [low, high) up to rounding at ``high``."""
-        if size is None:
-            size = np.broadcast_shapes(np.shape(low), np.shape(high))
+        size = _draw_shape("uniform", size, low, high)
         return self._done(low + (high - low) * self.random(size, dtype))
 
     def integers(self, low: Any, high: Any = None, size: Any = None, dtype: Any = np.int64,

@@ -156,6 +156,9 @@ def scalar(value: Any, *, like: Any) -> Any:
     Its dtype is the scale dtype for operands like ``like`` (float32 for float16 operands); it
     lives where ``like`` lives. Change it in place (``s[...] = 0.5``) between graph replays.
     """
+    if not hasattr(like, "dtype") or np.dtype(like.dtype) not in SUPPORTED:
+        raise TypeError(f"cupygraph.linalg.scalar: like must be an operand array of one of "
+                        f"{', '.join(str(t) for t in SUPPORTED)}, got {getattr(like, 'dtype', type(like).__name__)}")
     dtype = scale_dtype(like.dtype)
     if _on_gpu(like):
         import cupy

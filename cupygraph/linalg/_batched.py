@@ -14,7 +14,7 @@ from ._binding import COMPUTE_TYPE, DATA_TYPE, GEMM_DEFAULT, OP_N, OP_T
 from ._cublas_handles import handle_for
 from ._gemm_cupy import Scalars, bounds, device_of
 from ._pointer_table import pointer_table
-from ._shapes import Geometry, check_int32, gemm_call, matmul_shapes, result_dtype
+from ._shapes import Geometry, check_addend, check_int32, gemm_call, matmul_shapes, result_dtype
 
 _WHAT = "cupygraph.linalg.gemm_batched"
 
@@ -71,6 +71,7 @@ def gemm_batched(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any =
             c_list = _matrices("c", c)
             if len(c_list) != count:
                 raise ValueError(f"{_WHAT}: c has {len(c_list)} matrices but a has {count}")
+            check_addend(c_list[0].shape, (m, n), _WHAT, "c[0]")
             for target, addend in zip(out_list, c_list):
                 if target is not addend:
                     target[...] = addend

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from ..backends.base import on_gpu as _on_gpu
 
 
@@ -25,14 +27,15 @@ def _matmul(a: Any, b: Any) -> Any:
 
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
     """NumPy's ``tensordot(a, b, axes)`` as one ``matmul`` of reshaped operands (captures on the GPU)."""
-    if isinstance(axes, int):
+    if isinstance(axes, (int, np.integer)):  # (a NumPy integer too, as np.tensordot takes it)
+        axes = int(axes)
         if axes < 0:
             raise ValueError(f"cupygraph.linalg.tensordot: axes must be >= 0, got {axes}")
         a_axes, b_axes = list(range(a.ndim - axes, a.ndim)), list(range(axes))
     else:
         try:
-            a_axes, b_axes = ([axes[0]] if isinstance(axes[0], int) else list(axes[0]),
-                              [axes[1]] if isinstance(axes[1], int) else list(axes[1]))
+            a_axes, b_axes = ([int(axes[0])] if isinstance(axes[0], (int, np.integer)) else list(axes[0]),
+                              [int(axes[1])] if isinstance(axes[1], (int, np.integer)) else list(axes[1]))
         except (TypeError, IndexError) as err:
             raise ValueError(f"cupygraph.linalg.tensordot: axes must be an int or a pair of axis lists, got {axes!r}"
                              ) from err

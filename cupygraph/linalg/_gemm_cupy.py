@@ -23,6 +23,7 @@ from ._cublas_handles import handle_for
 from ._epilogue import check_bias, check_bias_type, checked_gemm
 from ._gemm_lt import Epilogue, apply_unfused, fused_product
 from ._shapes import (
+    check_addend,
     check_int32,
     check_scale_array,
     host_scale,
@@ -225,6 +226,7 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, tr
         if c is not None and out is not c and not scalars.beta_zero:
             if not isinstance(c, cupy.ndarray):
                 raise TypeError(f"{what}: c must be a CuPy array, got {type(c).__name__}")
+            check_addend(c.shape, shape, what)
             if _overlaps(out, c):
                 raise ValueError(f"{what}: out overlaps c without being c; pass out=c to update c in place")
             out[...] = c  # broadcasts, like NumPy's alpha * a @ b + beta * c

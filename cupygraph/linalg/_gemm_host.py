@@ -15,7 +15,15 @@ import numpy as np
 
 from ..backends.guards.host_capturable import handed_back, plain_array
 from ._epilogue import apply_host, check_bias, checked_gemm
-from ._shapes import check_scale_array, host_scale, matmul_result, matmul_shapes, result_dtype, scale_dtype
+from ._shapes import (
+    check_addend,
+    check_scale_array,
+    host_scale,
+    matmul_result,
+    matmul_shapes,
+    result_dtype,
+    scale_dtype,
+)
 
 
 def _check_arrays(what: str, **arrays: Any) -> None:
@@ -50,6 +58,12 @@ def _scale(value: Any, dtype: np.dtype, name: str, what: str) -> tuple[np.ndarra
     return host_scale(value, dtype, name, what), False
 
 
+def _reads_c(beta: Any, dtype: np.dtype, what: str) -> bool:
+    """Whether ``c`` is read: unless beta is a number equal to 0 (BLAS's rule; an array beta is read at run time,
+    so the GPU path treats it as read, and so does this reference)."""
+    return isinstance(beta, np.ndarray) or bool(_scale(beta, dtype, "beta", what)[0] != 0)
+
+
 def _gemm_one(a: Any, b: Any, c: Any, alpha: Any, beta: Any, dtype: np.dtype, what: str, bias: Any = None,
               activation: Optional[str] = None) -> np.ndarray:
     compute = scale_dtype(dtype) if dtype == np.float16 else dtype  # cuBLAS sums float16 in float32
@@ -77,7 +91,12 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any = 0.0, tr
         check_bias(bias, n, dtype, what)
     if out is not None:
         _check_out(out, shape, dtype, what)
-    addend = None if c is None else np.broadcast_to(plain_array(c), shape)
+    addend = None
+    if c is not None and _reads_c(beta, dtype, what):  # the GPU path's checks, made where it makes them
+        check_addend(c.shape, shape, what)
+        if out is not None and out is not c and np.may_share_memory(out, c):
+            raise ValueError(f"{what}: out overlaps c without being c; pass out=c to update c in place")
+        addend = np.broadcast_to(plain_array(c), shape)
     result = _gemm_one(pa, pb, addend, alpha, beta, dtype, what, bias, act)
     if out is None:
         return handed_back(np.ascontiguousarray(result))
@@ -111,6 +130,8 @@ def gemm_batched(a: Any, b: Any, c: Any = None, *, alpha: Any = 1.0, beta: Any =
     ta = [plain_array(x).T if trans_a else plain_array(x) for x in a_list]
     tb = [plain_array(x).T if trans_b else plain_array(x) for x in b_list]
     _, m, _, n = matmul_shapes(ta[0].shape, tb[0].shape, what)
+    if c_list is not None and _reads_c(beta, dtype, what):
+        check_addend(c_list[0].shape, (m, n), what, "c[0]")
     results = [_gemm_one(x, y, None if c_list is None else c_list[i], alpha, beta, dtype, what)
                for i, (x, y) in enumerate(zip(ta, tb))]
     if out is None:

@@ -70,6 +70,18 @@ def matmul_shapes(a_shape: Sequence[int], b_shape: Sequence[int], what: str) -> 
     return tuple(batch), m, k, n
 
 
+def check_addend(c_shape: Sequence[int], shape: tuple[int, ...], what: str, name: str = "c") -> None:
+    """``c`` (the ``beta * c`` term) broadcasts to the result's ``shape``, as ``alpha * a @ b + beta * c`` needs;
+    ``name`` says which argument it is (``c[0]`` of a list)."""
+    try:
+        fits = np.broadcast_shapes(tuple(c_shape), shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{what}: argument {name!r} has shape {tuple(c_shape)}, which does not broadcast to the "
+                         f"result's {shape}")
+
+
 def check_int32(what: str, **sizes: int) -> None:
     """cuBLAS's 32-bit interface: every size, leading dimension and batch count fits an int32."""
     for name, value in sizes.items():

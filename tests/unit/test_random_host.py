@@ -166,3 +166,17 @@ def test_monte_carlo_example_runs_on_the_host_backend():
     result = module.main(["--calls", "12", "--paths", "20000", "--max-batch", "8", "--backend", "host"])
     assert result["fallbacks"] == 0 and result["hits"] >= 1
     assert result["reproduced"] and result["fresh"] and result["worst_z"] < 5.0
+
+
+@pytest.mark.parametrize("method", ["normal", "uniform"])
+def test_a_size_smaller_than_the_parameters_is_refused_not_drawn_once_and_reused(method):
+    # size (3,) against parameters of shape (2, 3) would draw 3 numbers and reuse them on both rows
+    rng = cg.random.default_rng(0, backend="host")
+    draw = getattr(rng, method)
+    with pytest.raises(ValueError, match=rf"{method} got size=\(3,\) but its parameters broadcast to \(2, 3\)"):
+        draw(np.zeros((2, 3)), np.ones(3), size=(3,))
+    with pytest.raises(ValueError, match="size must be that shape"):
+        draw(np.zeros(3), 1.0, size=4)
+    assert draw(np.zeros(3), np.ones(3), size=(2, 3)).shape == (2, 3)  # a size the parameters broadcast to
+    rows = draw(np.zeros((2, 3)), np.ones(3), size=(2, 3))
+    assert not np.array_equal(rows[0], rows[1])
