@@ -177,7 +177,7 @@ class CUDAGraphEntry:
             self.strategy, run = "first_replay_check", run_checking_writes
         elif binder is None:
             self.strategy, run = ("writes_back", run_and_write_back) if self.checks_overlaps else ("copied", run_copied)
-        elif self.write_back is None and not binder.needs_finish and self.single_output and binder.binds_outputs:
+        elif not self.checks_overlaps and not binder.needs_finish and self.single_output and binder.binds_outputs:
             self.strategy, run = "bound_plain", run_bound_plain
         else:
             self.strategy, run = "bound", run_bound
@@ -185,7 +185,7 @@ class CUDAGraphEntry:
         self._changed()
 
     @property
-    def checks_overlaps(self) -> bool:  # whether a copied call checks overlaps first (``check_not_aliased``)
+    def checks_overlaps(self) -> bool:  # whether a call checks overlaps first (``check_not_aliased``), bound or not
         return self.write_back is not None or self.writes_constants
 
     def set_hooks(self, hooks: Sequence[LaunchHook]) -> None:

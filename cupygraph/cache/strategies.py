@@ -108,8 +108,8 @@ def run_copied_or_back(entry: Replayable, inputs: Sequence[Any], rows: int, whol
 
 
 def run_bound_plain(entry: Replayable, inputs: Sequence[Any], rows: int, whole: Sequence[Any] = ()) -> Any:
-    """``run_bound`` for the common case, its checks decided once: one output, bound, and nothing
-    written back or finished after the launch."""
+    """``run_bound`` for the common case, its checks decided once: one output, bound, no overlap to check
+    (nothing written into an argument or a constant), and nothing written back or finished after the launch."""
     if rows != entry.padded:
         return run_bound(entry, inputs, rows, whole)
     copied, fresh = entry.binding.bind(inputs, whole, entry.copy_rows, entry.backend.order_after_last_use())
@@ -126,7 +126,7 @@ def run_bound(entry: Replayable, inputs: Sequence[Any], rows: int, whole: Sequen
         if binder.off_static_buffers:
             binder.point_at_static_buffers()
         return run_copied_or_back(entry, inputs, rows, whole)  # (checks overlaps itself when it writes back)
-    if entry.write_back is not None:
+    if entry.checks_overlaps:  # a copied argument could hide a write into another argument or a constant
         entry.check_not_aliased(inputs, whole, entry.written)
     stream = entry.backend.order_after_last_use()
     copied, fresh = binder.bind(inputs, whole, entry.copy_rows, stream)

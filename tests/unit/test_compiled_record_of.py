@@ -60,7 +60,7 @@ def record_module(monkeypatch):
     return module
 
 
-def _record(module, banks, *, arrays=1, arguments=None, written=(), fixed=()):
+def _record(module, banks, *, arrays=1, arguments=None, written=(), fixed=(), family_memory=(), static=0x9000):
     """``record_of`` for one ringed output (slot ``arrays``) and the given banks' addresses (every slot's:
     arguments, the output, then constants); returns the record, the launch log, the counts and the output."""
     log: list[int] = []
@@ -69,13 +69,14 @@ def _record(module, banks, *, arrays=1, arguments=None, written=(), fixed=()):
     item[2] = _replay.references(item)
     family = _replay.FamilyState()
     entry = SimpleNamespace(
-        backend=SimpleNamespace(last_stream_ptr=lambda: STREAM, device_id=0, per_device=False, family=family),
+        backend=SimpleNamespace(last_stream_ptr=lambda: STREAM, device_id=0, per_device=False, family=family,
+                                owns=lambda ptr: any(lo <= ptr < hi for lo, hi in family_memory)),
         written=written, spec=LEAF, counts=_replay.ReplayCounts())
     recording = SimpleNamespace(
         single=True, handle=lambda bank: 0,
         banks=[SimpleNamespace(index=k, current=list(current), launch=lambda k=k: log.append(k))
                for k, current in enumerate(banks)])
-    inputs = [SimpleNamespace(shape_dtype=(SHAPE, DTYPE))] * arrays
+    inputs = [SimpleNamespace(shape_dtype=(SHAPE, DTYPE), static_address=static + 64 * i) for i in range(arrays)]
     record = module.record_of(
         SimpleNamespace(rows=4), entry, recording, tuple(range(arrays)) if arguments is None else arguments, inputs,
         (("ring", arrays, (item,)),), fixed, threading.Lock())
@@ -112,3 +113,18 @@ def test_a_bank_whose_constant_slot_holds_another_address_is_never_launched(reco
     assert record.replay((Array(X), weights)) is out and log == [1] and counts.last_bank == 1
     alone, _, _, _ = _record(record_module, [(X, OUT, W + 64)], arguments=(0, ("same", weights)), fixed=((2, W),))
     assert alone is None
+
+
+def test_a_bank_whose_argument_slot_holds_the_familys_memory_is_never_launched(record_module):
+    """An ``output_mode="view"`` output passed back lies in the family's pool, which the graph may write before it
+    reads the argument: the Python path copies it (``CupyBinder.bind``), and a bank that once held that address
+    (the memory a caller's array had, taken by the pool since) serves no call. A slot at its own static buffer
+    (also the family's memory) reads what a copy would have put there: served."""
+    pool = ((X, X + 4096),)
+    record, log, _, out = _record(record_module, [(X, OUT), (Y, OUT)], family_memory=pool)
+    assert record.replay((Array(X),)) is None and log == []
+    assert record.replay((Array(Y),)) is out and log == [1]
+    alone, _, _, _ = _record(record_module, [(X, OUT)], family_memory=pool)
+    assert alone is None
+    static, log, _, out = _record(record_module, [(X, OUT)], family_memory=pool, static=X)
+    assert static.replay((Array(X),)) is out and log == [0]

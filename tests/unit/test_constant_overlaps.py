@@ -64,3 +64,26 @@ def test_a_constant_overlapping_an_argument_nothing_writes_replays():
         b = rng.standard_normal((rows + 1, 4)).astype(np.float32)
         np.testing.assert_array_equal(graphed(b[1:], b[1]), b[1:] * b[1])
     assert graphed.stats().hits > 0 and not graphed.stats().fallbacks_by_reason
+
+
+def test_a_bound_call_whose_copied_argument_views_a_written_constant_runs_eagerly():
+    """Under ``input_binding="auto"`` a call of exactly the captured rows is bound, but an argument that cannot
+    be bound (here not contiguous) is still copied in: a write into a constant it overlaps would not show
+    through the copy. The bound strategies check overlaps as the copying ones do (found by review-gpu: they
+    checked only for written arguments, and returned ``x * 2`` of the old rows)."""
+    config = {"backend": "host", "capture_sizes": [4], "input_binding": "auto"}
+    graphed = cg.jit(_writes_the_constant, config=config, constant_argnums=(1,))
+    rng = np.random.default_rng(2)
+    apart = rng.standard_normal((4, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    for _ in range(2):  # captured on separate arrays (the call that captures writes the constant), then replayed
+        graphed(*apart)
+    mine = np.empty((4, 8), np.float32)
+    theirs = np.empty_like(mine)
+    for call in range(4):
+        mine[...] = rng.standard_normal(mine.shape)
+        theirs[...] = mine
+        got = graphed(mine[:, :4], mine[0, :4])  # the batch (copied: not contiguous) and a constant on its row 0
+        want = _writes_the_constant(theirs[:, :4], theirs[0, :4])
+        np.testing.assert_array_equal(got, want, err_msg=f"call {call}")
+        np.testing.assert_array_equal(mine, theirs, err_msg=f"call {call}")
+    assert graphed.stats().fallbacks_by_reason["aliased_write"] == 4

@@ -5,6 +5,7 @@ Imported only when a GPU backend is asked for, so ``import cupygraph`` works wit
 
 from __future__ import annotations
 
+import functools
 import gc
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -260,7 +261,7 @@ class CupyBackend(Backend):
                 self._last_stream = caller
                 outputs = self._detach(outputs)  # (after the zero-copy facts: they read the outputs' allocations)
                 recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held, replaced, self.family,
-                                          CupyBinder)
+                                          functools.partial(CupyBinder, pool=self._blocks))
                 with executables.window():
                     recording.upload(stream)  # so the first replay costs what the others do
                 recording.executable_bytes, recording.executable_source = executables.nbytes, executables.source

@@ -16,9 +16,10 @@ JAX ``fastpath_data`` model):
   the object returned as it is (``output_mode="view"``), and how the leaves make the result;
 * each bank's one executable with the address each slot a call gives holds (arguments, then bound
   outputs), and a launch to fall back on: only the banks whose constants' slots hold the constants'
-  addresses and where no array the function writes into overlaps another argument (a call at any
-  other bank's addresses is handed back: the Python path rebinds, or raises ``AliasedWrite`` and runs
-  it eagerly);
+  addresses, where no argument slot holds the family's own memory (the Python path copies such an
+  argument) and no array the function writes into overlaps another argument (a call at any other
+  bank's addresses is handed back: the Python path rebinds, or raises ``AliasedWrite`` and runs it
+  eagerly);
 * the stream of the last replay and the family's generation.
 
 A call is served when every position matches, it comes on that stream, each ringed output has a free
@@ -88,13 +89,15 @@ def _structure(spec: Any) -> Any:
 
 
 def _may_serve(held: Sequence[int], fixed: tuple[tuple[int, int], ...], written: tuple[int, ...],
-               spans: tuple[int, ...]) -> bool:
+               spans: tuple[int, ...], family_memory: Sequence[bool] = ()) -> bool:
     """Whether a bank holding the addresses ``held`` may serve the record's calls. A call is served only at
     a bank's own addresses, so what depends on them alone is decided once here, not per call: each
-    constant's slot holds that constant's address, and no array the function writes into shares bytes
-    with another argument (the Python path then raises ``AliasedWrite`` and runs the call eagerly).
-    Bytes are half-open spans from each array's address; an array of 0 bytes overlaps nothing."""
-    if any(held[slot] != address for slot, address in fixed):
+    constant's slot holds that constant's address, no argument slot holds the family's own memory
+    (``family_memory``, per argument: the Python path copies such an argument, ``CupyBinder.bind``), and no
+    array the function writes into shares bytes with another argument (the Python path then raises
+    ``AliasedWrite`` and runs the call eagerly). Bytes are half-open spans from each array's address; an
+    array of 0 bytes overlaps nothing."""
+    if any(held[slot] != address for slot, address in fixed) or any(family_memory):
         return False
     for i in written:
         for j, span in enumerate(spans):
@@ -124,8 +127,11 @@ def record_of(shortcut: Any, entry: Any, recording: Any, arguments: tuple[Any, .
     strides = tuple(_contiguous_strides(shape, dtype.itemsize) for shape, dtype in zip(shapes, dtypes))
     spans = tuple(math.prod(shape) * dtype.itemsize for shape, dtype in zip(shapes, dtypes))
     written = tuple(entry.written)
+    owns = backend.owns
     banks = tuple((bank.index, recording.handle(bank), tuple(int(a) for a in bank.current[:compared]), bank.launch)
-                  for bank in recording.banks[:MAX_BANKS] if _may_serve(bank.current, fixed, written, spans))
+                  for bank in recording.banks[:MAX_BANKS] if _may_serve(
+                      bank.current, fixed, written, spans,
+                      [a != slot.static_address and owns(a) for a, slot in zip(bank.current, inputs)]))
     if not banks:
         return None
     family = backend.family

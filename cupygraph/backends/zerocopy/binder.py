@@ -87,8 +87,11 @@ class CupyBinder:
 
     def __init__(self, bindings: CupyBindings, static: Sequence[Any], labels: Sequence[str],
                  leaves: Sequence[Any], bind_outputs: bool, counts: Any, name: str,
-                 constants: Sequence[tuple[int, Any]], recording: CupyRecording, executables: int = 1):
+                 constants: Sequence[tuple[int, Any]], recording: CupyRecording, executables: int = 1,
+                 pool: Any = None):
+        """``pool``: the family's ``DeviceBlocks``, whose memory an argument is never bound to (``bind``)."""
         self._device = bindings.device_id
+        self._family_memory = pool.owner_of if pool is not None else _nowhere
         self._set = set_params_function()
         self._name = name
         self.counts = counts
@@ -179,13 +182,17 @@ class CupyBinder:
         copied = 0
         want = self._want
         device = self._device
+        family_memory = self._family_memory
         i = 0
         for slot, src in zip(self._inputs, [*inputs, *whole] if whole else inputs):
             if slot.eligible and src._c_contiguous:
                 memory = src.data
                 ptr = memory.ptr
-                # copy_reason's rules, of which the shortcut already checked shape and dtype.
-                if not ptr & (ALIGNMENT - 1) and memory.device_id == device:
+                # copy_reason's rules, of which the shortcut already checked shape and dtype; and never the
+                # family's own memory (an output_mode="view" output passed back), which the graph may write
+                # before it reads the argument: copied in, it is read as the eager call reads it.
+                if (not ptr & (ALIGNMENT - 1) and memory.device_id == device
+                        and (ptr == slot.static_address or family_memory(ptr) is None)):
                     want[i] = ptr
                     i += 1
                     continue
@@ -196,7 +203,8 @@ class CupyBinder:
             slot.copies += 1
             if not slot.logged and logger.isEnabledFor(logging.DEBUG):
                 slot.logged = True
-                log_copied(self._name, slot.label, slot.reason or _call_reason(slot.buf, src, device))
+                log_copied(self._name, slot.label,
+                           slot.reason or _call_reason(slot.buf, src, device, family_memory(src.data.ptr) is not None))
         fresh = None
         if self._outputs:
             fresh = []
@@ -378,8 +386,14 @@ class CupyBinder:
         self._inputs, self._outputs, self._slots = [], [], []
 
 
-def _call_reason(buf: Any, src: Any, device: int) -> CopyReason:
+def _nowhere(ptr: int) -> None:
+    return None
+
+
+def _call_reason(buf: Any, src: Any, device: int, family_memory: bool) -> CopyReason:
     if src.data.device_id != device:
         return CopyReason.DEVICE
+    if family_memory:
+        return CopyReason.FAMILY_MEMORY
     return copy_reason(buf, src, captured_address=int(buf.data.ptr), given_address=int(src.data.ptr),
                        alignment=ALIGNMENT) or CopyReason.STRIDES

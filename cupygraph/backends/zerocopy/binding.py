@@ -49,6 +49,7 @@ class CopyReason(str, enum.Enum):
     NOT_OWNED = "not_owned"
     SHARED_ALLOCATION = "shared_allocation"
     NO_DRIVER = "no_driver"
+    FAMILY_MEMORY = "family_memory"
 
     @property
     def text(self) -> str:
@@ -77,6 +78,8 @@ _TEXTS = {
     CopyReason.NOT_OWNED: "the output is not memory the capture allocated (an argument, a global)",
     CopyReason.SHARED_ALLOCATION: "another output shares its allocation",
     CopyReason.NO_DRIVER: "the CUDA driver's graph-update entry point or cuda-bindings is not available",
+    CopyReason.FAMILY_MEMORY: "it is memory of the function's own graphs (an output_mode='view' output passed "
+                              "back), which a replay may write before it has read the argument",
 }
 
 
