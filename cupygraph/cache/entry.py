@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
@@ -22,7 +21,7 @@ from ..backends.zerocopy.binding import argument_label
 from ..dispatch.descriptor import BatchDescriptor
 from ..errors import InputMismatchError
 from ..pytree import expand_out_batched, flatten, unflatten
-from .checks.overlaps import refuse_hidden_writes
+from .checks.overlaps import byte_extent, refuse_hidden_writes
 from .checks.writes import run_checking_writes
 from .instruments.timing import KeyTiming
 from .key import GraphKey
@@ -145,8 +144,8 @@ class CUDAGraphEntry:
         """Per static buffer, the relay's copy its writes land in (``Recording.relay_landings``), or None."""
         self.written: tuple[int, ...] = ()
         """Inputs the function writes into (positions in static_inputs + whole_inputs)."""
-        self.constants = [weakref.ref(array) for _, array in constants]
-        """Weakly, the constants the graph reads by address (the caller's: old weights must not stay alive)."""
+        self.constants = [byte_extent(backend.address(a), a) for _, a in constants]
+        """The bytes of the constants the graph reads by address (``checks/overlaps.byte_extent``)."""
         self.writes_constants = writes_constants and bool(self.constants)  # (``check_not_aliased``)
         self.write_back: Optional[WriteBack] = None
         self.binding: Any = None
@@ -229,7 +228,7 @@ class CUDAGraphEntry:
         strides) instead of re-capturing; False (nothing changed) where one of them cannot be bound."""
         if self.binding is None or not self.binding.bind_constants(arrays):
             return False
-        self.constants = [weakref.ref(array) for _, array in arrays]
+        self.constants = [byte_extent(self.backend.address(a), a) for _, a in arrays]
         self.constants_token = object()
         self._changed()
         return True
@@ -365,9 +364,8 @@ class CUDAGraphEntry:
     def check_not_aliased(self, inputs: Sequence[Any], whole: Sequence[Any], written: Sequence[int]) -> None:
         """``AliasedWrite`` where a write the replay makes into a copy would not show through an overlapping
         argument or constant (``checks/overlaps.py``); ``written``: positions in ``[*inputs, *whole]``."""
-        constants = [c for c in (ref() for ref in self.constants) if c is not None]
-        refuse_hidden_writes(self.backend.may_share_memory, [*inputs, *whole], written, constants,
-                             self.writes_constants, self.labels, self.key.descriptor)
+        refuse_hidden_writes(self.backend.may_share_memory, self.backend.address, [*inputs, *whole], written,
+                             self.constants, self.writes_constants, self.labels, self.key.descriptor)
 
     def replay(self, inputs: Sequence[Any], whole: Sequence[Any] = ()) -> Any:
         """Copy ``inputs`` in, launch, and return the outputs for the real batch."""

@@ -87,3 +87,22 @@ def test_a_bound_call_whose_copied_argument_views_a_written_constant_runs_eagerl
         np.testing.assert_array_equal(got, want, err_msg=f"call {call}")
         np.testing.assert_array_equal(mine, theirs, err_msg=f"call {call}")
     assert graphed.stats().fallbacks_by_reason["aliased_write"] == 4
+
+
+@pytest.mark.parametrize("binding", ["copy", "auto"])
+def test_a_new_view_of_the_same_memory_at_every_call_is_still_seen_to_overlap(binding):
+    """Callers pass a new view object at every call (``b[0]``): the entry knows its constants by their bytes, not
+    by the view it was given once (the GPU run of 2026-11-27 14:17 UTC caught a weakly held view going away)."""
+    g = cg.jit(_writes_the_constant, constant_argnums=(1,), config={**HOST, "input_binding": binding})
+    rng = np.random.default_rng(3)
+    for _ in range(3):  # captured, and replayed, on arrays apart
+        g(rng.standard_normal((8, 4)), rng.standard_normal(4))
+    mine = np.empty((8, 8))
+    for call in range(6):
+        mine[...] = rng.standard_normal((8, 8))
+        theirs = mine.copy()
+        want = _writes_the_constant(theirs[:, :4], theirs[0, :4])
+        np.testing.assert_array_equal(g(mine[:, :4], mine[0, :4]), want, err_msg=f"call {call}")
+        np.testing.assert_array_equal(mine, theirs, err_msg=f"call {call}")
+    # Every replay runs eagerly (under "copy" the new constant's first call captures, as it is: 5 of 6).
+    assert g.stats().fallbacks_by_reason["aliased_write"] == (6 if binding == "auto" else 5)
