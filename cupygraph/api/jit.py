@@ -18,6 +18,7 @@ from ..cache import (
     EMPTY_BATCH,
     MODE_NONE,
     CaptureRequest,
+    CUDAGraphEntry,
     CUDAGraphRegistry,
     CUDAGraphStats,
     Eager,
@@ -172,7 +173,7 @@ class GraphedFunction(FastFunction):
                         try:  # free unless raised (a re-executing host replay, overlapping arguments)
                             out = entry.run(batched, shortcut.rows, whole)
                         except (ReplayMismatch, AliasedWrite) as err:
-                            why = self._why_not_replayed(shortcut, err)
+                            why = self._why_not_replayed(entry, err)
                         else:
                             hits = entry.counts.hits  # a hit, which the statistics read from the entry
                             hits[shortcut.rows] = hits.get(shortcut.rows, 0) + 1
@@ -272,7 +273,7 @@ class GraphedFunction(FastFunction):
                     else:
                         out = shortcut.entry.run(batched, rows, whole)
                 except (ReplayMismatch, AliasedWrite) as err:
-                    why = self._why_not_replayed(shortcut, err)  # run eagerly below, outside the lock
+                    why = self._why_not_replayed(shortcut.entry, err)  # run eagerly below, outside the lock
                 else:
                     self._stats.record_hit(shortcut.mode_name)
                     self._remember(args, kwargs, shortcut, rows, cacheable and not debug)  # debug checks every call
@@ -298,10 +299,10 @@ class GraphedFunction(FastFunction):
             return run_eagerly(self._fn, args, kwargs, why, name=self.__name__, stats=self._stats,
                                raises=self.registry.raises)
 
-    def _why_not_replayed(self, shortcut: Shortcut, err: Exception) -> Eager:
-        """Why a call that found its graph runs eagerly (under the family lock; a mismatch drops it)."""
+    def _why_not_replayed(self, entry: CUDAGraphEntry, err: Exception) -> Eager:
+        """Why a call that found ``entry`` runs eagerly (under the family lock; a mismatch drops it)."""
         if isinstance(err, ReplayMismatch):
-            return self.registry.replay_failed(shortcut.entry, err, name=self.__name__)
+            return self.registry.replay_failed(entry, err, name=self.__name__)
         return Eager(FallbackReason.ALIASED_WRITE, str(err))
 
     # -- public helpers ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from ..backends.base import Backend, ReplayMismatch
 from ..config.model import CUDAGraphConfig
 from ..errors import CaptureError, CupyGraphError
 from ..logs import logger
-from ..reasons import EvictionReason
+from ..reasons import EvictionReason, FallbackReason
 from .checks.freshness import issue
 from .entry import CUDAGraphEntry
 from .failures import Eager, FailedKeys, cold_key
@@ -180,7 +180,11 @@ class GraphStore(HeldGraphs):
             return self._failed.capture_failed(key, failure, name, request.fn, request.rows)
 
     def replay_failed(self, entry: CUDAGraphEntry, err: ReplayMismatch, *, name: str) -> Eager:
-        """A replay returned other outputs than its capture: drop the graph, run the key eagerly."""
+        """A replay returned other outputs than its capture: drop the graph, run the key eagerly. An entry
+        already dropped during its own replay (the function cleared its graphs, a capture it made evicted
+        this one) is no failure of the key: this call runs eagerly, the next one captures again."""
+        if not entry.alive:
+            return Eager(FallbackReason.REPLAY_MISMATCH, str(err))
         self.evict(entry.key, EvictionReason.FAILED_REPLAY, str(err))
         with self._lock:
             return self._failed.replay_failed(entry.key, err, name)

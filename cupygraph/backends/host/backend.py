@@ -128,6 +128,8 @@ class HostRecording(Recording):
 
     def launch(self) -> None:
         fresh, spec = flatten(self._run(), _is_numpy)
+        if self._fn is None:  # released while the function ran (it cleared its graphs, or evicted this one)
+            raise ReplayMismatch("the graph was dropped (clear(), an eviction) while its replay ran the function")
         if spec != self._spec or len(fresh) != len(self._leaves):
             raise ReplayMismatch(
                 f"the function returned another output structure on replay than at capture ({len(fresh)} "
