@@ -1,10 +1,8 @@
-"""``cupygraph.jit``: the JAX-style front door that captures per batch shape and replays; the engine's
-front door, which the manager and ``StreamDispatcher`` adapt.
-
-The hot path is the compiled replay a shortcut may publish (``backends/fastpath/record.py``), else
-``GraphedFunction._call`` with a known shortcut: find the shortcut, ``entry.run``. On a miss:
-classify the arguments, ask the dispatcher, then one call to the graph cache (``find_or_capture``):
-once per new signature."""
+"""``cupygraph.jit``: the JAX-style front door that captures per batch shape and replays (the manager and
+``StreamDispatcher`` adapt it). The hot path is the compiled replay a shortcut may publish
+(``backends/fastpath/record.py``), else ``GraphedFunction._call`` with a known shortcut: find the shortcut,
+``entry.run``. On a miss: classify the arguments, ask the dispatcher, then one call to the graph cache
+(``find_or_capture``): once per new signature."""
 
 from __future__ import annotations
 
@@ -27,6 +25,7 @@ from ..cache import (
     Namespace,
     check_arguments_fresh,
     check_pad_value,
+    recording_here,
     run_eagerly,
 )
 from ..config.model import CUDAGraphMode
@@ -74,17 +73,17 @@ class GraphedFunction(FastFunction):
     ``"view"`` they are views into static buffers, valid until the next call of this function.
     Constants are read by address: a new array of the same shape, dtype and strides is bound to the
     graph (``"auto"``), any other is a new key and a re-capture. Non-array arguments are static
-    (keyed), so hashable; on a method, ``self`` is argument 0 (``api/methods.py``). Outputs are
-    arrays in tuples, lists, dicts, namedtuples and dataclasses (None is kept), a NumPy scalar where
-    the function returns one; other Python values in them must depend only on shapes and static
-    arguments.
+    (keyed), so hashable; on a method, ``self`` is argument 0 (``api/methods.py``). Outputs are arrays in
+    tuples, lists, dicts, namedtuples and dataclasses (None kept), or the NumPy scalar the function returns;
+    other Python values in them depend only on shapes and static arguments. A jitted function called while
+    another is being recorded runs inline (its kernels join that graph).
 
     Failures are remembered per key by the graph cache, until ``clear()``:
       * An op the graph cannot hold (a device-to-host read, a data-dependent shape, memory) fails
         the capture with a ``CaptureError`` naming the op and the line: the key runs eagerly from
         then on, counted under the reason's code (``on_capture_error="raise"``: every call raises).
-      * A bug in the function raises its own exception from the run as it is, as without ``jit``.
-        Any other exception during warm-up, capture or output handling marks the key failed too.
+      * A bug in the function raises its own exception from the run as it is, as without ``jit``;
+        any other exception in warm-up, capture or output handling marks the key failed too.
       * A replay (host backend) that returns another structure, shape or Python value than the
         capture drops the graph: a stale result is never returned.
       * Errors in the call itself (an argument, ``pad_value``, ``out_batched``) are raised at once.
@@ -155,6 +154,8 @@ class GraphedFunction(FastFunction):
     # A call is first offered to the compiled replay the shortcuts published (``FastFunction``,
     # ``backends/fastpath/record.py``); what it hands back, and every call without it, comes here.
     def _call(self, *args: Any, **kwargs: Any) -> Any:
+        if recording_here():  # called by a function this thread records: inline, as jax.jit inlines a nested jit
+            return self._fn(*args, **kwargs)
         if not kwargs:
             shortcuts = self._shortcuts
             shortcut = shortcuts.find(args)
@@ -284,8 +285,7 @@ class GraphedFunction(FastFunction):
 
     def _remember(self, args: tuple[Any, ...], kwargs: dict[str, Any], shortcut: Shortcut, rows: int,
                   cacheable: bool) -> None:
-        """Keep the shortcut for the fast path (those of entries gone since are dropped) and the call for
-        ``warmup()``."""
+        """Keep the shortcut for the fast path (dropping those of gone entries) and the call for ``warmup()``."""
         if self._generation != self.registry.generation:
             self._shortcuts.clear()
             self._generation = self.registry.generation

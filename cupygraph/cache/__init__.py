@@ -38,7 +38,7 @@ from .key import (
     keyable,
 )
 from .padding import check_pad_value
-from .recording import CaptureRequest
+from .recording import CaptureRequest, recording_here
 from .registry import CUDAGraphRegistry, RegisteredGraph, check_output_shapes, seed_inputs
 from .stats import CUDAGraphStats, GraphCost
 from .store import CaptureWatch, GraphStore
@@ -74,6 +74,7 @@ __all__ = [
     "compared_exactly",
     "key_label",
     "keyable",
+    "recording_here",
     "run_eagerly",
     "same_bytes",
     "seed_inputs",

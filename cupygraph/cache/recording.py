@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import textwrap
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,6 +38,39 @@ from .entry import CUDAGraphEntry
 from .key import GraphKey
 from .padding import InputArena, pad_rows
 from .stats import GraphCost
+
+
+class _RecordingThreads(threading.local):
+    """How many graphs this thread is recording now (nested: a capture inside a warm-up); ``active``, shared by
+    every thread, lets a call outside any recording skip the thread-local lookup."""
+
+    active = 0  # class attribute: every thread's recordings, counted together
+    depth = 0  # per thread (threading.local)
+
+
+_recording = _RecordingThreads()
+_counting_lock = threading.Lock()
+
+
+def recording_here() -> bool:
+    """Whether this thread is recording a graph now (a function's warm-ups or capture run). A jitted function
+    called there runs inline: its kernels are part of the graph being recorded, as ``jax.jit`` inlines a
+    nested jit, and it captures nothing of its own (its capture would start inside the other's)."""
+    return _RecordingThreads.active > 0 and _recording.depth > 0
+
+
+@contextmanager
+def _recording_now() -> Iterator[None]:
+    with _counting_lock:
+        _RecordingThreads.active += 1
+    _recording.depth += 1
+    try:
+        yield
+    finally:
+        _recording.depth -= 1
+        with _counting_lock:
+            _RecordingThreads.active -= 1
+
 
 
 @dataclasses.dataclass(slots=True)  # not frozen: a front door makes one per miss, and frozen costs 4x
@@ -100,7 +134,7 @@ def record(
             # the graph could not hold run through cupygraph's capture-safe ones (routes/).
             # Warm-ups skipped where the config has some: the call's own run wrote where they would write.
             skipped = warmups == 0 and config.num_warmups > 0
-            with upload_policy(config.host_uploads, warmups, skipped), draws_given_back(), \
+            with _recording_now(), upload_policy(config.host_uploads, warmups, skipped), draws_given_back(), \
                     routed_library_calls(request.fn, backend.name, routes_library_calls(config),
                                          key.mode is CUDAGraphMode.PIECEWISE) as routed:
                 staging.recording = backend.capture(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from replay_helpers import replayed
 
 import cupygraph
@@ -36,7 +35,7 @@ def test_a_function_clearing_its_own_graphs_during_its_replay_still_returns_its_
 
 def test_a_graph_evicted_by_a_capture_its_own_replay_makes_is_not_a_failed_key() -> None:
     # Two functions on one registry that holds one graph: once f is captured, its host replay calls g, whose
-    # capture evicts f's graph while f runs (nested jit inside a capture run is the xfail below).
+    # capture evicts f's graph while f runs.
     registry = cupygraph.CUDAGraphRegistry(cupygraph.CUDAGraphConfig(**CONFIG, max_cached_graphs=1))
     g_calls = []
 
@@ -62,11 +61,6 @@ def test_a_graph_evicted_by_a_capture_its_own_replay_makes_is_not_a_failed_key()
     assert not registry.family_lock._is_owned()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "nested jit: the outer capture run hands the inner jitted function its CaptureArray views, which the inner "
-    "front door refuses as an ndarray subclass; the InputMismatchError (a CupyGraphError, not remembered) then "
-    "escapes every call of the outer function. On the GPU the inner capture inside the outer warm-up would wait "
-    "on the device capture lock the outer holds. Needs a decision: inner calls during a recording run inline"))
 def test_a_jitted_function_calling_another_jitted_function_returns_the_composed_result() -> None:
     inner = cupygraph.jit(lambda x: x * 2 + 1, config=CONFIG)
     outer = cupygraph.jit(lambda x: inner(x) - 3, config=CONFIG)
@@ -76,3 +70,18 @@ def test_a_jitted_function_calling_another_jitted_function_returns_the_composed_
         np.testing.assert_array_equal(outer(x), x * 2 + 1 - 3)
     _consistent(outer)
     _consistent(inner)
+
+
+def test_a_jitted_function_called_while_another_is_recorded_runs_inline_and_captures_nothing() -> None:
+    """As ``jax.jit`` inlines a nested jit: the inner function's kernels join the outer graph, so the inner one
+    captures only for the calls it gets outside any recording (the outer's first call runs as it is)."""
+    inner = cupygraph.jit(lambda x: x * 2 + 1, config=CONFIG)
+    outer = cupygraph.jit(lambda x: inner(x) - 3, config=CONFIG)
+    x = np.random.default_rng(3).standard_normal((4, 4)).astype(np.float32)
+    np.testing.assert_array_equal(outer(x), x * 2 + 1 - 3)
+    assert outer.stats().captures == 1
+    captured_by_the_first_run = inner.stats().captures  # the outer's run as it is called it plainly
+    for _ in range(3):
+        np.testing.assert_array_equal(outer(x), x * 2 + 1 - 3)
+    assert inner.stats().captures == captured_by_the_first_run
+    assert not cupygraph.cache.recording_here()
