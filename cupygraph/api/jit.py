@@ -173,6 +173,7 @@ class GraphedFunction(FastFunction):
                             out = entry.run(batched, shortcut.rows, whole)
                         except (ReplayMismatch, AliasedWrite) as err:
                             why = self._why_not_replayed(shortcut, err)
+                            self._stats.record_batch_sizes(shortcut.rows)  # a call the slow path would have counted
                         else:
                             hits = entry.counts.hits  # a hit, which the statistics read from the entry
                             hits[shortcut.rows] = hits.get(shortcut.rows, 0) + 1
