@@ -118,11 +118,9 @@ class GraphedFunction(FastFunction):
         self.registry = registry if registry is not None else CUDAGraphRegistry(self.config)
         self.backend = self.registry.backend
         self._rules = ArgumentRules(self.__name__, self.backend, options.positions(fn), namespace)
-        self.batch_argnums = self._rules.batch
-        self.static_argnums = self._rules.static
-        self.constant_argnums = self._rules.constant
-        self.descriptor_fn = options.descriptor_fn
-        self.out_batched = options.out_batched
+        self.batch_argnums, self.static_argnums, self.constant_argnums = (
+            self._rules.batch, self._rules.static, self._rules.constant)
+        self.descriptor_fn, self.out_batched = options.descriptor_fn, options.out_batched
         if dispatcher is None:
             dispatcher = Dispatcher(self.config)
             dispatcher.initialize_cudagraph_keys(self.config.mode, self.config.uniform_decode_query_len)
@@ -175,6 +173,7 @@ class GraphedFunction(FastFunction):
                             out = entry.run(batched, shortcut.rows, whole)
                         except (ReplayMismatch, AliasedWrite) as err:
                             why = self._why_not_replayed(entry, err)
+                            self._stats.record_batch_sizes(shortcut.rows)  # a call the slow path would have counted
                         else:
                             hits = entry.counts.hits  # a hit, which the statistics read from the entry
                             hits[shortcut.rows] = hits.get(shortcut.rows, 0) + 1

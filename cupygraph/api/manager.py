@@ -156,6 +156,7 @@ class CUDAGraphManager:
                 )
             out = entry.replay(list(inputs))
         self._stats.record_hit(decision.mode.name)
+        self._stats.record_batch_sizes(batch_size)  # a call of the traffic plan-sizes plans from, as every other
         return out
 
     def _entry_for(self, decision: Decision, inputs: tuple[Any, ...]) -> Optional[CUDAGraphEntry]:
@@ -191,6 +192,8 @@ class CUDAGraphManager:
         inputs = self._check_inputs(batch_size, inputs)
         if not self.is_enabled():  # CUPYGRAPH_DISABLE set since the manager was made
             self._stats.record_fallback(FallbackReason.MODE_NONE)
+            if batch_size:
+                self._stats.record_batch_sizes(batch_size)
             result = execute_fn(*inputs)
         else:
             graphed = self._graphed(execute_fn, len(inputs))

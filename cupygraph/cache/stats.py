@@ -110,7 +110,9 @@ class CUDAGraphStats:
     """Edges left plain, by reason (producer_not_kernel, consumer_does_not_wait, consumer_not_scanned, ...)."""
     rebinds_by_argument: Counter[str] = dataclasses.field(default_factory=Counter)
     """Replays that bound an argument (``"argument 0"``) or output (``"output 0"``) to the caller's array
-    instead of copying it (``input_binding="auto"``)."""
+    instead of copying it (``input_binding="auto"``). A ``constant_argnums`` argument is read by address on
+    every replay, so it is counted differently: once per new array bound to a held graph instead of a
+    re-capture (``GraphStore._bind_new_constants``)."""
     copies_by_argument: Counter[str] = dataclasses.field(default_factory=Counter)
     """Replays that copied an argument into its static buffer although binding was on (debug logs say why)."""
     last_detail_by_reason: dict[str, str] = dataclasses.field(default_factory=dict)

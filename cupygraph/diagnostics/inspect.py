@@ -40,6 +40,7 @@ def describe(graphed: Inspectable) -> str:
     rows = [["mode", "size", "seq_len", "bytes", "pool taken", "executable", "replays", "avg replay (host)",
              "capture"]]
     sampled = graphed.config.replay_timing_every > 0
+    timed = graphed.config.time_replays
     if sampled:  # replay_timing_every: the device time of the sampled replays, and the eager warm-up's
         rows[0][8:8] = ["replay (device)", "eager"]
     sources = set()
@@ -51,7 +52,7 @@ def describe(graphed: Inspectable) -> str:
             e.key.mode.name, str(d.num_tokens), "-" if d.seq_len is None else str(d.seq_len), f"{e.nbytes:,}",
             "-" if cost is None else f"{cost.pool_bytes:,}",
             "-" if cost is None or cost.executable_bytes is None else f"{cost.executable_bytes:,}",
-            str(e.replay_count), f"{e.avg_replay_time_ms * 1e3:.1f} us", f"{e.capture_time * 1e3:.2f} ms",
+            str(e.replay_count), _host_replay_time(e, timed), f"{e.capture_time * 1e3:.2f} ms",
         ])
         if sampled:
             replay = e.timing.replay_s() if e.timing is not None else None
@@ -82,6 +83,14 @@ def describe(graphed: Inspectable) -> str:
         parts += [f"  {count:>6}  {call}" for call, count in stats.routed_calls.most_common()]
     parts += _conditional_nodes(graphed, entries)
     return "\n".join(parts)
+
+
+def _host_replay_time(entry: Any, timed: bool) -> str:
+    """The mean host time of the entry's replays: "-" where none was measured (``time_replays`` off, or no
+    replay yet), never a 0.0 that reads as a measurement."""
+    if not timed or entry.replay_count == 0:
+        return "-"
+    return f"{entry.avg_replay_time_ms * 1e3:.1f} us"
 
 
 def _conditional_nodes(graphed: Inspectable, entries: list[Any]) -> list[str]:

@@ -326,3 +326,16 @@ def test_an_aliased_write_names_the_callers_argument_positions():
     np.testing.assert_array_equal(g(2.0, c, c), want)
     assert g.stats().fallbacks_by_reason == {"aliased_write": 1}
     assert "argument 1 and argument 2 share memory" in g.stats().detail("aliased_write")  # not 0 and 1
+
+
+def test_a_constant_bind_is_counted_once_per_new_array_not_per_replay():
+    # README, "Zero-copy calls": a constant is read by address on every replay; rebinds_by_argument counts it
+    # once per new array bound to the held graph, while a batched argument counts once per bound replay.
+    f = graphed(lambda x, w: x * w, constant_argnums=1)
+    weights = [np.full((1, 3), i + 1.0) for i in range(2)]
+    for w in (weights[0], weights[0], weights[0], weights[1], weights[1]):
+        f(np.ones((4, 3)), w)
+    stats = f.stats()
+    assert stats.captures == 1 and stats.hits == 4 and not stats.recaptures_by_reason
+    assert stats.rebinds_by_argument["argument 0"] == 4
+    assert stats.rebinds_by_argument["argument 1"] == 1

@@ -25,6 +25,24 @@ def test_describe_lists_graphs_per_mode_and_size_with_reasons():
     assert "above the largest capture size 8" in text
 
 
+def _replay_time_cell(text: str, size: int) -> str:
+    header, _, *rows = text.splitlines()[2:]
+    start = header.index("avg replay (host)")
+    row = next(r for r in rows if r.split()[:2] == ["FULL", str(size)])
+    return row[start:start + len("avg replay (host)")].strip()
+
+
+def test_describe_says_replay_time_was_not_measured_unless_time_replays_is_on():
+    untimed = cg.jit(lambda x: x + 1, config=dict(backend="host", max_capture_size=8))
+    timed = cg.jit(lambda x: x + 1, config=dict(backend="host", max_capture_size=8, time_replays=True))
+    for f in (untimed, timed):
+        for _ in range(3):
+            f(np.ones((4, 2)))
+    assert _replay_time_cell(untimed.describe(), 4) == "-"  # not a 0.0 us that reads as measured
+    measured = _replay_time_cell(timed.describe(), 4)
+    assert measured.endswith(" us") and float(measured.split()[0]) > 0.0
+
+
 def test_to_dot_picks_the_size_and_explains_missing_graphs(tmp_path):
     f = cg.jit(lambda x: x * 2, config=dict(backend="host", max_capture_size=8))
     with pytest.raises(LookupError, match="holds no graphs"):

@@ -657,3 +657,17 @@ def test_constants_take_the_fast_path_and_alternating_sets_stay_correct(monkeypa
     for w, b, want in [(w2, b2, 2.0), (w1, b1, 3.0), (w2, b2, 2.0), (w1, b2, 1.0)]:
         assert f(x, w, b)[0, 0] == want
     assert f.stats().fallbacks == 0
+
+
+def test_batch_sizes_count_a_fast_path_call_that_falls_back():
+    # A replay found by the fast path that cannot serve the call (here a Python value in the output that
+    # changed since capture) runs eagerly: still a call of the traffic, counted in batch_sizes.
+    state = {"flag": 0}
+    f = jit(lambda u: (u + 1, state["flag"]), config=dict(backend="host", max_capture_size=8))
+    x = np.ones((4, 2))
+    for i in range(6):
+        state["flag"] = int(i >= 3)
+        f(x)
+    stats = f.stats()
+    assert stats.calls == 6 and stats.fallbacks_by_reason["replay_mismatch"] >= 1
+    assert stats.batch_sizes.to_dict() == {"4": stats.calls}

@@ -131,6 +131,24 @@ def test_env_disable(monkeypatch):
     assert disabled.registry.num_graphs() == 0
 
 
+def test_batch_sizes_count_every_call_replayed_or_run_eagerly(monkeypatch):
+    manager = make_manager()
+    for n in (3, 3, 4):
+        manager.execute_or_capture(n, None, mix_rows, [rand(n), rand(n, 1)])
+    manager.capture_graph(8, None, mix_rows, [((8, D), np.float64), ((8, D), np.float64)])
+    manager.replay_graph(8, None, [rand(8), rand(8, 1)])
+    manager.replay_graph(7, None, [rand(7), rand(7, 1)])
+    stats = manager.stats()
+    assert stats.calls == 5
+    assert stats.batch_sizes.to_dict() == {"3": 2, "4": 1, "7": 1, "8": 1}
+    monkeypatch.setattr(cupygraph.config.defaults, "_DISABLE_LOGGED", True)
+    monkeypatch.setenv("CUPYGRAPH_DISABLE", "1")
+    manager.execute_or_capture(5, None, mix_rows, [rand(5), rand(5, 1)])
+    stats = manager.stats()
+    assert stats.calls == 6 and stats.fallbacks_by_reason == {"mode_none": 1}
+    assert stats.batch_sizes.total() == stats.calls and stats.batch_sizes.to_dict()["5"] == 1
+
+
 def test_get_mode_for_batch_and_should_capture():
     manager = make_manager(min_tokens_for_graph=2)
     assert manager.get_mode_for_batch(3) is CUDAGraphMode.FULL
