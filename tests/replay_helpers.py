@@ -82,6 +82,11 @@ def check_replay_follows_new_data(graphed: Any, fn: Any, before: tuple, after: t
     assert not same(got, first), "the new data gave the first call's result: the check could not fail"
 
 
+def randn32(xp: Any, rng: np.random.Generator, *shape: int) -> Any:
+    """Fresh standard-normal float32 data of ``shape`` from ``rng``, as an array of ``xp`` (numpy or cupy)."""
+    return xp.asarray(rng.standard_normal(shape).astype(np.float32))
+
+
 def poison_static_buffers(graphed: Any, xp: Any) -> None:
     """NaN into every floating static input and output of ``graphed``'s graphs (``xp``: numpy or
     cupy); the padding rows are rewritten on the next call. A zero-copy node left pointing at a

@@ -8,6 +8,16 @@ import pytest
 from extras import needs_nvmath
 
 
+@pytest.fixture
+def on_device0() -> Any:
+    """Device 0, made current for the test (the lent machines may have several GPUs): a module's tests take it
+    with ``pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("on_device0")]``."""
+    cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
+    device = cupy.cuda.Device(0)
+    device.use()
+    return device
+
+
 @pytest.fixture(scope="module")
 def sm90_device() -> Any:
     """Device 0, made current; the module's tests skip below sm_90 (programmatic dependent launch needs it)."""

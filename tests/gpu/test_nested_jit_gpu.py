@@ -10,17 +10,13 @@ import pytest
 
 import cupygraph as cg
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("on_device0")]
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 
 from replay_helpers import poison_static_buffers  # noqa: E402
 
 ROWS, WIDTH = 8, 256
 
-
-@pytest.fixture(autouse=True)
-def _device():
-    cupy.cuda.Device(0).use()
 
 
 @pytest.mark.parametrize("library", [False, True], ids=["elementwise", "fft inside"])

@@ -12,23 +12,19 @@ import pytest
 
 import cupygraph as cg
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("on_device0")]
 cupy = pytest.importorskip("cupy", reason="needs a CUDA GPU with CuPy: CuPy is not importable here")
 
-from replay_helpers import poison_static_buffers  # noqa: E402
+from replay_helpers import poison_static_buffers, randn32  # noqa: E402
 
 from cupygraph.backends.fastpath.record import COMPILED  # noqa: E402
 
 ROWS, WIDTH = 8, 256
 
 
-@pytest.fixture(autouse=True)
-def _device():
-    cupy.cuda.Device(0).use()
-
 
 def rand(rng, *shape):
-    return cupy.asarray(rng.standard_normal(shape).astype(np.float32))
+    return randn32(cupy, rng, *shape)
 
 
 def layers(rng):
