@@ -30,9 +30,10 @@ def plan_sizes_usage_problem(args: argparse.Namespace) -> Optional[str]:
     return None
 
 
-def _traffic_of(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The histogram of batch sizes and what the graphs cost: a JSON file's (a histogram, or statistics
-    with ``batch_sizes`` and ``graph_costs``), or the jitted functions' of a script run."""
+def _traffic_of(args: argparse.Namespace) -> tuple[Any, Any, list[Any]]:
+    """The histogram of batch sizes, what the graphs cost and the jitted functions measured: a JSON file's
+    (a histogram, or statistics with ``batch_sizes`` and ``graph_costs``; no function), or the jitted
+    functions' of a script run."""
     from .cache import SizeHistogram
     from .diagnostics.memory_model import memory_model
     from .diagnostics.plan_sizes import histogram_of
@@ -47,14 +48,40 @@ def _traffic_of(args: argparse.Namespace) -> tuple[Any, Any]:
         try:  # the API's checks of traffic and costs, naming the file
             traffic = histogram_of(data, where=str(args.histogram))
             return traffic, memory_model([data] if isinstance(data, dict) else [], args.bytes_per_graph,
-                                         str(args.histogram))
+                                         str(args.histogram)), []
         except (TypeError, ValueError) as err:
             raise CupyGraphError(str(err)) from None
     total = SizeHistogram()
     functions = run_script(args.script, args.script_args)
     for graphed in functions:
         total = total + graphed.stats().batch_sizes
-    return total, memory_model(functions, args.bytes_per_graph, str(args.script))
+    return total, memory_model(functions, args.bytes_per_graph, str(args.script)), functions
+
+
+def _check_sizes(config: CUDAGraphConfig, source: str) -> tuple[int, ...]:
+    if not config.cudagraph_capture_sizes:
+        raise CupyGraphError(f"{source} captures nothing (mode NONE): there are no sizes to plan; give --config a "
+                             "config with a graph mode")
+    return config.cudagraph_capture_sizes
+
+
+def _config_of(functions: list[Any], script: str, writing: bool) -> tuple[CUDAGraphConfig, str]:
+    """The config the script's jitted functions use (the defaults without a script): their capture sizes are
+    the current ones, so they must share them; ``-o`` writes the config, so it needs them to share all of it."""
+    if not functions:
+        return CUDAGraphConfig(), "the default config"
+    config, first = functions[0].config, functions[0].__name__
+    for other in functions[1:]:
+        mine, theirs = list(config.cudagraph_capture_sizes), list(other.config.cudagraph_capture_sizes)
+        if mine != theirs:
+            differ = f"{first} captures sizes {mine}, {other.__name__} {theirs}"
+        elif writing and other.config != config:
+            differ = f"{first} and {other.__name__} share the capture sizes {mine}, not the other fields, for -o"
+        else:
+            continue
+        raise CupyGraphError(f"--script {script}: its jitted functions use different configs ({differ}); give "
+                             "--config FILE, the config to compare with and to write with the proposed sizes")
+    return config, f"--script {script}'s {first}"
 
 
 def _cmd_plan_sizes(args: argparse.Namespace) -> int:
@@ -63,13 +90,15 @@ def _cmd_plan_sizes(args: argparse.Namespace) -> int:
 
     if args.output is not None:
         check_output_file(args.output, SUFFIXES)  # before the traffic is read or the script runs
-    config = load_config(args.config) if args.config is not None else CUDAGraphConfig()
-    current = config.cudagraph_capture_sizes
-    if not current:
-        source = args.config if args.config is not None else "the default config"
-        raise CupyGraphError(f"{source} captures nothing (mode NONE): there are no sizes to plan; give --config a "
-                             "config with a graph mode")
-    traffic, measured = _traffic_of(args)
+    given = load_config(args.config) if args.config is not None else None
+    if given is not None:
+        _check_sizes(given, args.config)  # before the script runs
+    traffic, measured, functions = _traffic_of(args)
+    if given is not None:
+        config, source = given, args.config
+    else:
+        config, source = _config_of(functions, args.script, writing=args.output is not None)
+    current = _check_sizes(config, source)
     try:
         plan = plan_capture_sizes(traffic, current=current, max_graphs=args.max_graphs,
                                   memory_limit=args.memory_limit, bytes_per_graph=args.bytes_per_graph,
@@ -107,7 +136,10 @@ def add_plan_sizes_command(commands: Any, positive_int: Callable[[str], int]) ->
                       "with \"graph_costs\": stats().to_dict()['graph_costs'] for --memory-limit")
     plan.add_argument("--script", metavar="FILE", default=None,
                       help="run this script and plan from its jitted functions' traffic (its arguments after '--')")
-    plan.add_argument("--config", metavar="FILE", default=None, help="the config in use (default: the defaults)")
+    plan.add_argument("--config", metavar="FILE", default=None,
+                      help="the config in use: its capture sizes are the current ones, and -o writes it with the "
+                      "proposed sizes (default: the config of the --script's jitted functions, which must share "
+                      "its capture sizes, and all of it for -o; with --histogram, the defaults)")
     plan.add_argument("--max-graphs", type=positive_int, default=None, metavar="N", help="at most N capture sizes")
     plan.add_argument("--memory-limit", "--memory-budget", dest="memory_limit", type=_byte_size, default=None,
                       metavar="BYTES", help="at most this memory for the graphs: each size costs what its capture "

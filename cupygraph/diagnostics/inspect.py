@@ -59,16 +59,19 @@ def describe(graphed: Inspectable) -> str:
             eager = e.timing.eager_s() if e.timing is not None else None
             rows[-1][8:8] = ["-" if replay is None else f"{replay * 1e6:.1f} us",
                              "-" if eager is None else f"{eager * 1e6:.1f} us"]
+    pooled = graphed.backend.has_pool  # the host backend's static buffers are plain arrays, in no pool
+    pool = f"pool={graphed.backend.pool_bytes():,} bytes" if pooled else "pool=none (no memory pool on this backend)"
     head = (
         f"{graphed.__name__}: backend={graphed.backend.name} mode={graphed.config.mode.name} "
-        f"graphs={len(entries)} pool={graphed.backend.pool_bytes():,} bytes\n"
+        f"graphs={len(entries)} {pool}\n"
         f"calls={stats.calls} hits={stats.hits} misses={stats.misses} hit rate={stats.hit_rate():.1%} "
         f"captures={stats.captures} evictions={stats.evictions} fallbacks={stats.fallbacks}"
     )
     parts = [head, _table(rows) if entries else "(no graphs held)"]
     if sources:  # what the two measured columns are (cache.stats.GraphCost)
-        parts.append("pool taken: memory the family took for the key at capture (stats().graph_costs); "
-                     "executable: " + "; ".join(sorted(sources)))
+        taken = ("memory the family's pool took for the key at capture" if pooled
+                 else "the bytes of the static buffers made for the key at capture (no pool)")
+        parts.append(f"pool taken: {taken} (stats().graph_costs); executable: " + "; ".join(sorted(sources)))
     for title, counts in (("eager fallbacks by reason:", stats.fallbacks_by_reason),
                           ("evictions by reason:", stats.evictions_by_reason),
                           ("re-captures by reason:", stats.recaptures_by_reason)):

@@ -101,6 +101,25 @@ def test_the_call_that_captures_draws_what_the_plain_call_draws_and_the_replays_
     np.testing.assert_array_equal(graphed_next, plain_next)  # cuRAND's stream was not drawn from
 
 
+def test_warmup_and_its_replays_draw_nothing_from_curands_stream():
+    """The host twin (test_routes_random_host.py) moves NumPy's one legacy stream by a seed per size; on
+    the GPU the seeds come from CuPy's kernel seed, so warmup() and the replays leave cuRAND's stream
+    where it was, and a key's first padded call runs eagerly, drawing what the plain call draws."""
+    cupy.random.seed(21)
+    plain = cupy.asnumpy(cupy.random.standard_normal((3, 3), dtype=cupy.float32))
+    plain_next = cupy.asnumpy(cupy.random.random(16))
+    cupy.random.seed(21)
+    graphed = cg.jit(lambda x: x + cupy.random.standard_normal(x.shape, dtype=x.dtype), config=CONFIG)
+    graphed.warmup(cupy.zeros((8, 3), dtype=cupy.float32), progress=False)
+    graphed(cupy.zeros((8, 3), dtype=cupy.float32))
+    graphed(cupy.zeros((8, 3), dtype=cupy.float32))
+    stats = graphed.stats()
+    assert stats.fallbacks == 0 and graphed.registry.num_graphs() == 2 and stats.replays == 2
+    padded = cupy.asnumpy(graphed(cupy.zeros((3, 3), dtype=cupy.float32)))
+    np.testing.assert_array_equal(padded, plain)
+    np.testing.assert_array_equal(cupy.asnumpy(cupy.random.random(16)), plain_next)
+
+
 @pytest.mark.parametrize("switch", ["config", "environment"])
 def test_routing_off_refuses_the_legacy_draws_naming_the_line(switch, monkeypatch):
     config = dict(CONFIG)

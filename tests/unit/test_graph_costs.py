@@ -82,6 +82,17 @@ def test_describe_shows_each_graphs_measured_cost():
     assert "executable: none: the host backend makes no executable" in lines[-1]
 
 
+def test_describe_on_the_host_says_it_has_no_pool_and_what_pool_taken_counts():
+    """The host backend has no pool: its header said pool=0 bytes while its pool-taken column summed the
+    static buffers; now it says there is no pool and what the column counts."""
+    f = cg.jit(affine, config=HOST)
+    f.warmup(rand(3, 5), rand(5), sizes=[16, 4], progress=False)
+    text = f.describe()
+    assert "pool=none" in text.splitlines()[0] and "pool=0 bytes" not in text
+    assert "pool taken: the bytes of the static buffers made for the key" in text
+    assert sum(cost.pool_bytes for cost in f.stats().graph_costs.values()) > 0
+
+
 def test_the_inspect_command_shows_the_measured_costs(capsys):
     assert main(["inspect", "--backend", "host", "--calls", "20"]) == 0
     out = capsys.readouterr().out

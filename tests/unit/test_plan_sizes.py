@@ -148,6 +148,39 @@ def test_the_command_plans_from_a_scripts_functions(tmp_path, capsys):
     assert "traffic: 10 calls" in out and "proposed capture_sizes: [30, 512]" in out
 
 
+def test_the_command_compares_with_the_scripts_own_config_unless_config_is_given(tmp_path, capsys):
+    """Regression: without --config the current line was the default 51 sizes, not the function's."""
+    script = tmp_path / "work.py"
+    script.write_text(
+        "import numpy as np\nimport cupygraph as cg\n"
+        "f = cg.jit(lambda x: x * 2, config=dict(backend='host', max_capture_size=16))\n"
+        "for n in [3, 3, 20]:\n    f(np.ones((n, 2)))\n")
+    out = tmp_path / "planned.yaml"
+    assert main(["plan-sizes", "--script", str(script), "--max-graphs", "2", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert expected_waste({3: 2, 20: 1}, (1, 2, 4, 8, 16)).describe("current ") in printed
+    assert "current : 5 sizes" in printed and "1 eager calls above 16" in printed
+    assert load_config(out).backend == "host"  # the function's config, with the proposed sizes
+    given = tmp_path / "given.yaml"
+    given.write_text("capture_sizes: [4, 32]\n")
+    assert main(["plan-sizes", "--script", str(script), "--max-graphs", "2", "--config", str(given)]) == 0
+    assert "current : 2 sizes" in capsys.readouterr().out
+
+
+def test_the_command_refuses_a_script_whose_functions_disagree_on_sizes(tmp_path, capsys):
+    script = tmp_path / "work.py"
+    script.write_text(
+        "import numpy as np\nimport cupygraph as cg\n"
+        "def small(x):\n    return x + 1\n"
+        "def large(x):\n    return x * 2\n"
+        "f = cg.jit(small, config=dict(backend='host', max_capture_size=16))\n"
+        "g = cg.jit(large, config=dict(backend='host', max_capture_size=64))\n"
+        "f(np.ones((3, 2)))\ng(np.ones((3, 2)))\n")
+    assert main(["plan-sizes", "--script", str(script), "--max-graphs", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "small captures sizes [1, 2, 4, 8, 16], large [1, 2, 4, 8, 16, 24" in err and "give --config FILE" in err
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["plan-sizes", "--max-graphs", "2"], "--histogram FILE or --script FILE"),
     (["plan-sizes", "--histogram", "h.json"], "give max_graphs (--max-graphs) or memory_limit"),

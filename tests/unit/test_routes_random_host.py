@@ -96,6 +96,39 @@ def test_the_call_that_captures_draws_what_the_plain_call_draws():
     assert now[2] == consumed[2] and np.array_equal(now[1], consumed[1])
 
 
+def take_seed():
+    """What a recording that routes draws takes from NumPy's global generator (routes/numpy_random.py)."""
+    np.random.mtrand._rand.randint(0, np.iinfo(np.int64).max, dtype=np.int64)
+
+
+def same_state(a, b):
+    return a[2] == b[2] and np.array_equal(a[1], b[1])
+
+
+def test_warmup_takes_one_seed_per_size_from_the_global_generator_and_its_replays_none():
+    """NumPy has one legacy stream, so the seed a recording takes moves it (unlike cuRAND's on the GPU,
+    tests/gpu/test_routes_random_gpu.py): warmup() moves it by one draw per size, its warm-ups' and
+    capture runs' draws go to the graph's generator, the replays draw nothing from it, and a key's first
+    padded call runs eagerly, drawing what the plain call draws."""
+    np.random.seed(5)
+    graphed = cg.jit(lambda x: x + np.random.standard_normal(x.shape), config=HOST)
+    before = np.random.get_state()
+    graphed.warmup(np.zeros((8, 3)), progress=False)
+    after_warmup = np.random.get_state()
+    assert graphed.registry.num_graphs() == 2
+    np.random.set_state(before)
+    take_seed()
+    take_seed()
+    assert same_state(np.random.get_state(), after_warmup)
+    np.random.set_state(after_warmup)
+    graphed(np.zeros((8, 3)))
+    graphed(np.zeros((8, 3)))
+    assert graphed.stats().replays == 2 and same_state(np.random.get_state(), after_warmup)
+    padded = graphed(np.zeros((3, 3)))
+    np.random.set_state(after_warmup)
+    np.testing.assert_array_equal(padded, np.random.standard_normal((3, 3)))
+
+
 @pytest.mark.parametrize("switch", ["config", "environment"])
 def test_routing_off_refuses_the_legacy_draws_naming_the_line(switch, monkeypatch):
     config = dict(HOST)
