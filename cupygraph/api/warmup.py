@@ -15,7 +15,6 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
-import os
 import sys
 import time
 from collections import Counter
@@ -23,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Optional, Union
 
 from ..cache import RAISED, Eager, SizeHistogram
+from ..config.defaults import env_flag
 from ..config.modes import short_repr
 from ..config.values import is_bool
 from ..errors import CaptureError, InputMismatchError
@@ -125,7 +125,7 @@ def most_used_first(sizes: Iterable[int], traffic: Optional[SizeHistogram],
 
 def progress_bar(total: int, desc: str, enabled: bool) -> Any:
     """A tqdm bar on a terminal, otherwise nothing (logs and CI stay clean)."""
-    if not enabled or total <= 1 or not sys.stderr.isatty() or os.environ.get("CUPYGRAPH_PROGRESS") == "0":
+    if not enabled or total <= 1 or not sys.stderr.isatty() or not env_flag("CUPYGRAPH_PROGRESS", default=True):
         return None
     from tqdm import tqdm  # a hard dependency (setup.cfg); imported here to keep `import cupygraph` light
 

@@ -1,5 +1,5 @@
-"""Environment switches (CUPYGRAPH_DISABLE, CUPYGRAPH_NVTX, CUPYGRAPH_ROUTE_LIBRARY_CALLS) read one way:
-1/true/yes/on or 0/false/no/off (any case); anything else is warned about, naming the variable and the
+"""Environment switches (CUPYGRAPH_DISABLE, CUPYGRAPH_NVTX, CUPYGRAPH_PROGRESS, CUPYGRAPH_ROUTE_LIBRARY_CALLS)
+read one way: 1/true/yes/on or 0/false/no/off (any case); anything else is warned about, naming the variable and the
 values it takes, and the switch keeps its default: a typo of "false" must not turn graphs off."""
 
 from __future__ import annotations
@@ -33,3 +33,19 @@ def test_an_unreadable_route_switch_is_warned_about_and_keeps_routing(monkeypatc
     monkeypatch.setenv("CUPYGRAPH_ROUTE_LIBRARY_CALLS", "of")
     with pytest.warns(UserWarning, match=r"CUPYGRAPH_ROUTE_LIBRARY_CALLS='of' is not a switch; .* default \(on\)"):
         assert config_defaults.routes_library_calls(CUDAGraphConfig()) is True
+
+
+@pytest.mark.parametrize("value, shown", [("0", False), ("off", False), ("1", True), ("", True), ("no", False)])
+def test_the_progress_switch_reads_the_same_words(monkeypatch, value, shown):
+    import sys
+
+    from cupygraph.api import warmup
+
+    monkeypatch.setenv("CUPYGRAPH_PROGRESS", value)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal: only the switch decides
+    bar = warmup.progress_bar(3, "probe", enabled=True)
+    try:
+        assert (bar is not None) is shown
+    finally:
+        if bar is not None:
+            bar.close()
