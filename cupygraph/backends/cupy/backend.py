@@ -261,7 +261,7 @@ class CupyBackend(Backend):
                 self._last_stream = caller
                 outputs = self._detach(outputs)  # (after the zero-copy facts: they read the outputs' allocations)
                 recording = CupyRecording(steps, outputs, self._blocks.nbytes - before, held, replaced, self.family,
-                                          functools.partial(CupyBinder, pool=self._blocks))
+                                          functools.partial(CupyBinder, owns=self.owns))
                 with executables.window():
                     recording.upload(stream)  # so the first replay costs what the others do
                 recording.executable_bytes, recording.executable_source = executables.nbytes, executables.source

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 import cupy
@@ -87,11 +87,12 @@ class CupyBinder:
 
     def __init__(self, bindings: CupyBindings, static: Sequence[Any], labels: Sequence[str],
                  leaves: Sequence[Any], bind_outputs: bool, counts: Any, name: str,
-                 constants: Sequence[tuple[int, Any]], recording: CupyRecording, executables: int = 1,
-                 pool: Any = None):
-        """``pool``: the family's ``DeviceBlocks``, whose memory an argument is never bound to (``bind``)."""
+                 constants: Sequence[tuple[int, Any]], recording: CupyRecording, executables: int = 1, *,
+                 owns: Callable[[int], bool]):
+        """``owns``: whether an address lies in the family's pool memory (``CupyBackend.owns``, which
+        ``record_of`` reads too), where an argument is never bound (``bind``)."""
         self._device = bindings.device_id
-        self._family_memory = pool.owner_of if pool is not None else _nowhere
+        self._owns = owns
         self._set = set_params_function()
         self._name = name
         self.counts = counts
@@ -182,7 +183,7 @@ class CupyBinder:
         copied = 0
         want = self._want
         device = self._device
-        family_memory = self._family_memory
+        owns = self._owns
         i = 0
         for slot, src in zip(self._inputs, [*inputs, *whole] if whole else inputs):
             if slot.eligible and src._c_contiguous:
@@ -192,7 +193,7 @@ class CupyBinder:
                 # family's own memory (an output_mode="view" output passed back), which the graph may write
                 # before it reads the argument: copied in, it is read as the eager call reads it.
                 if (not ptr & (ALIGNMENT - 1) and memory.device_id == device
-                        and (ptr == slot.static_address or family_memory(ptr) is None)):
+                        and (ptr == slot.static_address or not owns(ptr))):
                     want[i] = ptr
                     i += 1
                     continue
@@ -204,7 +205,7 @@ class CupyBinder:
             if not slot.logged and logger.isEnabledFor(logging.DEBUG):
                 slot.logged = True
                 log_copied(self._name, slot.label,
-                           slot.reason or _call_reason(slot.buf, src, device, family_memory(src.data.ptr) is not None))
+                           slot.reason or _call_reason(slot.buf, src, device, owns(src.data.ptr)))
         fresh = None
         if self._outputs:
             fresh = []
@@ -384,10 +385,6 @@ class CupyBinder:
         self._recording = None  # type: ignore[assignment]
         self._constants = {}
         self._inputs, self._outputs, self._slots = [], [], []
-
-
-def _nowhere(ptr: int) -> None:
-    return None
 
 
 def _call_reason(buf: Any, src: Any, device: int, family_memory: bool) -> CopyReason:
