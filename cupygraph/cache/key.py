@@ -52,6 +52,7 @@ class _Rebuilt:
     def __hash__(self) -> int:
         return hash((_Rebuilt, self.type, self.parts))
 
+
 _PLAIN_ITEMS = (str, bytes, type(None))
 """Items whose equality already tells apart what traces differently: a tuple or frozenset of only
 these is its own key."""
